@@ -1,0 +1,47 @@
+"""cl-suites: continual reinforcement-learning benchmarks one ``gym.make`` away.
+
+Importing the package registers every ``CLSuite/*`` id with gymnasium.
+"""
+
+from __future__ import annotations
+
+from cl_suites.api import make_env, make_sequence, make_vec, schedule
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.runlog import RunLog, read_episodes, read_eval, read_metadata
+from cl_suites.core.sequence_env import SequenceEnv
+from cl_suites.core.task import Segment, TaskSequence, TaskSpec, TaskSwitch
+from cl_suites.core.vector import SequenceVectorEnv
+from cl_suites.registration import register_all
+from cl_suites.suites import SUITES, find_suite
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SUITES",
+    "Evaluator",
+    "RunLog",
+    "Segment",
+    "SequenceEnv",
+    "SequenceVectorEnv",
+    "TaskSequence",
+    "TaskSpec",
+    "TaskSwitch",
+    "find_suite",
+    "make_env",
+    "make_sequence",
+    "make_vec",
+    "read_episodes",
+    "read_eval",
+    "read_metadata",
+    "schedule",
+]
+
+register_all()
+
+
+def __getattr__(name: str):
+    if name == "SB3VecEnv":  # needs stable-baselines3 (extra "baselines")
+        from cl_suites.core.sb3_adapter import SB3VecEnv
+
+        return SB3VecEnv
+    raise AttributeError(f"module 'cl_suites' has no attribute {name!r}")

@@ -1,0 +1,160 @@
+"""The single-environment view of a task sequence."""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from cl_suites.core.task import (
+    Segment,
+    SequenceCursor,
+    TaskSequence,
+    TaskSwitchCallback,
+    task_seed,
+)
+
+
+def check_action(space: gym.Space, action: Any) -> None:
+    """Raise ``ValueError`` when ``action`` is not an element of ``space``."""
+    if not space.contains(action):
+        shape = getattr(action, "shape", None)
+        described = f"{action!r}" + (f" (shape {shape})" if shape is not None else "")
+        raise ValueError(f"action {described} is not in the action space {space}")
+
+
+def check_spaces(sequence: TaskSequence, task_name: str, env: gym.Env | gym.vector.VectorEnv) -> None:
+    """Raise when a task env's spaces differ from the sequence's fixed spaces."""
+    obs_space = getattr(env, "single_observation_space", env.observation_space)
+    act_space = getattr(env, "single_action_space", env.action_space)
+    for kind, got, want in (
+        ("observation", obs_space, sequence.observation_space),
+        ("action", act_space, sequence.action_space),
+    ):
+        if got != want:
+            raise ValueError(
+                f"task {task_name!r} of {sequence.name} has {kind} space {got}, but the "
+                f"sequence's fixed {kind} space is {want}"
+            )
+
+
+class SequenceEnv(gym.Env):
+    """One non-stationary environment that plays a whole task sequence.
+
+    The observation and action spaces are the sequence's and never change. Every
+    ``step`` counts one agent step; when the current task's budget is spent the running
+    episode is truncated (``truncated=True``) and the next ``reset()`` starts the next
+    task (``info["task_switched"]`` is True on that reset). After the last step of the
+    last cycle ``info["sequence_done"]`` is True and any further ``step`` raises.
+
+    Every ``info`` carries ``task_id``, ``task_name``, ``cycle``, ``task_step``,
+    ``total_step``, ``task_switched`` and ``sequence_done``. At the end of each episode
+    (including one cut by a task switch) ``info["episode"] = {"r": return, "l": length}``
+    holds the true episode return in the simulator's reward units.
+
+    Seeding: ``reset(seed=s)`` (re)starts the sequence from step 0; each task's
+    environment is then seeded from ``(s, cycle, task_id)``, so the same seed gives the
+    same task order, levels and observations. Task environments live only while their
+    task is trained.
+
+    ``spec.nondeterministic`` is left False: given a seed, the built-in suites replay
+    exactly (MiniHack's dynamics are stochastic but drawn from the seeded RNG).
+
+    Args:
+        sequence: the task sequence to play.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, sequence: TaskSequence):
+        sequence.check_installed()
+        self.sequence = sequence
+        self.observation_space = sequence.observation_space
+        self.action_space = sequence.action_space
+        self.cursor = SequenceCursor(sequence, num_envs=1)
+        self._env: gym.Env | None = None
+        self._run_seed: int | None = None
+        self._switch_pending = False
+        self._episode_return = 0.0
+        self._episode_length = 0
+
+    # -- public helpers ---------------------------------------------------------------
+    def schedule(self) -> tuple[Segment, ...]:
+        """Which task trains over which agent-step range (see ``TaskSequence.schedule``)."""
+        return self.cursor.segments
+
+    def on_task_switch(self, callback: TaskSwitchCallback):
+        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
+        return self.cursor.subscribe(callback)
+
+    @property
+    def current_task(self) -> Segment:
+        return self.cursor.segment
+
+    # -- gymnasium API ----------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        switched = False
+        if seed is not None or self._run_seed is None:
+            self._run_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31))
+            self.cursor.restart()
+            self._switch_pending = False
+            switched = True
+        elif self._switch_pending:
+            if self.cursor.done:
+                raise RuntimeError(
+                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
+                )
+            self._switch_pending = False
+            switched = True
+        if switched:
+            obs, inner_info = self._activate(self.cursor.segment)
+        else:
+            obs, inner_info = self._env.reset()
+        self._episode_return, self._episode_length = 0.0, 0
+        return obs, {**inner_info, **self.cursor.info(task_switched=switched)}
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._env is None:
+            raise RuntimeError("call reset() before step()")
+        check_action(self.action_space, action)
+        spent = self.cursor.advance(1)
+        obs, reward, terminated, truncated, inner_info = self._env.step(action)
+        self._episode_return += float(reward)
+        self._episode_length += 1
+        info = {**inner_info, **self.cursor.info(task_switched=False)}
+        episode_over = terminated or truncated
+        if "episode" in inner_info or (
+            episode_over and not self.sequence.tasks[self.cursor.segment.task_id].records_episodes
+        ):
+            info.setdefault("episode", self._episode_stats())
+            self._episode_return, self._episode_length = 0.0, 0
+        if spent:
+            truncated = True
+            if self._episode_length:
+                info["episode"] = self._episode_stats()
+            self._switch_pending = True
+            self.cursor.next_segment()
+            info["sequence_done"] = self.cursor.done
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+    # -- internals --------------------------------------------------------------------
+    def _episode_stats(self) -> dict[str, float | int]:
+        return {"r": self._episode_return, "l": self._episode_length}
+
+    def _activate(self, segment: Segment) -> tuple[Any, dict[str, Any]]:
+        """Close the previous task env, build this segment's, and reset it with its seed."""
+        self.close()
+        task = self.sequence.tasks[segment.task_id]
+        env = task.make_train()
+        check_spaces(self.sequence, task.name, env)
+        self._env = env
+        assert self._run_seed is not None
+        return env.reset(seed=task_seed(self._run_seed, segment.cycle, segment.task_id))

@@ -1,0 +1,325 @@
+"""Tasks, task sequences and the schedule they imply.
+
+A *task* is a train environment (and optionally a held-out test environment) plus a
+step budget. A *task sequence* is an ordered list of tasks played ``cycles`` times, with
+an evaluation cadence. Everything here is plain data: simulators are only touched when
+a factory is called, so schedules can be listed without any simulator installed.
+
+Units: every budget, step and cadence here counts **agent steps** (calls of
+``env.step`` summed over sub-environments), never emulator frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+EnvFactory = Callable[[], gym.Env]
+"""Builds one single-task environment (seeded later through ``reset(seed=...)``)."""
+
+VecEnvFactory = Callable[[int], gym.vector.VectorEnv]
+"""Builds a batched single-task environment with the given number of sub-envs.
+It must use same-step autoreset (``AutoresetMode.SAME_STEP``)."""
+
+SPLITS = ("train", "test")
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """``value`` as an int, or a ``ValueError`` naming ``name`` when it is not a positive int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task of a sequence.
+
+    Attributes:
+        name: human-readable task name (e.g. ``"climber"``).
+        make_train: factory of the training environment.
+        budget: training budget of this task in agent steps (per cycle).
+        make_test: factory of the held-out test environment, ``None`` when the paper
+            defines no test split (evaluation then uses the train split only).
+        make_train_vec / make_test_vec: optional native batched factories
+            (``num_envs -> VectorEnv``); when absent, the vector path batches
+            ``make_train``/``make_test`` with gymnasium's vector envs.
+        make_train_eval: factory of the train-split env used by evaluation when it must
+            differ from the training env (Atari: no episodic-life termination);
+            defaults to ``make_train``.
+        records_episodes: the factory's env already reports true episode statistics
+            in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
+            life loss but the reported return is the whole game's). Otherwise the
+            sequence env records them itself.
+    """
+
+    name: str
+    make_train: EnvFactory
+    budget: int
+    make_test: EnvFactory | None = None
+    make_train_vec: VecEnvFactory | None = None
+    make_test_vec: VecEnvFactory | None = None
+    make_train_eval: EnvFactory | None = None
+    records_episodes: bool = False
+
+    def __post_init__(self) -> None:
+        check_positive_int(f"budget of task {self.name!r}", self.budget)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The evaluation splits this task defines: ``("train",)`` or ``("train", "test")``."""
+        return SPLITS if self.make_test is not None else SPLITS[:1]
+
+    def env_factory(self, split: str, evaluation: bool = False) -> EnvFactory:
+        """The single-env factory of ``split`` (``"train"`` or ``"test"``); with
+        ``evaluation=True`` the train split's evaluation variant."""
+        if split not in self.splits:
+            raise ValueError(f"task {self.name!r} has no split {split!r}; it has {self.splits}")
+        if split == "test":
+            return self.make_test  # type: ignore[return-value]
+        if evaluation and self.make_train_eval is not None:
+            return self.make_train_eval
+        return self.make_train
+
+    def vec_env_factory(self, split: str) -> VecEnvFactory | None:
+        """The native batched factory of ``split``, or ``None`` when there is none."""
+        self.env_factory(split)  # validates split
+        return self.make_train_vec if split == "train" else self.make_test_vec
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One training interval of the schedule: task ``task_id`` during ``[start_step, end_step)``."""
+
+    index: int
+    cycle: int
+    task_id: int
+    task_name: str
+    start_step: int
+    end_step: int
+
+    @property
+    def steps(self) -> int:
+        return self.end_step - self.start_step
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "cycle": self.cycle,
+            "task_id": self.task_id,
+            "task_name": self.task_name,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+        }
+
+
+@dataclass(frozen=True)
+class TaskSequence:
+    """An ordered list of tasks, played ``cycles`` times, with an evaluation cadence.
+
+    Attributes:
+        name: sequence name (e.g. ``"Procgen6"``).
+        tasks: the tasks in training order; task ids are their positions.
+        observation_space / action_space: the spaces shared by every task.
+        cycles: how many times the whole list is played.
+        eval_every: evaluation cadence in agent steps.
+        eval_episodes: episodes per task and split at each evaluation.
+        extra: the ``pip install "cl-suites[<extra>]"`` extra that provides the simulator.
+        required_modules: importable modules the simulator needs (checked at env construction).
+        metric_settings: suite-level settings the metrics read (``smoothing_window``,
+            ``return_clip_min``, ...).
+    """
+
+    name: str
+    tasks: tuple[TaskSpec, ...]
+    observation_space: gym.Space
+    action_space: gym.Space
+    cycles: int = 1
+    eval_every: int = 1
+    eval_episodes: int = 10
+    extra: str | None = None
+    required_modules: tuple[str, ...] = ()
+    metric_settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise ValueError(f"task sequence {self.name!r} has no tasks")
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        check_positive_int("cycles", self.cycles)
+        check_positive_int("eval_every", self.eval_every)
+        check_positive_int("eval_episodes", self.eval_episodes)
+
+    def check_installed(self) -> None:
+        """Raise ``ImportError`` naming the extra to install when a simulator module is missing."""
+        missing = [m for m in self.required_modules if importlib.util.find_spec(m) is None]
+        if missing:
+            hint = f'pip install "cl-suites[{self.extra}]"' if self.extra else "install them"
+            raise ImportError(
+                f"{self.name} needs the module(s) {', '.join(missing)}, which are not installed; "
+                f"run: {hint}"
+            )
+
+    def schedule(self, num_envs: int = 1) -> tuple[Segment, ...]:
+        """Which task trains over which agent-step range, in training order.
+
+        With ``num_envs`` sub-environments the env counts ``num_envs`` agent steps per
+        vector step and switches all of them together, at the first vector step that
+        spends the task's budget, so a task can run up to ``num_envs - 1`` steps over
+        its budget; the returned ranges are the exact ones the env will follow.
+        """
+        num_envs = check_positive_int("num_envs", num_envs)
+        segments: list[Segment] = []
+        start = 0
+        for cycle in range(self.cycles):
+            for task_id, task in enumerate(self.tasks):
+                steps = math.ceil(task.budget / num_envs) * num_envs
+                segments.append(
+                    Segment(len(segments), cycle, task_id, task.name, start, start + steps)
+                )
+                start += steps
+        return tuple(segments)
+
+    @property
+    def total_steps(self) -> int:
+        """Total training budget of the sequence for a single env, in agent steps."""
+        return sum(task.budget for task in self.tasks) * self.cycles
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description of the sequence (used for run-log metadata)."""
+        return {
+            "suite": self.name,
+            "tasks": [
+                {"task_id": i, "task_name": t.name, "budget": t.budget, "splits": list(t.splits)}
+                for i, t in enumerate(self.tasks)
+            ],
+            "cycles": self.cycles,
+            "eval_every": self.eval_every,
+            "eval_episodes": self.eval_episodes,
+            "metric_settings": dict(self.metric_settings),
+        }
+
+
+def task_seed(seed: int, cycle: int, task_id: int) -> int:
+    """Deterministic 31-bit seed of a task's environment, derived from the run seed."""
+    return int(np.random.SeedSequence([seed, cycle, task_id]).generate_state(1)[0] >> 1)
+
+
+@dataclass(frozen=True)
+class TaskSwitch:
+    """What subscribers receive when the sequence moves on.
+
+    ``previous`` is the segment that just spent its budget, ``current`` the one that
+    starts (``None`` when the sequence is over); ``total_step`` is the agent step at
+    which it happened.
+    """
+
+    previous: Segment
+    current: Segment | None
+    total_step: int
+
+
+TaskSwitchCallback = Callable[[TaskSwitch], None]
+
+
+class SequenceCursor:
+    """The position of a run in its schedule; one shared piece for every sequence env.
+
+    ``advance(n)`` counts ``n`` agent steps in the current segment and reports whether
+    its budget is spent; ``next_segment()`` moves on and notifies subscribers.
+    """
+
+    def __init__(self, sequence: TaskSequence, num_envs: int = 1):
+        self.sequence = sequence
+        self.num_envs = check_positive_int("num_envs", num_envs)
+        self.segments = sequence.schedule(num_envs)
+        self._listeners: list[TaskSwitchCallback] = []
+        self.restart()
+
+    def restart(self) -> None:
+        """Go back to the start of the schedule (listeners are kept)."""
+        self.index = 0
+        self.total_step = 0
+        self.task_step = 0
+        self.done = False
+
+    @property
+    def segment(self) -> Segment:
+        return self.segments[self.index]
+
+    @property
+    def task(self) -> TaskSpec:
+        return self.sequence.tasks[self.segment.task_id]
+
+    @property
+    def budget_spent(self) -> bool:
+        return self.total_step >= self.segment.end_step
+
+    def subscribe(self, callback: TaskSwitchCallback) -> Callable[[], None]:
+        """Call ``callback(TaskSwitch)`` at every switch; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback)
+
+    def advance(self, agent_steps: int) -> bool:
+        """Count ``agent_steps``; True when this spends the current segment's budget."""
+        if self.done:
+            raise RuntimeError(
+                f"the {self.sequence.name} sequence is done (all {len(self.segments)} "
+                "segments played); create a new env or call reset(seed=...) to start over"
+            )
+        if self.budget_spent:
+            raise RuntimeError(
+                f"task {self.segment.task_name!r} has spent its budget at step "
+                f"{self.total_step}; call reset() to start the next task"
+            )
+        self.total_step += agent_steps
+        self.task_step += agent_steps
+        return self.budget_spent
+
+    def next_segment(self) -> Segment | None:
+        """Leave the spent segment; returns the new one, or ``None`` at the end of the sequence."""
+        previous = self.segment
+        if self.index + 1 < len(self.segments):
+            self.index += 1
+            self.task_step = 0
+            current: Segment | None = self.segment
+        else:
+            self.done = True
+            current = None
+        event = TaskSwitch(previous, current, self.total_step)
+        for listener in list(self._listeners):
+            listener(event)
+        return current
+
+    def info(self, task_switched: bool) -> dict[str, Any]:
+        """The info keys every sequence env reports at every step and reset."""
+        segment = self.segment
+        return {
+            "task_id": segment.task_id,
+            "task_name": segment.task_name,
+            "cycle": segment.cycle,
+            "task_step": self.task_step,
+            "total_step": self.total_step,
+            "task_switched": task_switched,
+            "sequence_done": self.done,
+        }
+
+    def state_dict(self) -> dict[str, int | bool]:
+        """Position in the schedule, for checkpoints."""
+        return {
+            "index": self.index,
+            "total_step": self.total_step,
+            "task_step": self.task_step,
+            "done": self.done,
+        }
+
+    def load_state_dict(self, state: Mapping[str, int | bool]) -> None:
+        self.index = int(state["index"])
+        self.total_step = int(state["total_step"])
+        self.task_step = int(state["task_step"])
+        self.done = bool(state["done"])

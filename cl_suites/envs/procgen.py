@@ -1,0 +1,149 @@
+"""Gymnasium adapters over procgen's batched gym3 API (``ProcgenGym3Env``).
+
+procgen is installed from the ``procgen2`` distribution (same build, with a cp311
+wheel). Its gym3 envs autoreset: when an episode ends, the observation returned by that
+step is already the first of the next episode (procgen does not expose the terminal
+frame). Both adapters keep that behaviour and report the step as ``terminated``.
+
+Observations are ``uint8`` RGB of shape ``(64, 64, 3)``; actions are ``Discrete(15)``.
+One step is one agent step (procgen has no frame skip, so steps = frames).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from cl_suites.errors import require
+
+OBSERVATION_SPACE = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+ACTION_SPACE = gym.spaces.Discrete(15)
+DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
+
+
+def procgen_env_names() -> tuple[str, ...]:
+    """The games of the installed procgen."""
+    return tuple(_procgen().ENV_NAMES)
+
+
+def _procgen():
+    with contextlib.redirect_stderr(io.StringIO()):  # old gym prints a banner on import
+        return require("procgen.env", extra="procgen")
+
+
+def _check_game(env_name: str, options: dict[str, Any]) -> None:
+    """Raise ``ValueError`` for a game or distribution mode the installed procgen lacks."""
+    procgen = _procgen()
+    if env_name not in procgen.ENV_NAMES:
+        raise ValueError(
+            f"procgen game {env_name!r} does not exist in the installed procgen; "
+            f"available: {sorted(procgen.ENV_NAMES)}"
+        )
+    mode = options.get("distribution_mode", "hard")
+    if mode not in DISTRIBUTION_MODES:
+        raise ValueError(f"distribution_mode {mode!r} is unknown; use one of {DISTRIBUTION_MODES}")
+
+
+def _make_gym3(env_name: str, num: int, seed: int, options: dict[str, Any]):
+    return _procgen().ProcgenGym3Env(num=num, env_name=env_name, rand_seed=seed, **options)
+
+
+class ProcgenEnv(gym.Env):
+    """One procgen game as a gymnasium env.
+
+    ``reset(seed=s)`` rebuilds the game with ``rand_seed=s`` (procgen cannot be
+    reseeded in place). A ``reset()`` right after an episode end returns the first
+    observation the game already produced; a ``reset()`` mid-episode rebuilds the game
+    with a seed drawn from the env's RNG.
+
+    Args:
+        env_name: procgen game (e.g. ``"climber"``).
+        **options: ``ProcgenGym3Env`` options (``distribution_mode``, ``num_levels``,
+            ``start_level``, ...).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    observation_space = OBSERVATION_SPACE
+    action_space = ACTION_SPACE
+
+    def __init__(self, env_name: str, **options: Any):
+        self.env_name = env_name
+        self.options = options
+        self._game = None
+        self._obs: np.ndarray | None = None
+        self._episode_over = True
+        _check_game(env_name, options)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if seed is not None or self._game is None or not self._episode_over:
+            if self._game is not None:
+                self._game.close()
+            game_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+            self._game = _make_gym3(self.env_name, 1, game_seed, self.options)
+            _, obs, _ = self._game.observe()
+            self._obs = obs["rgb"][0]
+        self._episode_over = False
+        return self._obs, {}
+
+    def step(self, action: Any):
+        self._game.act(np.asarray([action], dtype=np.int32))
+        reward, obs, first = self._game.observe()
+        self._obs = obs["rgb"][0]
+        self._episode_over = bool(first[0])
+        info = self._game.get_info()[0] if self._episode_over else {}
+        return self._obs, float(reward[0]), self._episode_over, False, info
+
+    def close(self) -> None:
+        if self._game is not None:
+            self._game.close()
+            self._game = None
+
+
+class ProcgenVectorEnv(VectorEnv):
+    """``num_envs`` copies of one procgen game in a single native ``ProcgenGym3Env``.
+
+    Same-step autoreset (``AutoresetMode.SAME_STEP``). procgen does not expose terminal
+    frames, so ``infos["final_obs"]`` is not provided; every episode end is a
+    termination. ``reset(seed=s)`` rebuilds the batch with ``rand_seed=s``.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, env_name: str, num_envs: int, **options: Any):
+        self.env_name = env_name
+        self.options = options
+        self.num_envs = num_envs
+        self.single_observation_space = OBSERVATION_SPACE
+        self.single_action_space = ACTION_SPACE
+        self.observation_space = batch_space(OBSERVATION_SPACE, num_envs)
+        self.action_space = batch_space(ACTION_SPACE, num_envs)
+        self._game = None
+        self._no_truncation = np.zeros(num_envs, dtype=bool)
+        _check_game(env_name, options)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        if isinstance(seed, (list, tuple)):
+            seed = seed[0]
+        if self._game is not None:
+            self._game.close()
+        game_seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+        self._game = _make_gym3(self.env_name, self.num_envs, game_seed, self.options)
+        _, obs, _ = self._game.observe()
+        return obs["rgb"], {}
+
+    def step(self, actions: np.ndarray):
+        self._game.act(np.asarray(actions, dtype=np.int32))
+        rewards, obs, first = self._game.observe()
+        return obs["rgb"], rewards, first, self._no_truncation.copy(), {}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self._game is not None:
+            self._game.close()
+            self._game = None

@@ -1,0 +1,275 @@
+"""Loading and validating run directories for the metrics.
+
+A *run* is one directory written by :class:`cl_suites.core.runlog.RunLog`. This module turns
+one or many of them into tidy pandas frames that every metric consumes:
+
+* ``eval`` frame: one row per (run, eval point, task, split) with the columns of ``eval.csv``
+  plus ``run`` (str), ``method``, ``suite``, ``seed``;
+* ``schedule`` frame: one row per training segment (``index, cycle, task_id, task_name,
+  start_step, end_step``; agent steps, end exclusive).
+
+Bad input gets a defined result or a :class:`MetricsInputError` that names the bad value
+(see :func:`clean_eval`). Every non-fatal repair is recorded in ``RunData.issues`` so the
+report can say what was done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cl_suites.core.runlog import CorruptRunLogError, read_episodes, read_eval, read_metadata
+
+SCHEDULE_COLUMNS = ("index", "cycle", "task_id", "task_name", "start_step", "end_step")
+
+
+class MetricsInputError(ValueError):
+    """Input that no metric can be computed from; the message names the bad value."""
+
+
+@dataclass
+class RunData:
+    """One loaded run.
+
+    Attributes:
+        path: run directory.
+        metadata: parsed ``metadata.json``.
+        eval: cleaned evaluation table (see :func:`clean_eval`).
+        episodes: training-episode table (``total_step, task_id, episode_return,
+            episode_length``), returns clipped like ``eval``.
+        schedule: training segments (:func:`schedule_frame`).
+        issues: human-readable notes on repairs and missing data.
+    """
+
+    path: Path
+    metadata: dict[str, Any]
+    eval: pd.DataFrame
+    episodes: pd.DataFrame
+    schedule: pd.DataFrame
+    issues: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.path)
+
+    @property
+    def method(self) -> str:
+        return str(self.metadata.get("method", "unknown"))
+
+    @property
+    def suite(self) -> str:
+        return str(self.metadata.get("suite") or self.metadata.get("suite_id") or "unknown")
+
+    @property
+    def seed(self) -> int:
+        return int(self.metadata.get("seed", 0))
+
+    @property
+    def last_step(self) -> int:
+        """Largest agent step with an evaluation (``-1`` when there is none)."""
+        return int(self.eval["total_step"].max()) if len(self.eval) else -1
+
+    @property
+    def smoothing_window(self) -> int:
+        settings = self.metadata.get("metric_settings") or {}
+        return int(settings.get("smoothing_window") or 20)
+
+    @property
+    def is_single_task_expert(self) -> bool:
+        """True for single-task-expert (STE) runs: method ``"ste"`` or one task only."""
+        return self.method.lower() in {"ste", "single_task", "single-task"} or (
+            len(self.schedule) > 0 and self.schedule["task_id"].nunique() == 1
+        )
+
+
+def schedule_frame(metadata: Mapping[str, Any]) -> pd.DataFrame:
+    """The training schedule as a frame sorted by ``start_step``.
+
+    Args:
+        metadata: run metadata holding ``"schedule"`` (list of segment dicts).
+
+    Returns:
+        Frame with columns ``index, cycle, task_id, task_name, start_step, end_step``
+        (agent steps, ``end_step`` exclusive), one row per segment.
+
+    Raises:
+        MetricsInputError: schedule missing, empty, or with ``end_step <= start_step``.
+    """
+    segments = metadata.get("schedule")
+    if not segments:
+        raise MetricsInputError("metadata has no 'schedule' (list of training segments)")
+    frame = pd.DataFrame(list(segments))
+    missing = [c for c in SCHEDULE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise MetricsInputError(f"schedule segments lack the keys {missing}")
+    frame = frame[list(SCHEDULE_COLUMNS)].sort_values("start_step", kind="stable")
+    bad = frame[frame["end_step"] <= frame["start_step"]]
+    if len(bad):
+        row = bad.iloc[0]
+        raise MetricsInputError(
+            f"schedule segment {int(row['index'])} has end_step={row['end_step']} "
+            f"<= start_step={row['start_step']}"
+        )
+    return frame.reset_index(drop=True).astype(
+        {"index": int, "cycle": int, "task_id": int, "start_step": np.int64, "end_step": np.int64}
+    )
+
+
+def clean_eval(
+    frame: pd.DataFrame, clip_min: float | None = None, issues: list[str] | None = None
+) -> pd.DataFrame:
+    """Validate and repair an evaluation table.
+
+    Rules (each repair is appended to ``issues``):
+
+    * empty table -> :class:`MetricsInputError` ("has no evaluation rows");
+    * a last row with missing fields (a write cut short) is dropped;
+    * any other row with a non-numeric ``total_step``/``task_id`` -> error naming the row;
+    * ``split`` must be ``"train"`` or ``"test"`` -> error naming the value;
+    * NaN or infinite ``mean_return`` rows are dropped (treated as a missing evaluation;
+      curves interpolate across them, end-of-task values use the last valid point);
+    * returns below ``clip_min`` are clipped (CORA appendix C.2: CHORES clip at -10).
+
+    Args:
+        frame: rows of ``eval.csv``.
+        clip_min: lower clip for ``mean_return`` (``None``: no clipping).
+        issues: list that receives notes on repairs.
+
+    Returns:
+        A sorted copy (by ``task_id, split, total_step``) with numeric dtypes.
+    """
+    notes = issues if issues is not None else []
+    if len(frame) == 0:
+        raise MetricsInputError("eval.csv has no evaluation rows (empty log)")
+    frame = frame.copy()
+    numeric = ["total_step", "task_id", "mean_return", "std_return", "episodes", "wall_time"]
+    for col in numeric:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    last = frame.iloc[-1]
+    if last[["total_step", "task_id", "mean_return"]].isna().any() or pd.isna(last["split"]):
+        notes.append("dropped a truncated last row of eval.csv (a write cut short)")
+        frame = frame.iloc[:-1]
+        if len(frame) == 0:
+            raise MetricsInputError("eval.csv has no complete evaluation rows (truncated log)")
+    bad = frame[frame["total_step"].isna() | frame["task_id"].isna()]
+    if len(bad):
+        raise MetricsInputError(
+            f"eval.csv row {int(bad.index[0]) + 2} has a non-numeric total_step or task_id: "
+            f"{bad.iloc[0].to_dict()}"
+        )
+    frame["split"] = frame["split"].astype(str)
+    bad_split = sorted(set(frame["split"]) - {"train", "test"})
+    if bad_split:
+        raise MetricsInputError(f"eval.csv has unknown split value(s) {bad_split}")
+    nonfinite = ~np.isfinite(frame["mean_return"].to_numpy(dtype=float))
+    if nonfinite.any():
+        rows = frame[nonfinite]
+        notes.append(
+            f"dropped {int(nonfinite.sum())} evaluation(s) with NaN/inf mean_return "
+            f"(first: task {int(rows['task_id'].iloc[0])} {rows['split'].iloc[0]} "
+            f"at step {int(rows['total_step'].iloc[0])})"
+        )
+        frame = frame[~nonfinite]
+    if clip_min is not None:
+        frame["mean_return"] = frame["mean_return"].clip(lower=float(clip_min))
+    frame["total_step"] = frame["total_step"].astype(np.int64)
+    frame["task_id"] = frame["task_id"].astype(int)
+    frame = frame.drop_duplicates(["task_id", "split", "total_step"], keep="last")
+    return frame.sort_values(["task_id", "split", "total_step"], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> RunData:
+    """Read and clean one run directory.
+
+    Raises:
+        MetricsInputError: empty or unusable log (message names the directory and value).
+    """
+    path = Path(run_dir)
+    try:
+        metadata = read_metadata(path)
+        raw_eval = read_eval(path)
+        try:
+            episodes = read_episodes(path)
+        except CorruptRunLogError:
+            episodes = pd.DataFrame(
+                {"total_step": [], "task_id": [], "episode_return": [], "episode_length": []}
+            )
+    except CorruptRunLogError as e:
+        raise MetricsInputError(f"{path}: {e}") from e
+    issues: list[str] = []
+    settings = metadata.get("metric_settings") or {}
+    clip_min = settings.get("return_clip_min")
+    try:
+        eval_frame = clean_eval(raw_eval, clip_min, issues)
+        schedule = schedule_frame(metadata)
+    except MetricsInputError as e:
+        raise MetricsInputError(f"{path}: {e}") from e
+    episodes = episodes.apply(pd.to_numeric, errors="coerce").dropna()
+    if clip_min is not None and len(episodes):
+        episodes["episode_return"] = episodes["episode_return"].clip(lower=float(clip_min))
+    run = RunData(path, metadata, eval_frame, episodes, schedule, issues)
+    run.eval.insert(0, "run", run.run_id)
+    run.eval["method"] = run.method
+    run.eval["suite"] = run.suite
+    run.eval["seed"] = run.seed
+    total = int(schedule["end_step"].max())
+    if run.last_step < total:
+        done = int((schedule["end_step"] <= run.last_step).sum())
+        issues.append(
+            f"run ended mid-sequence at step {run.last_step} of {total} "
+            f"({done}/{len(schedule)} segments complete); metrics that need later "
+            "segments are n/a for this run"
+        )
+    tasks = metadata.get("tasks") or []
+    for task in tasks:
+        if "test" not in task.get("splits", ["train"]):
+            continue
+        if not ((eval_frame["task_id"] == task["task_id"]) & (eval_frame["split"] == "test")).any():
+            issues.append(f"task {task['task_id']} declares a test split but has no test rows")
+    return run
+
+
+def load_runs(run_dirs: Iterable[str | os.PathLike[str]]) -> list[RunData]:
+    """:func:`load_run` for every directory (order kept)."""
+    return [load_run(d) for d in run_dirs]
+
+
+def task_names(runs: Sequence[RunData]) -> dict[int, str]:
+    """``task_id -> task_name`` from the runs' schedules (first run wins)."""
+    names: dict[int, str] = {}
+    for run in runs:
+        for tid, name in zip(run.schedule["task_id"], run.schedule["task_name"]):
+            names.setdefault(int(tid), str(name))
+    return dict(sorted(names.items()))
+
+
+def metric_split(eval_frame: pd.DataFrame, prefer: str = "test") -> pd.DataFrame:
+    """Rows of the split the metrics use per task: ``prefer`` where a task has it, else train.
+
+    CORA section 4.1(b): tables use the unseen test environments when available.
+
+    Returns:
+        Subset of ``eval_frame`` with one split per (run, task).
+    """
+    has_pref = (
+        eval_frame.assign(_p=eval_frame["split"] == prefer)
+        .groupby(["run", "task_id"])["_p"]
+        .transform("any")
+    )
+    keep = np.where(has_pref, eval_frame["split"] == prefer, eval_frame["split"] == "train")
+    return eval_frame[keep]
+
+
+def combined_eval(runs: Sequence[RunData]) -> pd.DataFrame:
+    """All runs' eval frames stacked (columns: run, eval columns, method, suite, seed)."""
+    if not runs:
+        raise MetricsInputError("no runs given")
+    return pd.concat([r.eval for r in runs], ignore_index=True)

@@ -1,0 +1,114 @@
+"""The suite catalog: every benchmark of the package, as data.
+
+Each entry names the module function that builds the suite's ``TaskSequence``; nothing
+here imports a simulator, so the catalog can be listed on any machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from cl_suites.core.task import TaskSequence
+
+NAMESPACE = "CLSuite"
+
+
+@dataclass(frozen=True)
+class SuiteInfo:
+    """One registered suite.
+
+    Attributes:
+        name: short name (``"Procgen6"``); the gymnasium id is ``CLSuite/<name>-v0``.
+        builder: ``"module:function"`` returning the ``TaskSequence`` for given kwargs.
+        extra: the pip extra that installs the simulator.
+        modules: modules that must be importable to run it.
+        paper: where the benchmark is defined.
+        description: one line for ``cl-suites list``.
+        api: ``"gymnasium"`` (``gym.make``) or ``"pettingzoo"`` (``make_parallel``).
+    """
+
+    name: str
+    builder: str
+    extra: str
+    modules: tuple[str, ...]
+    paper: str
+    description: str
+    api: str = "gymnasium"
+
+    @property
+    def id(self) -> str:
+        return f"{NAMESPACE}/{self.name}-v0"
+
+    @property
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(m) is not None for m in self.modules)
+
+    def build(self, **kwargs: Any) -> TaskSequence:
+        """The suite's task sequence; ``kwargs`` override the paper defaults."""
+        module_name, func_name = self.builder.split(":")
+        return getattr(importlib.import_module(module_name), func_name)(**kwargs)
+
+
+def _chores(variant: str, description: str) -> SuiteInfo:
+    return SuiteInfo(
+        name=f"CHORES-{variant}",
+        builder=f"cl_suites.suites.chores:build_{variant.lower()}",
+        extra="chores",
+        modules=("ai2thor",),
+        paper="CORA (Powers et al., 2022), section 3.4",
+        description=description,
+    )
+
+
+SUITES: dict[str, SuiteInfo] = {
+    s.name: s
+    for s in (
+        SuiteInfo(
+            name="Atari6",
+            builder="cl_suites.suites.atari6:build",
+            extra="atari",
+            modules=("ale_py",),
+            paper="CORA (Powers et al., 2022), section 3.1",
+            description="6 Atari games through ale-py, 84x84x4 grayscale, 18 actions",
+        ),
+        SuiteInfo(
+            name="Procgen6",
+            builder="cl_suites.suites.procgen6:build",
+            extra="procgen",
+            modules=("procgen",),
+            paper="CORA (Powers et al., 2022), section 3.2",
+            description="6 procgen games (easy), 200 train levels, test on all levels",
+        ),
+        SuiteInfo(
+            name="MiniHack15",
+            builder="cl_suites.suites.minihack15:build",
+            extra="minihack",
+            modules=("minihack", "nle"),
+            paper="CORA (Powers et al., 2022), section 3.3",
+            description="15 MiniHack train->test pairs, pixel_crop 84x84x3, 8 actions",
+        ),
+        _chores("VaryRoom", "AI2-THOR: hand towel into bathtub in 3 bathrooms"),
+        _chores("VaryTask", "AI2-THOR: 3 toilet-paper tasks in bathroom 402"),
+        _chores("VaryObject", "AI2-THOR: clean fork, knife, spoon in kitchen 24"),
+        _chores("MultiTraj", "AI2-THOR: cool-then-sink tasks, 3 train + 3 test trajectories"),
+    )
+}
+
+
+def find_suite(suite: str) -> SuiteInfo:
+    """The catalog entry of ``suite`` (``"Procgen6"``, ``"CLSuite/Procgen6-v0"`` or
+    ``"cl_suites:CLSuite/Procgen6-v0"``); ``KeyError`` lists the valid ids otherwise."""
+    name = suite.split(":", 1)[-1]
+    if name.startswith(NAMESPACE + "/"):
+        name = name[len(NAMESPACE) + 1 :]
+    if name.endswith("-v0"):
+        name = name[: -len("-v0")]
+    if name in SUITES:
+        return SUITES[name]
+    raise KeyError(
+        f"unknown suite {suite!r}; available: {', '.join(s.id for s in SUITES.values())}"
+        " (and CLSuite/MEAL-<N>-v0 through cl_suites.make_parallel)"
+    )
