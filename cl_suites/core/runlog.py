@@ -95,9 +95,7 @@ class _CsvAppender:
             with path.open(newline="") as f:
                 header = next(csv.reader(f), [])
             if tuple(header) != columns:
-                raise CorruptRunLogError(
-                    f"{path} has columns {header}, expected {list(columns)}"
-                )
+                raise CorruptRunLogError(f"{path} has columns {header}, expected {list(columns)}")
         self._file = path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="raise")
         if is_new:
@@ -236,7 +234,9 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     except pd.errors.ParserError as e:
         raise CorruptRunLogError(f"{path} cannot be parsed: {e}") from e
     if tuple(frame.columns) != columns:
-        raise CorruptRunLogError(f"{path} has columns {list(frame.columns)}, expected {list(columns)}")
+        raise CorruptRunLogError(
+            f"{path} has columns {list(frame.columns)}, expected {list(columns)}"
+        )
     return frame
 
 

@@ -47,7 +47,7 @@ class SB3VecEnv(VecEnv):
         self.reset_infos = self._to_list(infos, np.zeros(self.num_envs, dtype=bool), None, obs)
         return obs
 
-    def seed(self, seed: int | None = None) -> Sequence[None | int]:
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
         self._seed = seed
         return [seed] * self.num_envs
 
@@ -57,12 +57,17 @@ class SB3VecEnv(VecEnv):
     def step_wait(self):
         obs, rewards, terminations, truncations, infos = self.vector_env.step(self._actions)
         dones = terminations | truncations
-        return obs, rewards.astype(np.float32), dones, self._to_list(infos, dones, terminations, obs)
+        return (
+            obs,
+            rewards.astype(np.float32),
+            dones,
+            self._to_list(infos, dones, terminations, obs),
+        )
 
     def _to_list(self, infos: dict[str, Any], dones, terminations, obs) -> list[dict[str, Any]]:
         n = self.num_envs
         out: list[dict[str, Any]] = [{} for _ in range(n)]
-        for key in INFO_KEYS + ("sequence_done",):
+        for key in (*INFO_KEYS, "sequence_done"):
             if key in infos:
                 values = infos[key]
                 for i in range(n):

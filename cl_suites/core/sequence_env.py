@@ -23,7 +23,9 @@ def check_action(space: gym.Space, action: Any) -> None:
         raise ValueError(f"action {described} is not in the action space {space}")
 
 
-def check_spaces(sequence: TaskSequence, task_name: str, env: gym.Env | gym.vector.VectorEnv) -> None:
+def check_spaces(
+    sequence: TaskSequence, task_name: str, env: gym.Env | gym.vector.VectorEnv
+) -> None:
     """Raise when a task env's spaces differ from the sequence's fixed spaces."""
     obs_space = getattr(env, "single_observation_space", env.observation_space)
     act_space = getattr(env, "single_action_space", env.action_space)
@@ -75,6 +77,8 @@ class SequenceEnv(gym.Env):
         self._env: gym.Env | None = None
         self._run_seed: int | None = None
         self._switch_pending = False
+        self._records_episodes = False
+        self._segment_info: dict[str, Any] = {}
         self._episode_return = 0.0
         self._episode_length = 0
 
@@ -113,22 +117,28 @@ class SequenceEnv(gym.Env):
             obs, inner_info = self._activate(self.cursor.segment)
         else:
             obs, inner_info = self._env.reset()
-        self._episode_return, self._episode_length = 0.0, 0
+        if switched or not self._records_episodes:
+            # a records_episodes env (Atari) resets at every life loss mid-game
+            self._episode_return, self._episode_length = 0.0, 0
         return obs, {**inner_info, **self.cursor.info(task_switched=switched)}
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        if self._env is None:
-            raise RuntimeError("call reset() before step()")
-        check_action(self.action_space, action)
+        if self._switch_pending or self._env is None:
+            self._refuse_step()
+        if not self.action_space.contains(action):
+            check_action(self.action_space, action)
         spent = self.cursor.advance(1)
         obs, reward, terminated, truncated, inner_info = self._env.step(action)
         self._episode_return += float(reward)
         self._episode_length += 1
-        info = {**inner_info, **self.cursor.info(task_switched=False)}
-        episode_over = terminated or truncated
-        if "episode" in inner_info or (
-            episode_over and not self.sequence.tasks[self.cursor.segment.task_id].records_episodes
-        ):
+        cursor = self.cursor
+        info = {
+            **inner_info,
+            **self._segment_info,
+            "task_step": cursor.task_step,
+            "total_step": cursor.total_step,
+        }
+        if "episode" in inner_info or ((terminated or truncated) and not self._records_episodes):
             info.setdefault("episode", self._episode_stats())
             self._episode_return, self._episode_length = 0.0, 0
         if spent:
@@ -136,9 +146,19 @@ class SequenceEnv(gym.Env):
             if self._episode_length:
                 info["episode"] = self._episode_stats()
             self._switch_pending = True
-            self.cursor.next_segment()
-            info["sequence_done"] = self.cursor.done
+            cursor.next_segment()
+            info["sequence_done"] = cursor.done
         return obs, reward, terminated, truncated, info
+
+    def _refuse_step(self) -> None:
+        if self._env is None:
+            raise RuntimeError("call reset() before step()")
+        if self.cursor.done:
+            self.cursor.advance(1)  # raises the sequence-done error
+        raise RuntimeError(
+            f"the previous task spent its budget at step {self.cursor.total_step}; "
+            f"call reset() to start the next task ({self.cursor.segment.task_name!r})"
+        )
 
     def close(self) -> None:
         if self._env is not None:
@@ -156,5 +176,13 @@ class SequenceEnv(gym.Env):
         env = task.make_train()
         check_spaces(self.sequence, task.name, env)
         self._env = env
+        self._records_episodes = task.records_episodes
+        self._segment_info = {
+            **self.cursor.info(task_switched=False),
+            "task_switched": False,
+            "sequence_done": False,
+        }
+        for key in ("task_step", "total_step"):
+            del self._segment_info[key]
         assert self._run_seed is not None
         return env.reset(seed=task_seed(self._run_seed, segment.cycle, segment.task_id))

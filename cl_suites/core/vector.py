@@ -95,7 +95,9 @@ class SequenceVectorEnv(VectorEnv):
     ``infos`` holds, per sub-env, the keys of ``SequenceEnv`` (``task_id``, ``task_name``,
     ``cycle``, ``task_step``, ``total_step``, ``task_switched``, ``sequence_done``; here
     ``task_step`` and ``total_step`` count the global agent steps) and
-    ``infos["episode"]``/``infos["_episode"]`` for finished episodes.
+    ``infos["episode"] = {"r", "l", "task_id"}``/``infos["_episode"]`` for finished
+    episodes (``task_id`` is the task the episode was played on: at a switch step the
+    other keys already describe the new task, whose first observations are returned).
 
     Args:
         sequence: the task sequence.
@@ -151,7 +153,9 @@ class SequenceVectorEnv(VectorEnv):
         """(Re)start the sequence from step 0. ``seed`` seeds the whole run."""
         if isinstance(seed, (list, tuple)):
             seed = seed[0]
-        self._run_seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+        self._run_seed = (
+            int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+        )
         self.cursor.restart()
         obs, infos = self._activate(self.cursor.segment)
         return obs, self._add_sequence_info(infos, task_switched=True)
@@ -177,15 +181,21 @@ class SequenceVectorEnv(VectorEnv):
                 infos["_episode"] = final_info["_episode"] & infos["_final_info"]
         else:
             infos["episode"], infos["_episode"] = episode, has_episode
+        if "episode" in infos:  # the task each finished episode was played on
+            infos["episode"]["task_id"] = np.full(self.num_envs, self.cursor.segment.task_id)
         if spent:
             infos = self._switch(obs, infos)
             obs = infos.pop("_next_obs", obs)
-        return obs, rewards, terminations, truncations, self._add_sequence_info(
-            infos, task_switched=spent and not self.cursor.done
+        return (
+            obs,
+            rewards,
+            terminations,
+            truncations,
+            self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
 
     def close_extras(self, **kwargs: Any) -> None:
-        if self._backend is not None:
+        if getattr(self, "_backend", None) is not None:
             self._backend.close()
             self._backend = None
 

@@ -144,6 +144,6 @@ class ProcgenVectorEnv(VectorEnv):
         return obs["rgb"], rewards, first, self._no_truncation.copy(), {}
 
     def close_extras(self, **kwargs: Any) -> None:
-        if self._game is not None:
+        if getattr(self, "_game", None) is not None:
             self._game.close()
             self._game = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from cl_suites.core.task import TaskSequence, TaskSpec
+from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
 from cl_suites.envs.procgen import ACTION_SPACE, OBSERVATION_SPACE, ProcgenEnv, ProcgenVectorEnv
 
 GAMES: tuple[str, ...] = ("climber", "dodgeball", "ninja", "starpilot", "bigfish", "fruitbot")
@@ -42,6 +42,7 @@ def build(
         games: the games in training order.
         num_threads: procgen worker threads per batched env.
     """
+    check_positive_int("steps_per_task", steps_per_task)
     common = {"distribution_mode": distribution_mode, "num_threads": num_threads}
     train = {**common, "num_levels": num_train_levels, "start_level": start_level}
     test = {**common, "num_levels": num_test_levels, "start_level": 0}

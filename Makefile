@@ -1,0 +1,35 @@
+# Two commands on a fresh machine:
+#   make demo   - set up .venv and run the main job on a small built-in default
+#   make test   - set up .venv and run the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
+	# torch: this machine's CPU wheel (a bare `torch` pulls a multi-GB CUDA build)
+	$(BIN)/python -m pip install --quiet -c constraints.txt "torch==2.13.0" "numpy<2" "setuptools<81"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+demo: install
+	$(BIN)/cl-suites run --suite Procgen6 --method ft --preset small --seed 0 --run-dir runs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+lint: install
+	$(BIN)/ruff check cl_suites baselines_sb3 tests benchmarks
+	$(BIN)/ruff format --check cl_suites baselines_sb3 tests benchmarks
+
+bench: install
+	$(BIN)/python benchmarks/bench_procgen.py
+
+clean:
+	rm -rf $(VENV) runs report

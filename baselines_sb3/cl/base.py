@@ -1,0 +1,277 @@
+"""The interface every continual-learning method implements, and how it plugs into SB3.
+
+A :class:`ContinualMethod` sees four things: the policy it protects (``bind``), each
+finished rollout (``on_rollout_end``), each task switch of the sequence env
+(``on_task_switch``), and the optimizer steps of the learner, where it contributes a
+``penalty(policy)`` (regularisers) and an ``extra_loss(policy, batch_size)`` (replay).
+
+**Gradient clipping.** The penalty and extra loss are added *without forking SB3*:
+:func:`install_loss_hook` wraps the policy optimizer's ``zero_grad``. Every SB3
+on-policy ``train()`` (PPO, A2C, and this package's V-trace learner) runs
+``optimizer.zero_grad(); loss.backward(); clip_grad_norm_(params, max_grad_norm);
+optimizer.step()`` per minibatch; the wrapped ``zero_grad`` zeroes the gradients and then
+back-propagates ``penalty + extra_loss``, so ``loss.backward()`` accumulates onto them and
+the sum of both gradients goes through the same ``clip_grad_norm_`` before the step. The
+hook only acts while the policy is in training mode (``train()`` sets it; rollouts and
+evaluation do not), so the gradient of the learner's total objective
+``loss + penalty + extra_loss`` is exactly what gets clipped.
+
+Use with any SB3 on-policy algorithm (e.g. plain ``PPO`` on a multi-agent VecEnv)::
+
+    method = EWC(lam=1e4)
+    callback = attach_method(model, method)          # bind + hook + task-switch wiring
+    model.learn(total_steps, callback=[callback, ...])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+from cl_suites.core.task import Segment, TaskSwitch
+
+
+@dataclass
+class Rollout:
+    """One finished rollout, time-major, as stored by SB3's rollout buffer.
+
+    Attributes:
+        observations: ``(T, E, *obs_shape)`` array, or a dict of them for Dict spaces
+            (SB3 keeps them as float32; image values are still 0..255).
+        actions: ``(T, E)`` (discrete) or ``(T, E, *action_shape)``.
+        rewards: ``(T, E)`` float32 (SB3 already added ``gamma * V(final_obs)`` on truncation).
+        episode_starts: ``(T, E)`` float32, 1 where the observation starts an episode.
+        values: ``(T, E)`` behaviour values; ``log_probs``: ``(T, E)`` behaviour log-probs.
+        first_step: agent step (global, summed over sub-envs) of the rollout's first row.
+        end_step: agent step after the rollout's last row.
+    """
+
+    observations: Any
+    actions: np.ndarray
+    rewards: np.ndarray
+    episode_starts: np.ndarray
+    values: np.ndarray
+    log_probs: np.ndarray
+    first_step: int
+    end_step: int
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.rewards.shape[1])
+
+
+class ContinualMethod:
+    """Base class: fine-tuning (no protection). Subclasses override what they need.
+
+    Class attributes:
+        name: the CLI name (``ft``, ``ewc``, ...).
+        needs_task_boundaries: the method must hear task switches; attaching it to an
+            env that signals none raises ``ValueError``.
+    """
+
+    name = "ft"
+    needs_task_boundaries = False
+
+    def __init__(self) -> None:
+        self.policy: ActorCriticPolicy | None = None
+        self.model: OnPolicyAlgorithm | None = None
+
+    # -- wiring ----------------------------------------------------------------------
+    def bind(self, policy: ActorCriticPolicy, model: OnPolicyAlgorithm | None = None) -> None:
+        """Remember the policy (and learner) to protect; called once after construction."""
+        self.policy = policy
+        self.model = model
+
+    def set_current_segment(self, segment: Segment | None) -> None:
+        """The segment being trained when the method is attached (for methods that need it)."""
+
+    # -- events ----------------------------------------------------------------------
+    def on_rollout_end(self, rollout: Rollout) -> None:
+        """Called after every rollout, before the learner's update."""
+
+    def on_task_switch(self, event: TaskSwitch) -> None:
+        """Called at the agent step where the sequence env switches task."""
+
+    # -- losses ----------------------------------------------------------------------
+    def penalty(self, policy: ActorCriticPolicy) -> th.Tensor | None:
+        """Scalar added to every minibatch loss (``None``: nothing)."""
+        return None
+
+    def extra_loss(self, policy: ActorCriticPolicy, batch_size: int) -> th.Tensor | None:
+        """Scalar added to every minibatch loss that needs data (replay); ``batch_size`` is
+        the learner's minibatch size in transitions."""
+        return None
+
+    def custom_update(self, model: OnPolicyAlgorithm) -> bool:
+        """Replace the learner's update for this rollout (P&C compress phase); True if done."""
+        return False
+
+    # -- evaluation ------------------------------------------------------------------
+    def eval_policy_module(self, policy: ActorCriticPolicy) -> ActorCriticPolicy:
+        """The network that evaluation should act with (P&C: the knowledge base)."""
+        return policy
+
+    # -- checkpoints -----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def total_loss(self, policy: ActorCriticPolicy, batch_size: int) -> th.Tensor | None:
+        """``penalty + extra_loss`` (``None`` when both are absent)."""
+        terms = [t for t in (self.penalty(policy), self.extra_loss(policy, batch_size)) if t is not None]
+        if not terms:
+            return None
+        return terms[0] if len(terms) == 1 else sum(terms[1:], terms[0])
+
+
+def learner_batch_size(model: OnPolicyAlgorithm) -> int:
+    """Transitions per minibatch of an SB3 on-policy learner (PPO ``batch_size``; A2C and
+    V-trace use the whole rollout)."""
+    batch = getattr(model, "batch_size", None)
+    return int(batch) if batch else int(model.n_steps * model.n_envs)
+
+
+def install_loss_hook(model: OnPolicyAlgorithm, method: ContinualMethod) -> None:
+    """Make the policy optimizer's ``zero_grad`` back-propagate the method's losses.
+
+    See the module docstring: the gradients then accumulate with the learner's loss
+    gradients and are clipped together. Re-install after replacing the optimizer.
+    """
+    optimizer = model.policy.optimizer
+    if getattr(optimizer, "_cl_hooked", None) is method:
+        return
+    original = type(optimizer).zero_grad
+
+    def zero_grad(set_to_none: bool = True) -> None:
+        original(optimizer, set_to_none=set_to_none)
+        policy = model.policy
+        if not policy.training:
+            return
+        loss = method.total_loss(policy, learner_batch_size(model))
+        if loss is not None:
+            loss.backward()
+            if getattr(model, "_logger", None) is not None:
+                model.logger.record("train/cl_loss", float(loss.detach()))
+
+    optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+    optimizer._cl_hooked = method  # type: ignore[attr-defined]
+
+
+def find_task_switch_source(env: Any) -> Any | None:
+    """The object with ``on_task_switch(callback)`` behind an SB3 VecEnv (through
+    ``VecEnvWrapper``s and ``SB3VecEnv.vector_env``), or ``None``."""
+    seen = 0
+    while env is not None and seen < 32:
+        if hasattr(env, "on_task_switch"):
+            return env
+        if isinstance(env, VecEnvWrapper):
+            env = env.venv
+        elif hasattr(env, "vector_env"):
+            env = env.vector_env
+        else:
+            return None
+        seen += 1
+    return None
+
+
+class ContinualMethodCallback(BaseCallback):
+    """Feeds rollouts to the method, and task switches when the env only reports them in
+    ``info["task_switched"]`` (no ``on_task_switch`` to subscribe to)."""
+
+    def __init__(self, method: ContinualMethod, switches_from_infos: bool = False):
+        super().__init__()
+        self.method = method
+        self.switches_from_infos = switches_from_infos
+        self._rollout_start = 0
+
+    def _on_rollout_start(self) -> None:
+        self._rollout_start = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        if self.switches_from_infos:
+            infos = self.locals.get("infos", [])
+            if infos and infos[0].get("task_switched"):
+                info = infos[0]
+                stub = Segment(-1, int(info.get("cycle", 0)), -1, "", -1, self.num_timesteps)
+                now = Segment(-1, int(info.get("cycle", 0)), int(info.get("task_id", -1)),
+                              str(info.get("task_name", "")), self.num_timesteps, -1)
+                self.method.on_task_switch(TaskSwitch(stub, now, self.num_timesteps))
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.method.on_rollout_end(rollout_from_buffer(self.model, self._rollout_start))
+
+
+def rollout_from_buffer(model: OnPolicyAlgorithm, first_step: int) -> Rollout:
+    buf = model.rollout_buffer
+    return Rollout(
+        observations=buf.observations,
+        actions=buf.actions.reshape(buf.buffer_size, buf.n_envs, *buf.actions.shape[2:])
+        if buf.actions.shape[-1] != 1
+        else buf.actions[..., 0],
+        rewards=buf.rewards,
+        episode_starts=buf.episode_starts,
+        values=buf.values,
+        log_probs=buf.log_probs,
+        first_step=int(first_step),
+        end_step=int(model.num_timesteps),
+    )
+
+
+def attach_method(
+    model: OnPolicyAlgorithm,
+    method: ContinualMethod,
+    env: VecEnv | None = None,
+) -> ContinualMethodCallback:
+    """Wire ``method`` into ``model``: bind it, install the loss hook, subscribe it to the
+    env's task switches; returns the callback to pass to ``model.learn``.
+
+    Raises ``ValueError`` when the method needs task boundaries and the env gives none.
+    """
+    env = env if env is not None else model.get_env()
+    method.bind(model.policy, model)
+    install_loss_hook(model, method)
+    source = find_task_switch_source(env)
+    switches_from_infos = False
+    if source is not None:
+        source.on_task_switch(method.on_task_switch)
+        current = getattr(source, "current_task", None)
+        method.set_current_segment(current if isinstance(current, Segment) else None)
+    elif method.needs_task_boundaries:
+        if getattr(method, "accepts_info_switches", False):
+            switches_from_infos = True
+        else:
+            raise ValueError(
+                f"method {method.name!r} needs task boundaries, but the env "
+                f"{type(env).__name__} gives none (no on_task_switch to subscribe to); "
+                "use a cl_suites sequence env (SequenceVectorEnv wrapped in SB3VecEnv) or a "
+                "task-agnostic method (ft, clear)"
+            )
+    return ContinualMethodCallback(method, switches_from_infos)
+
+
+def unsubscribe_all(unsubscribers: list[Callable[[], None]]) -> None:
+    for fn in unsubscribers:
+        fn()
+
+
+def flat_obs(observations: Any, index: np.ndarray | slice | None = None) -> Any:
+    """Rows of a time-major ``(T, E, ...)`` observation array (or dict) flattened to ``(T*E, ...)``."""
+    if isinstance(observations, dict):
+        return {k: flat_obs(v, index) for k, v in observations.items()}
+    flat = observations.reshape(-1, *observations.shape[2:])
+    return flat if index is None else flat[index]

@@ -1,0 +1,117 @@
+"""MEAL (Tomilin et al.): continual multi-agent Overcooked on meal-bench's JAX engine.
+
+* ``make_parallel(id_or_n, **kwargs)``: the whole sequence as a PettingZoo ``ParallelEnv``.
+* ``make_batched(id_or_n, num_envs, **kwargs)``: ``num_envs`` envs in one jitted call.
+* ``make_sb3_vec_env(id_or_n, num_envs, **kwargs)``: SB3 ``VecEnv`` with one slot per
+  agent per env (parameter sharing, IPPO).
+
+All budgets, steps and cadences count **env steps** (one joint action of all agents).
+``gym.make("CLSuite/MEAL-20-v0")`` raises a ``TypeError`` pointing here: gymnasium cannot
+hold a PettingZoo env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cl_suites.meal.layouts import (
+    DIFFICULTIES,
+    REWARD_PER_SOUP,
+    STRATEGIES,
+    LayoutGenerationError,
+    MealLayout,
+    preset_names,
+)
+from cl_suites.meal.suite import MealSuite, build_suite, parse_meal_id
+
+REGISTERED_SIZES: tuple[int, ...] = (10, 20, 50, 100)
+
+__all__ = [
+    "DIFFICULTIES",
+    "REGISTERED_SIZES",
+    "REWARD_PER_SOUP",
+    "STRATEGIES",
+    "LayoutGenerationError",
+    "MealLayout",
+    "MealSuite",
+    "build_suite",
+    "make_batched",
+    "make_parallel",
+    "make_sb3_vec_env",
+    "parse_meal_id",
+    "preset_names",
+    "register_meal_ids",
+]
+
+
+def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
+    """``CLSuite/MEAL-{N}-v0`` as a PettingZoo ``ParallelEnv`` (``MealParallelEnv``).
+
+    Args:
+        id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"``, ``20`` or a built ``MealSuite``.
+        difficulty: ``"easy"`` (7x7, 15% walls), ``"medium"`` (9x9, 25%), ``"hard"``
+            (11x11, 35%), ``"extreme"`` (13x13, 45%); default ``"easy"``.
+        strategy: ``"generate"`` (default; task ``i`` generated with seed ``seed + i``),
+            ``"curriculum"`` (generated, easy -> medium -> hard thirds), ``"ordered"`` /
+            ``"random"`` (handmade presets of ``difficulty`` or ``layout_names``).
+        seed: layout seed (default 0). Dynamics are seeded by ``reset(seed=)``.
+        num_agents: 1..5 (default 2).
+        steps_per_task: budget per task in env steps (default 10M, the paper's).
+        cycles: plays of the whole sequence (MEAL's ``repeat_sequence``; default 1).
+        eval_every / eval_episodes: evaluation cadence in env steps (default 204,800 =
+            100 PPO updates of 16 x 128) and episodes per task (10).
+        episode_len: steps per episode (400).
+        sparse_rewards: delivery reward only (default False: dense shaping annealed).
+        individual_rewards: each agent gets its own delivery/shaping (default: shared).
+        shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (2.5M).
+        partial_observability, sticky_actions, slippery_tiles, random_pot_size,
+            random_cook_time: meal-bench's options (probabilities and view sizes from
+            ``difficulty``).
+        separated_agents: generator only accepts kitchens whose agents are separated.
+        obs_padding: ``"zeros"`` (meal-bench's ``PadObsToMax``, default) or ``"walls"``
+            (the paper's text: padded cells read as counters).
+    """
+    from cl_suites.meal.parallel_env import MealParallelEnv
+
+    suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
+    return MealParallelEnv(suite)
+
+
+def make_batched(id_or_n: str | int | MealSuite, num_envs: int, *, autoreset: bool = True, **kwargs: Any):
+    """``num_envs`` copies of a MEAL sequence in one jitted call (``MealBatchedEnv``)."""
+    from cl_suites.meal.batched import MealBatchedEnv
+
+    suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
+    return MealBatchedEnv(suite, num_envs, autoreset=autoreset)
+
+
+def make_sb3_vec_env(id_or_n: str | int | MealSuite, num_envs: int, **kwargs: Any):
+    """SB3 ``VecEnv`` over ``num_envs`` MEAL envs: ``num_envs * num_agents`` slots."""
+    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+
+    suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
+    return MealSB3VecEnv(make_batched(suite, num_envs))
+
+
+def _gym_entry_point(**kwargs: Any):
+    raise TypeError(
+        "MEAL is a multi-agent (PettingZoo) benchmark and cannot be built with gym.make; use "
+        'cl_suites.make_parallel("CLSuite/MEAL-20-v0", difficulty="easy", seed=0) '
+        "(or cl_suites.meal.make_sb3_vec_env for stable-baselines3)"
+    )
+
+
+def register_meal_ids(sizes: tuple[int, ...] = REGISTERED_SIZES) -> None:
+    """Register ``CLSuite/MEAL-{N}-v0`` ids with gymnasium; ``gym.make`` on them raises a
+    ``TypeError`` that points to ``cl_suites.make_parallel`` (any N works there)."""
+    import gymnasium as gym
+
+    for n in sizes:
+        env_id = f"CLSuite/MEAL-{n}-v0"
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id,
+                entry_point="cl_suites.meal:_gym_entry_point",
+                kwargs={"num_tasks": n},
+                disable_env_checker=True,
+            )

@@ -1,0 +1,216 @@
+"""``M`` copies of a MEAL sequence stepped by one jitted, vmapped call.
+
+Every env plays the same task at the same time and MEAL episodes have a fixed length, so
+all envs start and end their episodes together: episode resets and task switches are
+batch-wide events and cost nothing per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cl_suites.core.task import Segment, SequenceCursor, TaskSwitchCallback, task_seed
+from cl_suites.meal.engine import BatchState, MealEngine, jax
+from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
+
+
+def check_actions(actions: Any, num_envs: int, num_agents: int) -> np.ndarray:
+    """``actions`` as an ``(num_envs, num_agents)`` int array, or a ``ValueError``."""
+    arr = np.asarray(actions)
+    if arr.shape != (num_envs, num_agents):
+        raise ValueError(
+            f"actions must have shape (num_envs, num_agents) = ({num_envs}, {num_agents}), "
+            f"got {arr.shape}"
+        )
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.mod(arr, 1) == 0):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"actions must be integers in 0..{NUM_ACTIONS - 1}, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= NUM_ACTIONS):
+        bad = arr[(arr < 0) | (arr >= NUM_ACTIONS)]
+        raise ValueError(f"actions must be in 0..{NUM_ACTIONS - 1}, got {bad.tolist()[:5]}")
+    return arr
+
+
+class MealBatchedEnv:
+    """A batched MEAL sequence: ``num_envs`` envs x ``num_agents`` agents.
+
+    ``reset(seed=s)`` starts the sequence at step 0; ``step(actions)`` takes
+    ``actions (M, n)`` and returns ``obs (M, n, H, W, C) uint8``, ``rewards (M, n)
+    float32``, ``terminations (M, n)`` (always False: MEAL episodes only end by time),
+    ``truncations (M, n)`` and ``infos``.
+
+    Steps are **env steps** (one joint action = one step): a call counts ``M`` steps
+    against the current task's budget, and every env switches task at the first call that
+    spends it (``SequenceCursor`` with ``num_envs=M``, see ``schedule()``). An episode ends
+    after ``episode_len`` steps (truncation) or at a task switch (truncation).
+
+    With ``autoreset=True`` (same-step autoreset) the observations returned at an
+    episode end already start the next episode (or task); the last ones are in
+    ``infos["final_obs"]``. With ``autoreset=False`` the final observations are returned
+    and ``reset()`` must be called to go on (the ParallelEnv's mode).
+
+    ``infos``: the schedule keys ``task_id, task_name, cycle, task_step, total_step,
+    task_switched, sequence_done`` as scalars shared by all envs (after a switch they
+    describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
+    (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups``; at
+    episode ends ``episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score": (M,),
+    "task_id": int}`` and ``_episode (M,)`` True.
+
+    Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
+    shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
+    annealed linearly from 1 to 0 over ``shaping_horizon`` steps of each task; shared by
+    the team (summed over agents) unless ``individual_rewards``.
+
+    Seeding: env ``j`` of task segment ``(cycle, task_id)`` uses the PRNG key
+    ``fold_in(PRNGKey(task_seed(seed, cycle, task_id)), j)``, so env 0 of any batch size
+    replays the ParallelEnv with the same seed.
+    """
+
+    def __init__(
+        self,
+        suite: MealSuite,
+        num_envs: int,
+        *,
+        autoreset: bool = True,
+        engine: MealEngine | None = None,
+    ):
+        self.suite = suite
+        self.sequence = suite.sequence
+        self.cursor = SequenceCursor(suite.sequence, num_envs)
+        self.num_envs = self.cursor.num_envs
+        self.num_agents = suite.num_agents
+        self.agents = suite.agents
+        self.autoreset = autoreset
+        self.engine = engine or MealEngine(suite)
+        self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
+        self._state: BatchState | None = None
+        self._keys = None
+        self._run_seed: int | None = None
+        self._t = 0
+        self._returns = np.zeros((self.num_envs, self.num_agents))
+        self._soups = np.zeros(self.num_envs, dtype=np.int64)
+        self._switch_pending = False
+        self._need_reset = False
+        self._episode_task = 0
+        self._no = np.zeros((self.num_envs, self.num_agents), dtype=bool)
+        self._yes = np.ones((self.num_envs, self.num_agents), dtype=bool)
+
+    # -- schedule helpers -----------------------------------------------------------------
+    def schedule(self) -> tuple[Segment, ...]:
+        """Exact env-step ranges of every segment with this number of envs."""
+        return self.cursor.segments
+
+    def on_task_switch(self, callback: TaskSwitchCallback):
+        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
+        return self.cursor.subscribe(callback)
+
+    @property
+    def current_task(self) -> Segment:
+        return self.cursor.segment
+
+    def shaping_coef(self) -> float:
+        """Weight of the shaped reward at the current step (0 with sparse rewards)."""
+        opts = self.suite.options
+        if opts["sparse_rewards"]:
+            return 0.0
+        return max(0.0, 1.0 - self.cursor.task_step / opts["shaping_horizon"])
+
+    # -- API ------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """With ``seed`` (or on first use): restart the sequence from step 0. Without, after
+        an episode end in ``autoreset=False`` mode: the next episode, or the next task
+        after a switch (``task_switched=True``)."""
+        switched = False
+        if seed is not None or self._run_seed is None:
+            self._run_seed = (
+                int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+            )
+            self.cursor.restart()
+            self._switch_pending = False
+            switched = True
+        elif self._switch_pending:
+            if self.cursor.done:
+                raise RuntimeError(
+                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
+                )
+            self._switch_pending = False
+            switched = True
+        obs = self._begin_episode(new_task=switched)
+        info = self.cursor.info(task_switched=switched)
+        info.update(self._step_stats(np.zeros(self.num_envs, dtype=np.int64)))
+        return obs, info
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        if self.cursor.done:
+            raise RuntimeError(
+                f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
+            )
+        if self._need_reset:
+            raise RuntimeError("the episode is over (truncated); call reset() to go on")
+        actions = check_actions(actions, self.num_envs, self.num_agents)
+        coef = self.shaping_coef()
+        spent = self.cursor.advance(self.num_envs)
+        self._state, obs, rewards, soups = self.engine.step(self._state, actions, coef)
+        obs, rewards, soups = jax.device_get((obs, rewards, soups))
+        self._t += 1
+        self._returns += rewards
+        self._soups += soups
+        ended = spent or self._t >= self.suite.episode_len
+        info: dict[str, Any] = {}
+        if ended:
+            info["episode"] = {
+                "r": self._returns.copy(),
+                "l": np.full(self.num_envs, self._t),
+                "soups": self._soups.copy(),
+                "score": self._soups / self.max_soups[self._episode_task],
+                "task_id": self._episode_task,
+            }
+            info["_episode"] = np.ones(self.num_envs, dtype=bool)
+        info.update(self._step_stats(soups))
+        if spent:
+            self._switch_pending = True
+            self.cursor.next_segment()
+        if ended:
+            if self.autoreset and not self.cursor.done:
+                info["final_obs"] = obs
+                obs, _ = self.reset()
+            else:
+                self._need_reset = True
+        info.update(self.cursor.info(task_switched=bool(spent and self.autoreset and not self.cursor.done)))
+        return obs, rewards, self._no, (self._yes if ended else self._no), info
+
+    def close(self) -> None:
+        self._state = None
+
+    # -- internals ------------------------------------------------------------------------
+    def _step_stats(self, soups: np.ndarray) -> dict[str, Any]:
+        return {
+            "soups": soups,
+            "episode_soups": self._soups.copy(),
+            "score": self._soups / self.max_soups[self.cursor.segment.task_id],
+        }
+
+    def _begin_episode(self, new_task: bool) -> np.ndarray:
+        segment = self.cursor.segment
+        if new_task or self._keys is None:
+            assert self._run_seed is not None
+            seed = task_seed(self._run_seed, segment.cycle, segment.task_id)
+            self._keys = self.engine.env_keys(seed, self.num_envs)
+        else:
+            self._keys = self._state.keys
+        task_ids = np.full(self.num_envs, segment.task_id)
+        self._state, obs = self.engine.reset(task_ids, self._keys)
+        self._episode_task = segment.task_id
+        self._t = 0
+        self._returns[:] = 0.0
+        self._soups[:] = 0
+        self._need_reset = False
+        return np.asarray(obs)

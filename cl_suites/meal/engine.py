@@ -1,0 +1,186 @@
+"""The jitted MEAL kernel: reset and step ``M`` Overcooked envs in one vmapped call.
+
+meal-bench's ``Overcooked.step_env`` reads the kitchen only from the env *state*, given
+the grid size. Every task's kitchen is therefore padded (with walls, centred) to the
+largest grid of the sequence, and one step function, compiled once, steps any task, or a
+batch mixing tasks (evaluation). Resets read the kitchen from Python constants, so each
+task has its own jitted reset (compiled on first use).
+
+meal-bench's ``step`` resets in-step with its own kitchen; here steps go through
+``step_env`` (no in-step reset) and episode ends are handled by the caller, so the
+wrappers ``StickyActions`` / ``SlipperyTiles`` are layered over a no-autoreset view.
+With ``obs_padding="zeros"`` observations are multiplied by the real-kitchen mask, which
+makes them identical to meal-bench's ``PadObsToMax`` (zero padding, centred).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from cl_suites.errors import require
+from cl_suites.meal.layouts import REWARD_PER_SOUP, padded
+from cl_suites.meal.suite import MealSuite
+
+jax = require("jax", extra="meal")
+jnp = jax.numpy
+
+
+class BatchState(NamedTuple):
+    """Device-side state of ``M`` envs: meal-bench states, PRNG keys, kitchen masks."""
+
+    env_state: Any
+    keys: Any
+    masks: Any
+
+
+class _NoAutoreset:
+    """A meal-bench env whose ``step`` is ``step_env`` (no reset inside the step)."""
+
+    def __init__(self, env: Any):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def step(self, key, state, actions):
+        return self._env.step_env(key, state, actions)
+
+    def reset(self, key):
+        return self._env.reset(key)
+
+
+class MealEngine:
+    """Jitted reset/step of a ``MealSuite``'s kitchens for any batch size.
+
+    ``reset(task_ids, keys)`` -> ``(BatchState, obs)``; ``step(state, actions, coef)`` ->
+    ``(BatchState, obs, rewards, soups)`` with ``obs (M, n, H, W, C) uint8``,
+    ``rewards (M, n) float32`` (delivery + ``coef`` x shaping, shared across the team
+    unless ``individual_rewards``), ``soups (M,) int32`` (soups the team delivered this
+    step). Arrays stay on the device; the caller fetches what it needs.
+    """
+
+    def __init__(self, suite: MealSuite):
+        from meal.env.overcooked import get_difficulty_params
+        from meal.wrappers.slippery_tiles import SlipperyTiles
+        from meal.wrappers.sticky_actions import StickyActions
+
+        self.suite = suite
+        opts = suite.options
+        self.agents = suite.agents
+        self.num_agents = suite.num_agents
+        height, width = suite.grid_shape
+        self._padded = [padded(t, height, width) for t in suite.layouts]
+        self._use_mask = (not opts["partial_observability"]) and opts["obs_padding"] == "zeros"
+        params = get_difficulty_params(opts["stochasticity_level"])
+
+        def chain(base: Any) -> Any:
+            env = _NoAutoreset(base)
+            if opts["sticky_actions"]:
+                env = StickyActions(env, params["repeat_action_prob"])
+            if opts["slippery_tiles"]:
+                env = SlipperyTiles(env, params["slipping_prob"])
+            return env
+
+        self._chain = chain
+        self._task_envs: dict[int, Any] = {}
+        self._resets: dict[int, Any] = {}
+        template = chain(self._base_env(0))
+        self.obs_shape = suite.obs_shape
+        individual = opts["individual_rewards"]
+        agents = self.agents
+        use_mask = self._use_mask
+
+        def step_one(env_state, key, mask, act, coef):
+            key, sub = jax.random.split(key)
+            actions = {a: act[i] for i, a in enumerate(agents)}
+            obs, env_state, rew, _, info = template.step(sub, env_state, actions)
+            obs = jnp.stack([obs[a] for a in agents]).astype(jnp.uint8)
+            if use_mask:
+                obs = obs * mask[None, :, :, None]
+            deliver = jnp.stack([rew[a] for a in agents]).astype(jnp.float32)
+            shaped = jnp.stack([info["shaped_reward"][a] for a in agents]).astype(jnp.float32)
+            if individual:
+                rewards = deliver + coef * shaped
+            else:
+                rewards = jnp.full((len(agents),), deliver.sum() + coef * shaped.sum())
+            soups = jnp.round(deliver.sum() / REWARD_PER_SOUP).astype(jnp.int32)
+            return env_state, key, obs, rewards, soups
+
+        batched = jax.vmap(step_one, in_axes=(0, 0, 0, 0, None))
+
+        def step(state: BatchState, actions, coef):
+            env_state, keys, obs, rewards, soups = batched(
+                state.env_state, state.keys, state.masks, actions, coef
+            )
+            return BatchState(env_state, keys, state.masks), obs, rewards, soups
+
+        self._step = jax.jit(step)
+        self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
+
+    # -- public -------------------------------------------------------------------------
+    def env_keys(self, seed: int, num_envs: int):
+        """``(num_envs, 2)`` PRNG keys: env ``j`` gets ``fold_in(PRNGKey(seed), j)``, so env
+        ``j``'s randomness does not depend on the batch size."""
+        return self._fold(jax.random.PRNGKey(int(seed)), jnp.arange(num_envs, dtype=jnp.uint32))
+
+    def reset(self, task_ids: np.ndarray, keys) -> tuple[BatchState, Any]:
+        """Start an episode in every env: env ``j`` plays task ``task_ids[j]``.
+
+        ``keys`` are the envs' PRNG keys (carried on in the returned state).
+        """
+        task_ids = np.asarray(task_ids)
+        parts = []
+        for task in np.unique(task_ids):
+            rows = np.flatnonzero(task_ids == task)
+            sub = keys if len(rows) == len(task_ids) else keys[rows]
+            parts.append((rows, self._reset_fn(int(task))(sub)))
+        if len(parts) == 1:
+            env_state, new_keys, obs = parts[0][1]
+        else:  # evaluation batches mixing tasks: concatenate in row order
+            order = np.argsort(np.concatenate([rows for rows, _ in parts]))
+            env_state, new_keys, obs = jax.tree.map(
+                lambda *xs: jnp.concatenate(xs)[order], *[out for _, out in parts]
+            )
+        masks = jnp.asarray(np.stack([self._padded[int(t)][1] for t in task_ids]))
+        return BatchState(env_state, new_keys, masks), obs
+
+    def step(self, state: BatchState, actions: np.ndarray, coef: float):
+        """One step of every env; ``actions (M, n)`` ints in ``0..5``."""
+        return self._step(state, jnp.asarray(actions, dtype=jnp.int32), jnp.float32(coef))
+
+    # -- internals ----------------------------------------------------------------------
+    def _base_env(self, task_id: int) -> Any:
+        from meal.env.overcooked import Overcooked, OvercookedPO
+
+        opts = self.suite.options
+        kwargs: dict[str, Any] = {
+            "layout": self._padded[task_id][0],
+            "layout_name": self.suite.layouts[task_id].name,
+            "num_agents": self.num_agents,
+            "max_steps": self.suite.episode_len,
+            "task_id": task_id,
+            "random_pot_size": opts["random_pot_size"],
+            "random_cook_time": opts["random_cook_time"],
+        }
+        if opts["partial_observability"]:
+            return OvercookedPO(difficulty=opts["stochasticity_level"], **kwargs)
+        return Overcooked(**kwargs)
+
+    def _reset_fn(self, task_id: int):
+        if task_id not in self._resets:
+            env = self._chain(self._base_env(task_id))
+            mask = jnp.asarray(self._padded[task_id][1])
+            agents, use_mask = self.agents, self._use_mask
+
+            def reset_one(key):
+                key, sub = jax.random.split(key)
+                obs, env_state = env.reset(sub)
+                obs = jnp.stack([obs[a] for a in agents]).astype(jnp.uint8)
+                if use_mask:
+                    obs = obs * mask[None, :, :, None]
+                return env_state, key, obs
+
+            self._resets[task_id] = jax.jit(jax.vmap(reset_one))
+        return self._resets[task_id]

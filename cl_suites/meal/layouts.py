@@ -1,0 +1,238 @@
+"""MEAL kitchens: which layouts a sequence plays, their padding and their soup bounds.
+
+Layouts come from ``meal-bench`` (the MEAL paper's own generator and presets); this module
+only chooses them, pads them to one grid size and computes the paper's normaliser.
+
+* ``strategy="generate"``: task ``i`` is a fresh kitchen from meal-bench's generator at the
+  given difficulty, seeded with ``seed + i`` (exactly as ``meal.make_sequence`` does).
+* ``strategy="curriculum"``: generated kitchens, the first third easy, then medium, then hard.
+* ``strategy="ordered"`` / ``"random"``: the handmade presets of the difficulty (or
+  ``layout_names``), in catalogue order or sampled with ``random.Random(seed)`` (no
+  back-to-back repeats when the sequence is longer than the pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extreme")
+STRATEGIES: tuple[str, ...] = ("generate", "ordered", "random", "curriculum")
+PRESET_DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+MAX_AGENTS = 5
+REWARD_PER_SOUP = 20.0
+"""meal-bench's delivery reward (``DELIVERY_REWARD``): sparse return = 20 x soups."""
+
+_LAYOUT_KEYS = ("wall_idx", "agent_idx", "goal_idx", "plate_pile_idx", "onion_pile_idx", "pot_idx")
+
+
+class LayoutGenerationError(RuntimeError):
+    """meal-bench's generator found no solvable kitchen within its attempts."""
+
+
+@dataclass(frozen=True)
+class MealLayout:
+    """One task's kitchen.
+
+    Attributes:
+        name: task name (preset name, or ``"<difficulty>_gen_<i>"`` for generated ones).
+        layout: meal-bench layout dict (flat indices into ``height x width``), unpadded.
+        difficulty: difficulty it was drawn at (``None`` for presets given by name).
+        seed: generator seed (``None`` for presets).
+        max_soups: single-agent max-soup bound over one episode (MEAL appendix A.1).
+    """
+
+    name: str
+    layout: object
+    difficulty: str | None
+    seed: int | None
+    max_soups: int
+
+    @property
+    def height(self) -> int:
+        return int(self.layout["height"])
+
+    @property
+    def width(self) -> int:
+        return int(self.layout["width"])
+
+    @property
+    def normalizer(self) -> float:
+        """Sparse return of a bound-matching episode: ``REWARD_PER_SOUP * max_soups``."""
+        return REWARD_PER_SOUP * self.max_soups
+
+    def free_cells(self) -> int:
+        """Walkable cells (floor and spawn tiles)."""
+        return self.height * self.width - len(set(np.asarray(self.layout["wall_idx"]).tolist()))
+
+
+def check_choice(name: str, value: object, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} {value!r} is unknown; use one of {tuple(allowed)}")
+    return str(value)
+
+
+def preset_names(difficulty: str | None = None) -> tuple[str, ...]:
+    """meal-bench's handmade layouts of ``difficulty`` (all of them when ``None``)."""
+    from meal.env.overcooked.layouts.presets import difficulty_layouts, overcooked_layouts
+
+    if difficulty is None:
+        return tuple(overcooked_layouts)
+    check_choice("preset difficulty", difficulty, PRESET_DIFFICULTIES)
+    return tuple(difficulty_layouts[difficulty])
+
+
+def generate(difficulty: str, seed: int, num_agents: int, **kwargs) -> object:
+    """One generated kitchen (meal-bench's generator, its retry prints silenced)."""
+    from meal.env.overcooked import generate_layout
+
+    check_choice("difficulty", difficulty, DIFFICULTIES)
+    attempts = kwargs.get("max_attempts", 2000)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _, layout = generate_layout(
+                num_agents=num_agents, difficulty=difficulty, seed=seed, **kwargs
+            )
+    except RuntimeError as e:
+        raise LayoutGenerationError(
+            f"meal-bench found no solvable {difficulty} kitchen for {num_agents} agent(s) with "
+            f"seed {seed} in {attempts} attempts; try another seed, difficulty or agent count"
+        ) from e
+    return layout
+
+
+def max_soups(layout: object, episode_len: int, num_agents: int) -> int:
+    """MEAL's single-agent max-soup bound (meal-bench ``calculate_max_soup``)."""
+    from meal.env.overcooked.max_soup_calculator import calculate_max_soup
+
+    return int(calculate_max_soup(layout, episode_len, n_agents=num_agents))
+
+
+def _no_repeat_sample(pool: Sequence[str], k: int, rng: random.Random) -> list[str]:
+    if k <= len(pool):
+        return rng.sample(list(pool), k)
+    out: list[str] = []
+    for _ in range(k):
+        candidates = [name for name in pool if not out or name != out[-1]] or list(pool)
+        out.append(rng.choice(candidates))
+    return out
+
+
+def build_layouts(
+    num_tasks: int,
+    *,
+    strategy: str = "generate",
+    difficulty: str | None = "easy",
+    seed: int = 0,
+    num_agents: int = 2,
+    episode_len: int = 400,
+    layout_names: Sequence[str] | None = None,
+    separated_agents: bool = False,
+    max_attempts: int = 2000,
+) -> tuple[MealLayout, ...]:
+    """The kitchens of a MEAL sequence of ``num_tasks`` tasks, in training order.
+
+    Raises ``ValueError`` for an unknown strategy, difficulty or preset name, a sequence
+    longer than the preset pool with ``"ordered"``, more agents than a kitchen has free
+    cells, or a kitchen with a zero soup bound; ``LayoutGenerationError`` (naming the seed)
+    when the generator gives up.
+    """
+    from meal.env.overcooked.layouts.presets import overcooked_layouts
+
+    check_choice("strategy", strategy, STRATEGIES)
+    if not 1 <= num_agents <= MAX_AGENTS:
+        raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}")
+    chosen: list[tuple[str, object, str | None, int | None]] = []
+    if strategy in ("generate", "curriculum"):
+        if layout_names is not None:
+            raise ValueError(f"layout_names only applies to the preset strategies, not {strategy!r}")
+        if strategy == "generate":
+            difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
+            levels = [difficulty] * num_tasks
+        else:
+            per, extra = divmod(num_tasks, 3)
+            counts = (per + (extra > 0), per + (extra > 1), per)
+            levels = [d for d, c in zip(PRESET_DIFFICULTIES, counts) for _ in range(c)]
+        for i, level in enumerate(levels):
+            layout = generate(
+                level,
+                seed + i,
+                num_agents,
+                separated_agents=separated_agents,
+                max_attempts=max_attempts,
+            )
+            chosen.append((f"{level}_gen_{i}", layout, level, seed + i))
+    else:
+        if layout_names is not None:
+            pool = list(layout_names)
+            unknown = [n for n in pool if n not in overcooked_layouts]
+            if unknown or not pool:
+                raise ValueError(
+                    f"unknown preset layout(s) {unknown or pool}; available: {sorted(overcooked_layouts)}"
+                )
+        else:
+            if difficulty not in PRESET_DIFFICULTIES:
+                raise ValueError(
+                    f"difficulty {difficulty!r} has no handmade presets; use one of "
+                    f"{PRESET_DIFFICULTIES} or strategy='generate'"
+                )
+            pool = list(preset_names(difficulty))
+        if strategy == "ordered":
+            if num_tasks > len(pool):
+                raise ValueError(
+                    f"strategy 'ordered' needs at most {len(pool)} tasks (the preset pool), "
+                    f"got {num_tasks}; use strategy='random' to repeat presets"
+                )
+            names = pool[:num_tasks]
+        else:
+            names = _no_repeat_sample(pool, num_tasks, random.Random(seed))
+        chosen = [(n, overcooked_layouts[n], difficulty, None) for n in names]
+    out = []
+    for name, layout, level, layout_seed in chosen:
+        bound = max_soups(layout, episode_len, num_agents)
+        task = MealLayout(name, layout, level, layout_seed, bound)
+        if num_agents > task.free_cells():
+            raise ValueError(
+                f"layout {name!r} has {task.free_cells()} free cells, fewer than "
+                f"num_agents={num_agents}"
+            )
+        if bound <= 0:
+            raise ValueError(
+                f"layout {name!r} has a max-soup bound of 0 over {episode_len} steps; its "
+                "score cannot be normalised (use a longer episode_len or another layout)"
+            )
+        out.append(task)
+    return tuple(out)
+
+
+def padded(task: MealLayout, height: int, width: int) -> tuple[dict, np.ndarray]:
+    """``task``'s kitchen centred in a ``height x width`` grid whose extra cells are walls,
+    and the ``(height, width)`` uint8 mask of the real kitchen.
+
+    The offsets are those of meal-bench's ``PadObsToMax`` (``top = dh // 2``,
+    ``left = dw // 2``), so masking a padded kitchen's observation with the mask gives
+    exactly ``PadObsToMax``'s zero-padded observation.
+    """
+    import jax.numpy as jnp
+    from flax.core.frozen_dict import FrozenDict
+
+    h, w = task.height, task.width
+    top, left = (height - h) // 2, (width - w) // 2
+
+    def remap(idx) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        return (idx // w + top) * width + (idx % w + left)
+
+    mask = np.zeros((height, width), dtype=np.uint8)
+    mask[top : top + h, left : left + w] = 1
+    layout = {key: remap(task.layout[key]) for key in _LAYOUT_KEYS if key in task.layout}
+    outside = np.flatnonzero(mask.ravel() == 0)
+    layout["wall_idx"] = np.concatenate([layout["wall_idx"], outside])
+    layout = {k: jnp.asarray(v, dtype=jnp.int32) for k, v in layout.items()}
+    layout.update(height=height, width=width)
+    return FrozenDict(layout), mask

@@ -1,0 +1,227 @@
+"""A MEAL sequence as data: its kitchens, options and schedule (``TaskSequence``).
+
+Units: MEAL counts **env steps**: one joint action of all agents is one step (so
+``steps_per_task=10_000_000`` means 10M joint actions, as in the paper), never agent-steps
+summed over agents. A batched env with ``M`` envs counts ``M`` steps per call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
+from cl_suites.errors import require
+from cl_suites.meal.layouts import (
+    MAX_AGENTS,
+    REWARD_PER_SOUP,
+    MealLayout,
+    build_layouts,
+    check_choice,
+)
+
+NUM_ACTIONS = 6
+"""meal-bench's actions: up, down, right, left, stay, interact."""
+PAPER_STEPS_PER_TASK = 10_000_000
+PAPER_EVAL_EVERY = 100 * 16 * 128
+"""MEAL evaluates every 100 PPO updates of 16 envs x 128 steps = 204,800 env steps."""
+PAPER_SHAPING_HORIZON = 2_500_000
+OBS_PADDINGS = ("zeros", "walls")
+_ID = re.compile(r"^(?:cl_suites:)?(?:CLSuite/)?MEAL-(\d+)(?:-v0)?$")
+
+
+def parse_meal_id(id_or_n: str | int) -> int:
+    """The number of tasks of ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20``."""
+    if isinstance(id_or_n, (int, np.integer)) and not isinstance(id_or_n, bool):
+        n = int(id_or_n)
+    elif isinstance(id_or_n, str) and (m := _ID.match(id_or_n.strip())):
+        n = int(m.group(1))
+    else:
+        raise ValueError(
+            f"{id_or_n!r} is not a MEAL id; use 'CLSuite/MEAL-<N>-v0', 'MEAL-<N>' or N (int >= 1)"
+        )
+    if n < 1:
+        raise ValueError(f"a MEAL sequence needs N >= 1 tasks, got {n}")
+    return n
+
+
+def _not_single_agent(name: str):
+    def factory() -> gym.Env:
+        raise TypeError(
+            f"MEAL task {name!r} is a multi-agent PettingZoo environment; build it with "
+            "cl_suites.make_parallel(...) (or cl_suites.meal.make_batched / make_sb3_vec_env)"
+        )
+
+    return factory
+
+
+@dataclass(frozen=True)
+class MealSuite:
+    """Everything that defines a MEAL run except the run seed.
+
+    Attributes:
+        sequence: the ``TaskSequence`` (schedule, budgets in env steps, eval cadence);
+            its tasks' gymnasium factories raise ``TypeError`` (MEAL is multi-agent).
+        layouts: the kitchens, one per task, in task-id order.
+        num_agents: agents per kitchen (1..5).
+        episode_len: steps per episode (MEAL: 400).
+        obs_shape: per-agent observation shape ``(H, W, C)``: the largest grid of the
+            sequence (``C = 18 + 4 * num_agents``), or the view window with partial
+            observability.
+        options: engine options (rewards, shaping, stochasticity, observability).
+    """
+
+    sequence: TaskSequence
+    layouts: tuple[MealLayout, ...]
+    num_agents: int
+    episode_len: int
+    obs_shape: tuple[int, int, int]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return tuple(f"agent_{i}" for i in range(self.num_agents))
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        """``(H, W)`` of the padded kitchens (largest layout of the sequence)."""
+        return (
+            max(t.height for t in self.layouts),
+            max(t.width for t in self.layouts),
+        )
+
+    def score_normalizers(self) -> dict[int, float]:
+        """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata."""
+        return {i: t.normalizer for i, t in enumerate(self.layouts)}
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description (for run metadata)."""
+        return {
+            **self.sequence.describe(),
+            "num_agents": self.num_agents,
+            "episode_len": self.episode_len,
+            "step_unit": "env step (one joint action of all agents)",
+            "layouts": [
+                {
+                    "task_id": i,
+                    "task_name": t.name,
+                    "difficulty": t.difficulty,
+                    "layout_seed": t.seed,
+                    "height": t.height,
+                    "width": t.width,
+                    "max_soups": t.max_soups,
+                }
+                for i, t in enumerate(self.layouts)
+            ],
+            "options": dict(self.options),
+            "score_normalizers": self.score_normalizers(),
+        }
+
+
+def build_suite(
+    id_or_n: str | int,
+    *,
+    difficulty: str | None = "easy",
+    strategy: str = "generate",
+    seed: int = 0,
+    num_agents: int = 2,
+    layout_names: Sequence[str] | None = None,
+    steps_per_task: int = PAPER_STEPS_PER_TASK,
+    cycles: int = 1,
+    eval_every: int = PAPER_EVAL_EVERY,
+    eval_episodes: int = 10,
+    episode_len: int = 400,
+    sparse_rewards: bool = False,
+    individual_rewards: bool = False,
+    shaping_horizon: int = PAPER_SHAPING_HORIZON,
+    partial_observability: bool = False,
+    sticky_actions: bool = False,
+    slippery_tiles: bool = False,
+    random_pot_size: bool = False,
+    random_cook_time: bool = False,
+    separated_agents: bool = False,
+    obs_padding: str = "zeros",
+    max_attempts: int = 2000,
+) -> MealSuite:
+    """Build ``CLSuite/MEAL-{N}-v0`` (see ``cl_suites.meal.make_parallel`` for the kwargs)."""
+    require("meal", extra="meal")
+    require("jax", extra="meal")
+    n = parse_meal_id(id_or_n)
+    check_choice("obs_padding", obs_padding, OBS_PADDINGS)
+    if difficulty is not None:
+        check_choice("difficulty", difficulty, ("easy", "medium", "hard", "extreme"))
+    check_positive_int("steps_per_task", steps_per_task)
+    check_positive_int("episode_len", episode_len)
+    check_positive_int("shaping_horizon", shaping_horizon)
+    if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)):
+        raise ValueError(f"num_agents must be an int in 1..{MAX_AGENTS}, got {num_agents!r}")
+    if sparse_rewards and individual_rewards:
+        raise ValueError("sparse_rewards and individual_rewards cannot both be set (as in MEAL)")
+    layouts = build_layouts(
+        n,
+        strategy=strategy,
+        difficulty=difficulty,
+        seed=seed,
+        num_agents=int(num_agents),
+        episode_len=episode_len,
+        layout_names=layout_names,
+        separated_agents=separated_agents,
+        max_attempts=max_attempts,
+    )
+    channels = 18 + 4 * int(num_agents)
+    level = difficulty or "easy"
+    if partial_observability:
+        from meal.env.overcooked import get_difficulty_params
+
+        p = get_difficulty_params(level)
+        obs_shape = (p["view_ahead"] + p["view_behind"] + 1, 2 * p["view_sides"] + 1, channels)
+    else:
+        obs_shape = (
+            max(t.height for t in layouts),
+            max(t.width for t in layouts),
+            channels,
+        )
+    obs_space = gym.spaces.Box(0, 255, obs_shape, dtype=np.uint8)
+    tasks = tuple(
+        TaskSpec(name=t.name, make_train=_not_single_agent(t.name), budget=steps_per_task)
+        for t in layouts
+    )
+    sequence = TaskSequence(
+        name=f"MEAL-{n}",
+        tasks=tasks,
+        observation_space=obs_space,
+        action_space=gym.spaces.Discrete(NUM_ACTIONS),
+        cycles=cycles,
+        eval_every=eval_every,
+        eval_episodes=eval_episodes,
+        extra="meal",
+        required_modules=("meal", "jax", "pettingzoo"),
+        metric_settings={
+            "smoothing_window": 1,
+            "return_clip_min": None,
+            "score": "soups / single-agent max-soup bound",
+            "reward_per_soup": REWARD_PER_SOUP,
+            "step_unit": "env step",
+        },
+    )
+    options = {
+        "difficulty": difficulty,
+        "strategy": strategy,
+        "layout_seed": int(seed),
+        "sparse_rewards": bool(sparse_rewards),
+        "individual_rewards": bool(individual_rewards),
+        "shaping_horizon": int(shaping_horizon),
+        "partial_observability": bool(partial_observability),
+        "sticky_actions": bool(sticky_actions),
+        "slippery_tiles": bool(slippery_tiles),
+        "random_pot_size": bool(random_pot_size),
+        "random_cook_time": bool(random_cook_time),
+        "obs_padding": obs_padding,
+        "stochasticity_level": level,
+    }
+    return MealSuite(sequence, layouts, int(num_agents), int(episode_len), obs_shape, options)

@@ -1,0 +1,78 @@
+"""Statistics across seeds: mean with standard error, and IQM with bootstrap intervals.
+
+* :func:`mean_sem` - mean and standard error of the mean (``ddof=1``), as CORA reports.
+* :func:`iqm_interval` - interquartile mean (rliable's ``aggregate_iqm``) with a stratified
+  bootstrap percentile confidence interval (Agarwal et al. 2021, the estimator rliable's
+  ``get_interval_estimates`` implements). Runs are resampled with replacement within each
+  task (the strata). The bootstrap is drawn here with numpy from a seeded generator so it is
+  deterministic and vectorised; ``rliable.library`` cannot be imported with pandas 3 (its
+  dependency ``arch`` < 8 fails to import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from rliable import metrics as rly_metrics
+from scipy import stats as sps
+
+
+def mean_sem(values: np.ndarray | list[float]) -> tuple[float, float, int]:
+    """Mean, standard error (``std(ddof=1)/sqrt(n)``) and count of the finite values.
+
+    One value: SEM is NaN (no error bar; the report says so). No finite value: ``(nan, nan,
+    0)``.
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    n = int(x.size)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    if n == 1:
+        return float(x[0]), float("nan"), 1
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(n)), n
+
+
+def _iqm_rows(samples: np.ndarray) -> np.ndarray:
+    """IQM of each row of a 2-D array (25% trimmed mean of the flattened row)."""
+    return sps.trim_mean(samples, 0.25, axis=1)
+
+
+def iqm_interval(
+    scores: np.ndarray, reps: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Interquartile mean with a stratified-bootstrap percentile interval.
+
+    Args:
+        scores: array ``(n_runs, n_tasks)`` of per-run, per-task scores (NaN-free).
+        reps: bootstrap replicates (keep modest: the report uses 1000).
+        confidence: interval coverage.
+        seed: seed of the generator (same seed -> same interval).
+
+    Returns:
+        ``(iqm, low, high)``; with one run the interval collapses to the point estimate.
+    """
+    x = np.asarray(scores, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.size == 0 or not np.isfinite(x).all():
+        raise ValueError("iqm_interval needs a non-empty, finite (n_runs, n_tasks) array")
+    point = float(rly_metrics.aggregate_iqm(x))
+    n_runs, n_tasks = x.shape
+    if n_runs == 1:
+        return point, point, point
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_runs, size=(reps, n_runs, n_tasks))
+    boot = x[idx, np.arange(n_tasks)[None, None, :]].reshape(reps, -1)
+    values = _iqm_rows(boot)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(values, [alpha, 1 - alpha])
+    return point, float(low), float(high)
+
+
+def iqm_by_group(
+    scores: Mapping[str, np.ndarray], reps: int = 1000, seed: int = 0
+) -> dict[str, tuple[float, float, float]]:
+    """:func:`iqm_interval` for each group (e.g. method), each with the same seed."""
+    return {k: iqm_interval(v, reps=reps, seed=seed) for k, v in scores.items()}

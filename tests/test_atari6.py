@@ -1,0 +1,212 @@
+"""Atari6 exactly as CORA section 3.1 / appendix C.8 defines it, through gym.make and make_vec."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import cl_suites
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.envs.atari import EpisodicLife, FireReset, has_fire, make_atari_env
+from cl_suites.suites.atari6 import GAMES
+
+pytest.importorskip("ale_py")
+
+OBS_SPACE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+
+
+def _wrappers(env: gym.Env) -> list[gym.Env]:
+    chain = [env]
+    while isinstance(chain[-1], gym.Wrapper):
+        chain.append(chain[-1].env)
+    return chain
+
+
+def _find(env: gym.Env, kind: type) -> gym.Env | None:
+    return next((w for w in _wrappers(env) if isinstance(w, kind)), None)
+
+
+def test_paper_defaults():
+    seq = cl_suites.make_sequence("CLSuite/Atari6-v0")
+    assert GAMES == ("SpaceInvaders", "Krull", "BeamRider", "Hero", "StarGunner", "MsPacman")
+    assert [t.name for t in seq.tasks] == list(GAMES)
+    assert {t.budget for t in seq.tasks} == {50_000_000}
+    assert (seq.cycles, seq.eval_every, seq.eval_episodes) == (5, 250_000, 10)
+    assert seq.observation_space == OBS_SPACE
+    assert seq.action_space == gym.spaces.Discrete(18)
+    assert all(t.splits == ("train",) and t.records_episodes for t in seq.tasks)
+    assert seq.tasks[0].make_train.keywords["training"] is True
+    assert seq.tasks[0].make_train_eval.keywords["training"] is False
+    assert seq.metric_settings["smoothing_window"] == 20
+    assert seq.schedule()[-1].end_step == 6 * 5 * 50_000_000
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
+    env = make_atari_env(game)
+    ale = env.unwrapped.ale
+    assert env.observation_space == OBS_SPACE and env.action_space == gym.spaces.Discrete(18)
+    assert env.unwrapped._frameskip == 1
+    assert ale.getFloat("repeat_action_probability") == 0.0
+    preprocessing = _find(env, gym.wrappers.AtariPreprocessing)
+    assert (preprocessing.frame_skip, preprocessing.noop_max) == (4, 30)
+    assert preprocessing.screen_size == (84, 84) and preprocessing.grayscale_obs
+    assert _find(env, gym.wrappers.TimeLimit)._max_episode_steps == 10_000
+    assert _find(env, EpisodicLife) is not None
+    assert (_find(env, FireReset) is not None) == (game != "MsPacman") == has_fire(env)
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and obs.max() > 0
+    frames = ale.getEpisodeFrameNumber()
+    obs, reward, terminated, truncated, _ = env.step(17)
+    assert ale.getEpisodeFrameNumber() == frames + 4  # one agent step = 4 frames
+    assert obs.shape == (4, 84, 84) and not (terminated or truncated)
+    evaluation = make_atari_env(game, training=False)
+    assert _find(evaluation, EpisodicLife) is None
+    assert evaluation.observation_space == OBS_SPACE
+    env.close()
+    evaluation.close()
+
+
+def test_noop_starts_vary_the_first_frame_with_the_seed():
+    env = make_atari_env("MsPacman", training=False)  # no FIRE: frames = no-ops
+    starts, firsts = [], []
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        starts.append(env.unwrapped.ale.getEpisodeFrameNumber())
+        firsts.append(obs.tobytes())
+    assert all(1 <= n <= 30 for n in starts)
+    assert len(set(starts)) == 6 and len(set(firsts)) == 6
+    again, _ = env.reset(seed=0)
+    assert again.tobytes() == firsts[0]
+
+
+def test_same_seed_same_frames_different_seed_differs():
+    def frames(seed):
+        env = cl_suites.make_env("Atari6", steps_per_task=100, cycles=1)
+        out = [env.reset(seed=seed)[0]]
+        for t in range(40):
+            obs, _, terminated, truncated, _ = env.step(t % 18)
+            out.append(obs)
+            if terminated or truncated:
+                out.append(env.reset()[0])
+        env.close()
+        return np.stack(out)
+
+    a, b, c = frames(7), frames(7), frames(8)
+    assert a.shape == (41, 4, 84, 84)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape != c.shape or not np.array_equal(a, c)
+
+
+def test_logged_return_is_the_whole_game_in_unclipped_points():
+    # SpaceInvaders: 3 lives, rewards 5..30 points per alien
+    env = gym.make("CLSuite/Atari6-v0", steps_per_task=100_000, cycles=1)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    rewards, life_losses, steps = [], 0, 0
+    while True:
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(18)))
+        rewards.append(reward)
+        steps += 1
+        if "episode" in info:
+            break
+        if terminated or truncated:
+            life_losses += 1
+            env.reset()
+    assert terminated and life_losses == 2 and env.unwrapped._env.unwrapped.ale.lives() == 0
+    assert max(rewards) > 1  # not clipped
+    assert info["episode"]["r"] == pytest.approx(sum(rewards))
+    assert info["episode"]["l"] >= steps  # plus the automatic FIRE presses after each life
+    env.close()
+
+
+def test_a_game_cut_by_a_task_switch_reports_all_its_lives():
+    env = gym.make("CLSuite/Atari6-v0", steps_per_task=300, cycles=1)
+    rng = np.random.default_rng(0)  # same game as above: first life lost at step 218
+    env.reset(seed=0)
+    rewards, life_losses = [], 0
+    for _ in range(300):
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(18)))
+        rewards.append(reward)
+        if (terminated or truncated) and not info["sequence_done"] and "episode" not in info:
+            life_losses += 1
+            env.reset()
+    assert truncated and info["task_step"] == 300 and life_losses == 1
+    assert info["episode"]["l"] == 300 and info["episode"]["r"] == pytest.approx(sum(rewards))
+    assert sum(rewards) == 50.0  # 50 points in the first life, none since
+    env.close()
+
+
+def test_evaluation_env_plays_whole_games_and_the_cap_truncates():
+    env = make_atari_env("MsPacman", training=False, max_episode_steps=50)
+    env.reset(seed=0)
+    for step in range(1, 51):
+        _, _, terminated, truncated, info = env.step(0)
+        assert not terminated
+    assert truncated and step == 50 and info["episode"]["l"] == 50
+    assert env.unwrapped.ale.lives() == 3
+
+
+def test_sequence_plays_every_game_in_order_through_switches():
+    env = gym.make("CLSuite/Atari6-v0", steps_per_task=15, cycles=1)
+    obs, info = env.reset(seed=0)
+    names = [info["task_name"]]
+    while True:
+        obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        if info["sequence_done"]:
+            break
+        if terminated or truncated:
+            obs, info = env.reset()
+            if info["task_switched"]:
+                names.append(info["task_name"])
+    assert names == list(GAMES) and info["total_step"] == 90 and truncated
+    env.close()
+
+
+def test_async_vector_path_and_evaluator_through_a_switch():
+    kwargs = {"steps_per_task": 20, "cycles": 1, "games": ("Hero", "MsPacman")}
+    venv = cl_suites.make_vec("Atari6", num_envs=2, vectorization_mode="async", **kwargs)
+    obs, info = venv.reset(seed=0)
+    assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+    assert list(info["task_name"]) == ["Hero", "Hero"]
+    for _ in range(10):
+        obs, _, _, truncated, info = venv.step(np.array([0, 17]))
+    assert truncated.all() and list(info["task_name"]) == ["MsPacman", "MsPacman"]
+    assert info["task_switched"].all() and info["total_step"][0] == 20
+    venv.close()
+    seq = cl_suites.make_sequence("Atari6", eval_episodes=2, max_episode_steps=25, **kwargs)
+    evaluator = Evaluator(seq, seed=0)
+    records = evaluator.evaluate(0, lambda o, ids: np.zeros(len(o), dtype=np.int64))
+    evaluator.close()
+    assert [(r["task_name"], r["split"], r["episodes"]) for r in records] == [
+        ("Hero", "train", 2),
+        ("MsPacman", "train", 2),
+    ]
+
+
+def test_factories_pickle():
+    task = cl_suites.make_sequence("Atari6").tasks[5]
+    factory = pickle.loads(pickle.dumps(task.make_train))
+    assert factory.args == ("MsPacman",) and factory().observation_space == OBS_SPACE
+
+
+def test_unknown_game_names_the_game_and_the_ale_py_version():
+    import ale_py
+
+    with pytest.raises(ValueError, match=rf"'Pong2'.*ale-py {ale_py.__version__}"):
+        cl_suites.make_sequence("Atari6", games=("SpaceInvaders", "Pong2"))
+
+
+def test_missing_ale_py_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ale_py", None)
+    seq = cl_suites.make_sequence("Atari6")  # schedules list without the simulator
+    assert len(seq.schedule()) == 30
+    with pytest.raises(ImportError, match=r"cl-suites\[atari\]"):
+        cl_suites.make_env("Atari6")
+    with pytest.raises(ImportError, match=r"cl-suites\[atari\]"):
+        make_atari_env("SpaceInvaders")
