@@ -20,49 +20,113 @@ BASIN = "Bathtub|-02.90|+00.67|+02.86|BathtubBasin"
 CORRIDOR = [(0, z) for z in range(5)]  # reachable cells (x, z), 0.25 m each
 
 OBJECTS = [
-    {"objectId": TOWEL, "objectType": "HandTowel", "pickupable": True, "receptacle": False,
-     "position": {"x": 0.0, "y": 1.4, "z": 1.0}, "receptacleObjectIds": None},
-    {"objectId": BASIN, "objectType": "BathtubBasin", "pickupable": False, "receptacle": True,
-     "position": {"x": 0.0, "y": 0.6, "z": -0.5}, "receptacleObjectIds": []},
+    {
+        "objectId": TOWEL,
+        "objectType": "HandTowel",
+        "pickupable": True,
+        "receptacle": False,
+        "position": {"x": 0.0, "y": 1.4, "z": 1.0},
+        "receptacleObjectIds": None,
+    },
+    {
+        "objectId": BASIN,
+        "objectType": "BathtubBasin",
+        "pickupable": False,
+        "receptacle": True,
+        "position": {"x": 0.0, "y": 0.6, "z": -0.5},
+        "receptacleObjectIds": [],
+    },
 ]
 
 # 4 subgoals: go (4 moves away), pick up the towel, go (turn around), put it in the basin
 TRAJ: dict[str, Any] = {
     "task_type": "pick_and_place_simple",
     "task_id": "trial_fake",
-    "pddl_params": {"object_target": "HandTowel", "parent_target": "BathtubBasin",
-                    "object_sliced": False, "toggle_target": "", "mrecep_target": ""},
+    "pddl_params": {
+        "object_target": "HandTowel",
+        "parent_target": "BathtubBasin",
+        "object_sliced": False,
+        "toggle_target": "",
+        "mrecep_target": "",
+    },
     "scene": {
-        "scene_num": 402, "floor_plan": "FloorPlan402", "dirty_and_empty": False,
+        "scene_num": 402,
+        "floor_plan": "FloorPlan402",
+        "dirty_and_empty": False,
         "object_toggles": [],
-        "object_poses": [{"objectName": "HandTowel_1", "position": {"x": 0.0, "y": 1.4, "z": 1.0},
-                          "rotation": {"x": 0.0, "y": 0.0, "z": 0.0}}],
-        "init_action": {"action": "TeleportFull", "x": 0.0, "y": 0.9, "z": 0.0,
-                        "rotation": 0, "horizon": 30, "rotateOnTeleport": True},
+        "object_poses": [
+            {
+                "objectName": "HandTowel_1",
+                "position": {"x": 0.0, "y": 1.4, "z": 1.0},
+                "rotation": {"x": 0.0, "y": 0.0, "z": 0.0},
+            }
+        ],
+        "init_action": {
+            "action": "TeleportFull",
+            "x": 0.0,
+            "y": 0.9,
+            "z": 0.0,
+            "rotation": 0,
+            "horizon": 30,
+            "rotateOnTeleport": True,
+        },
     },
     "plan": {
         "high_pddl": [
-            {"high_idx": 0, "planner_action": {"action": "GotoLocation", "location": "loc|0|4|0|30"}},
+            {
+                "high_idx": 0,
+                "planner_action": {"action": "GotoLocation", "location": "loc|0|4|0|30"},
+            },
             {"high_idx": 1, "planner_action": {"action": "PickupObject", "objectId": TOWEL}},
-            {"high_idx": 2, "planner_action": {"action": "GotoLocation", "location": "loc|0|0|2|30"}},
-            {"high_idx": 3, "planner_action": {"action": "PutObject", "objectId": TOWEL,
-                                               "receptacleObjectId": BASIN}},
+            {
+                "high_idx": 2,
+                "planner_action": {"action": "GotoLocation", "location": "loc|0|0|2|30"},
+            },
+            {
+                "high_idx": 3,
+                "planner_action": {
+                    "action": "PutObject",
+                    "objectId": TOWEL,
+                    "receptacleObjectId": BASIN,
+                },
+            },
             {"high_idx": 4, "planner_action": {"action": "End", "value": 1}},
         ],
         "low_actions": [
-            {"high_idx": 0, "api_action": {"action": "MoveAhead"},
-             "discrete_action": {"action": "MoveAhead_25", "args": {}}},
-            {"high_idx": 0, "api_action": {"action": "MoveAhead"},
-             "discrete_action": {"action": "MoveAhead_25", "args": {}}},
-            {"high_idx": 1, "api_action": {"action": "PickupObject", "objectId": TOWEL},
-             "discrete_action": {"action": "PickupObject", "args": {}}},
-            {"high_idx": 2, "api_action": {"action": "RotateRight"},
-             "discrete_action": {"action": "RotateRight_90", "args": {}}},
-            {"high_idx": 2, "api_action": {"action": "RotateRight"},
-             "discrete_action": {"action": "RotateRight_90", "args": {}}},
-            {"high_idx": 3, "api_action": {"action": "PutObject", "objectId": TOWEL,
-                                           "receptacleObjectId": BASIN},
-             "discrete_action": {"action": "PutObject", "args": {}}},
+            {
+                "high_idx": 0,
+                "api_action": {"action": "MoveAhead"},
+                "discrete_action": {"action": "MoveAhead_25", "args": {}},
+            },
+            {
+                "high_idx": 0,
+                "api_action": {"action": "MoveAhead"},
+                "discrete_action": {"action": "MoveAhead_25", "args": {}},
+            },
+            {
+                "high_idx": 1,
+                "api_action": {"action": "PickupObject", "objectId": TOWEL},
+                "discrete_action": {"action": "PickupObject", "args": {}},
+            },
+            {
+                "high_idx": 2,
+                "api_action": {"action": "RotateRight"},
+                "discrete_action": {"action": "RotateRight_90", "args": {}},
+            },
+            {
+                "high_idx": 2,
+                "api_action": {"action": "RotateRight"},
+                "discrete_action": {"action": "RotateRight_90", "args": {}},
+            },
+            {
+                "high_idx": 3,
+                "api_action": {
+                    "action": "PutObject",
+                    "objectId": TOWEL,
+                    "receptacleObjectId": BASIN,
+                },
+                "discrete_action": {"action": "PutObject", "args": {}},
+            },
         ],
     },
     "images": [],
@@ -103,8 +167,11 @@ class FakeThorController:
         self.calls.append({"action": "reset", "scene": scene})
         self.objects = copy.deepcopy(OBJECTS)
         self.inventory: list[dict[str, Any]] = []
-        self.agent = {"position": {"x": 0.0, "y": 0.9, "z": 0.0}, "rotation": {"x": 0, "y": 0.0, "z": 0},
-                      "cameraHorizon": 0.0}
+        self.agent = {
+            "position": {"x": 0.0, "y": 0.9, "z": 0.0},
+            "rotation": {"x": 0, "y": 0.0, "z": 0},
+            "cameraHorizon": 0.0,
+        }
         return self._event("Initialize", True)
 
     def step(self, action: str, **kwargs: Any) -> FakeEvent:
@@ -147,8 +214,11 @@ class FakeThorController:
         raise ValueError(f"objectId {object_id} not in scene")
 
     def _do_TeleportFull(self, x, y, z, rotation, horizon, **_):
-        self.agent = {"position": {"x": x, "y": y, "z": z}, "rotation": dict(rotation),
-                      "cameraHorizon": horizon}
+        self.agent = {
+            "position": {"x": x, "y": y, "z": z},
+            "rotation": dict(rotation),
+            "cameraHorizon": horizon,
+        }
         return True, None
 
     def _noop(self, **_):

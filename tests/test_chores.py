@@ -10,11 +10,11 @@ import os
 import signal
 import socket
 import stat
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
+from chores_double import BASIN, TOWEL, FakeThorController, write_demos
 
 from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.envs.chores import (
@@ -25,15 +25,22 @@ from cl_suites.envs.chores import (
     resolve_thor_build,
     sequence_tasks,
 )
-from cl_suites.envs.chores.actions import thor_action
+from cl_suites.envs.chores.actions import ActionRunner, thor_action
+from cl_suites.envs.chores.data import parse_demonstration
 from cl_suites.envs.chores.goal_images import cache_path
+from cl_suites.envs.chores.rewards import Outcome, SubgoalReward, WorldState, goal_conditions
 from cl_suites.suites import chores as chores_suite
-from chores_double import BASIN, TOWEL, FakeThorController, write_demos
 
 A = {name: i for i, name in enumerate(ACTIONS)}
 # the demonstration's plan, as agent actions
-OPTIMAL = ["MoveAhead_25", "MoveAhead_25", "PickupObject", "RotateRight_90", "RotateRight_90",
-           "PutObject"]
+OPTIMAL = [
+    "MoveAhead_25",
+    "MoveAhead_25",
+    "PickupObject",
+    "RotateRight_90",
+    "RotateRight_90",
+    "PutObject",
+]
 OPTIMAL_REWARDS = [0.2, 4.2, 2.0, 0.2, 4.2, 7.0]  # distance shaping, subgoal, goal rewards
 
 
@@ -60,8 +67,13 @@ def data_dir(tmp_path, task):
 
 def make_env(task, data_dir, tmp_path, **kwargs):
     kwargs.setdefault("controller_factory", FakeThorController)
-    return ChoresEnv(task, alfred_data_dir=data_dir, goal_image_cache_dir=tmp_path / "goals",
-                     render_size=64, **kwargs)
+    return ChoresEnv(
+        task,
+        alfred_data_dir=data_dir,
+        goal_image_cache_dir=tmp_path / "goals",
+        render_size=64,
+        **kwargs,
+    )
 
 
 def prefill_goal_images(task, tmp_path, values=(10, 20, 30, 40)):
@@ -73,17 +85,29 @@ def prefill_goal_images(task, tmp_path, values=(10, 20, 30, 40)):
 # -- task data ------------------------------------------------------------------------
 def test_task_order_of_all_four_sequences():
     expected = {
-        "VaryRoom": [("handtowel_bathtub_402", 402), ("handtowel_bathtub_419", 419),
-                     ("handtowel_bathtub_423", 423)],
-        "VaryTask": [("hang_toilet_paper_402", 402), ("two_toilet_paper_cabinet_402", 402),
-                     ("two_toilet_paper_countertop_402", 402)],
+        "VaryRoom": [
+            ("handtowel_bathtub_402", 402),
+            ("handtowel_bathtub_419", 419),
+            ("handtowel_bathtub_423", 423),
+        ],
+        "VaryTask": [
+            ("hang_toilet_paper_402", 402),
+            ("two_toilet_paper_cabinet_402", 402),
+            ("two_toilet_paper_countertop_402", 402),
+        ],
         "VaryObject": [("clean_fork_24", 24), ("clean_knife_24", 24), ("clean_spoon_24", 24)],
-        "MultiTraj": [("cool_cup_19", 19), ("cool_sliced_potato_13", 13),
-                      ("cool_sliced_lettuce_2", 2)],
+        "MultiTraj": [
+            ("cool_cup_19", 19),
+            ("cool_sliced_potato_13", 13),
+            ("cool_sliced_lettuce_2", 2),
+        ],
     }
-    builders = {"VaryRoom": chores_suite.build_varyroom, "VaryTask": chores_suite.build_varytask,
-                "VaryObject": chores_suite.build_varyobject,
-                "MultiTraj": chores_suite.build_multitraj}
+    builders = {
+        "VaryRoom": chores_suite.build_varyroom,
+        "VaryTask": chores_suite.build_varytask,
+        "VaryObject": chores_suite.build_varyobject,
+        "MultiTraj": chores_suite.build_multitraj,
+    }
     for variant, tasks in expected.items():
         seq = builders[variant]()
         assert seq.name == f"CHORES-{variant}"
@@ -98,34 +122,61 @@ def test_task_order_of_all_four_sequences():
     assert [len(t.train_demos) for t in multi] == [3, 3, 3]
     assert [len(t.test_demos) for t in multi] == [3, 3, 3]
     assert not set(multi[0].train_demos) & set(multi[0].test_demos)
-    assert [(t.object, t.sliced) for t in multi] == [("Cup", False), ("Potato", True),
-                                                     ("Lettuce", True)]
+    assert [(t.object, t.sliced) for t in multi] == [
+        ("Cup", False),
+        ("Potato", True),
+        ("Lettuce", True),
+    ]
 
 
 def test_building_sequences_touches_neither_simulator_nor_data(tmp_path):
     def explode(**kwargs):
         raise AssertionError("the simulator was started while building a sequence")
 
-    seq = chores_suite.build_multitraj(alfred_data_dir=tmp_path / "absent",
-                                       controller_factory=explode)
+    seq = chores_suite.build_multitraj(
+        alfred_data_dir=tmp_path / "absent", controller_factory=explode
+    )
     assert len(seq.tasks) == 3 and seq.tasks[0].make_test is not None
 
 
 # -- actions --------------------------------------------------------------------------
 def test_action_space_and_thor_mapping():
-    assert ACTIONS == ("CloseObject", "LookDown_15", "LookUp_15", "MoveAhead_25", "OpenObject",
-                       "PickupObject", "PutObject", "RotateLeft_90", "RotateRight_90",
-                       "SliceObject", "ToggleObjectOff", "ToggleObjectOn")
-    assert thor_action("MoveAhead_25") == {"action": "MoveAhead", "moveMagnitude": 0.25,
-                                           "forceAction": True}
-    assert thor_action("RotateLeft_90") == {"action": "RotateLeft", "degrees": 90,
-                                            "forceAction": True}
+    assert ACTIONS == (
+        "CloseObject",
+        "LookDown_15",
+        "LookUp_15",
+        "MoveAhead_25",
+        "OpenObject",
+        "PickupObject",
+        "PutObject",
+        "RotateLeft_90",
+        "RotateRight_90",
+        "SliceObject",
+        "ToggleObjectOff",
+        "ToggleObjectOn",
+    )
+    assert thor_action("MoveAhead_25") == {
+        "action": "MoveAhead",
+        "moveMagnitude": 0.25,
+        "forceAction": True,
+    }
+    assert thor_action("RotateLeft_90") == {
+        "action": "RotateLeft",
+        "degrees": 90,
+        "forceAction": True,
+    }
     assert thor_action("LookDown_15") == {"action": "LookDown", "degrees": 15, "forceAction": True}
     assert thor_action("PutObject", "Cabinet|1") == {
-        "action": "PutObject", "objectId": "Cabinet|1", "forceAction": True,
-        "placeStationary": True}
-    assert thor_action("OpenObject", "Fridge|1") == {"action": "OpenObject",
-                                                     "objectId": "Fridge|1", "openness": 1.0}
+        "action": "PutObject",
+        "objectId": "Cabinet|1",
+        "forceAction": True,
+        "placeStationary": True,
+    }
+    assert thor_action("OpenObject", "Fridge|1") == {
+        "action": "OpenObject",
+        "objectId": "Fridge|1",
+        "openness": 1.0,
+    }
     with pytest.raises(ValueError, match="unknown CHORES action 'Jump'"):
         thor_action("Jump")
 
@@ -149,8 +200,9 @@ def test_interactions_target_the_current_subgoals_object(task, data_dir, tmp_pat
     env.step(A["RotateRight_90"])
     fake.calls.clear()
     env.step(A["PutObject"])  # PutObject acts on the receptacle
-    assert fake.calls == [{"action": "PutObject", "objectId": BASIN, "forceAction": True,
-                           "placeStationary": True}]
+    assert fake.calls == [
+        {"action": "PutObject", "objectId": BASIN, "forceAction": True, "placeStationary": True}
+    ]
 
 
 # -- rewards, goal images, observations -----------------------------------------------
@@ -235,7 +287,10 @@ def test_unsuccessful_actions_are_not_failures_unless_asked(task, data_dir, tmp_
     env.step(A["RotateLeft_90"])
     info = env.step(A["MoveAhead_25"])[4]  # into the corridor wall
     assert (info["action_success"], info["action_failed"], info["failed_actions"]) == (
-        False, False, 0)
+        False,
+        False,
+        0,
+    )
     strict = make_env(task, data_dir, tmp_path, count_unsuccessful_as_failed=True, max_fails=2)
     strict.reset(seed=0)
     strict.step(A["RotateLeft_90"])
@@ -260,8 +315,13 @@ def test_sequence_env_plays_chores_with_the_double(tmp_path):
     for t in seq_tasks:
         write_demos(root, "train", t.train_demos)
     seq = chores_suite.build_varyroom(
-        steps_per_task=3, cycles=1, alfred_data_dir=root, controller_factory=FakeThorController,
-        goal_image_cache_dir=tmp_path / "goals", render_size=64)
+        steps_per_task=3,
+        cycles=1,
+        alfred_data_dir=root,
+        controller_factory=FakeThorController,
+        goal_image_cache_dir=tmp_path / "goals",
+        render_size=64,
+    )
     env = SequenceEnv(seq)
     obs, info = env.reset(seed=0)
     names = [info["task_name"]]
@@ -352,3 +412,91 @@ def test_local_builds_are_found_without_network(tmp_path, monkeypatch, no_networ
     build = resolve_thor_build()
     assert build.controller_kwargs["commit_id"] == commit
     assert build.controller_kwargs["platform"].name() == "CloudRendering"
+
+
+# -- clean / cool subgoals (VaryObject, MultiTraj) --------------------------------------
+def _demo(task_type, subgoals, target="Cup"):
+    # 20 plan steps: no step penalty during these short tests
+    low = {"high_idx": 0, "api_action": {}, "discrete_action": {"action": "MoveAhead_25"}}
+    lows = [low] * 20
+    traj = {
+        "task_type": task_type,
+        "pddl_params": {
+            "object_target": target,
+            "parent_target": "SinkBasin",
+            "object_sliced": False,
+        },
+        "scene": {"scene_num": 19, "object_poses": [], "init_action": {}},
+        "plan": {"high_pddl": [{"planner_action": s} for s in subgoals], "low_actions": lows},
+    }
+    return parse_demonstration(traj, "demo", Path("demo"))
+
+
+def _meta(held=None, fridge_open=False, sink=()):
+    return {
+        "inventoryObjects": [{"objectId": held}] if held else [],
+        "objects": [
+            {
+                "objectId": "Fridge|1",
+                "isOpen": fridge_open,
+                "receptacle": True,
+                "receptacleObjectIds": [],
+            },
+            {"objectId": "Sink|1|SinkBasin", "receptacle": True, "receptacleObjectIds": list(sink)},
+            {"objectId": "Cup|1", "pickupable": True, "receptacleObjectIds": None},
+        ],
+    }
+
+
+def test_cool_subgoal_rewards_cooling_reopening_and_pickup():
+    cool = {"action": "CoolObject", "objectId": "Fridge|1"}
+    goto = {"action": "GotoLocation", "location": "loc|0|0|0|30"}
+    put = {"action": "PutObject", "objectId": "Cup|1", "receptacleObjectId": "Sink|1|SinkBasin"}
+    demo = _demo("pick_cool_then_place_in_recep", [cool, goto, put])
+    world = WorldState()
+    reward = SubgoalReward(demo, None, world)
+    reward.reset(_meta())
+    assert reward.step(Outcome("MoveAhead", True, _meta())) == pytest.approx(-0.1)
+    assert reward.step(Outcome("CloseObject", True, _meta())) == 0.0  # not cold yet
+    world.cooled.add("Cup|1")
+    assert reward.step(Outcome("CloseObject", True, _meta())) == 2.0  # got cold
+    assert reward.step(Outcome("OpenObject", True, _meta(fridge_open=True))) == 2.0
+    assert reward.step(Outcome("OpenObject", True, _meta(fridge_open=True))) == 0.0  # once
+    assert (reward.goal_idx, reward.completed) == (0, 0)
+    assert reward.step(Outcome("PickupObject", True, _meta(held="Cup|1"))) == 2.0
+    assert (reward.goal_idx, reward.completed) == (1, 1)
+    # placing the cold cup in the sink satisfies all 3 goal conditions (+5 on top)
+    assert goal_conditions(demo, _meta(sink=["Cup|1"]), world) == (3, 3)
+    assert goal_conditions(demo, _meta(sink=["Cup|1"]), WorldState()) == (1, 3)
+
+
+def test_faucet_cleans_the_basin_and_fridge_cools_its_contents():
+    class Controller:
+        def __init__(self):
+            self.calls = []
+            meta = _meta(sink=["Cup|1"])
+            meta["objects"].append(
+                {
+                    "objectId": "Faucet|1",
+                    "objectType": "Faucet",
+                    "position": {"x": 0, "y": 1, "z": 0},
+                }
+            )
+            meta["objects"][1].update(objectType="SinkBasin", position={"x": 0, "y": 0, "z": 0})
+            meta["objects"][2].update(dirtyable=True, isDirty=True)
+            meta["objects"][0]["receptacleObjectIds"] = ["Apple|1"]
+            meta["lastActionSuccess"] = True
+            self.last_event = type("E", (), {"metadata": meta, "frame": None})()
+
+        def step(self, **kwargs):
+            self.calls.append(kwargs)
+            return self.last_event
+
+    ctl, world = Controller(), WorldState()
+    runner = ActionRunner(ctl, world)
+    outcome, failed = runner.run("ToggleObjectOn", "Faucet|1")
+    assert (outcome.action, outcome.success, failed) == ("ToggleObjectOn", True, False)
+    assert world.cleaned == {"Cup|1"}
+    assert ctl.calls[1:] == [{"action": "Pass"}, {"action": "CleanObject", "objectId": "Cup|1"}]
+    runner.run("CloseObject", "Fridge|1")
+    assert world.cooled == {"Apple|1"}

@@ -127,3 +127,23 @@ def test_random_agent_run_writes_complete_log(tmp_path):
     episodes = read_episodes(run)
     assert episodes.total_step.is_monotonic_increasing
     assert set(episodes.task_id) <= set(range(6))
+
+
+def test_tensorboard_scalars_are_written_when_requested(tmp_path):
+    pytest.importorskip("torch.utils.tensorboard")
+    with RunLog(tmp_path / "run", {"suite": "Toy"}, tensorboard=True) as log:
+        log.log_eval(
+            [
+                {
+                    "total_step": 5,
+                    "task_id": 0,
+                    "task_name": "a",
+                    "split": "test",
+                    "mean_return": 1.0,
+                    "std_return": 0.0,
+                    "episodes": 1,
+                    "wall_time": 0.1,
+                }
+            ]
+        )
+    assert list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))

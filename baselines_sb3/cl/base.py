@@ -275,3 +275,12 @@ def flat_obs(observations: Any, index: np.ndarray | slice | None = None) -> Any:
         return {k: flat_obs(v, index) for k, v in observations.items()}
     flat = observations.reshape(-1, *observations.shape[2:])
     return flat if index is None else flat[index]
+
+
+def logits_and_values(policy: ActorCriticPolicy, obs: Any) -> tuple[th.Tensor, th.Tensor]:
+    """Action logits ``(B, n)`` and values ``(B,)`` of any SB3 actor-critic with a
+    Discrete action space (``ContinualPolicy`` computes both in one pass)."""
+    if hasattr(policy, "logits_and_values"):
+        return policy.logits_and_values(obs)
+    dist = policy.get_distribution(obs)
+    return dist.distribution.logits, policy.predict_values(obs).flatten()

@@ -186,6 +186,15 @@ def _task_lbs(schedule: pd.DataFrame) -> dict[int, list[int]]:
     return out
 
 
+def _blocks(lx: pd.DataFrame) -> dict[int, np.ndarray]:
+    """``lb -> performance array`` in experience order."""
+    x = lx.sort_values(["lb", "exp"], kind="stable")
+    lbv = x["lb"].to_numpy()
+    perf = x["perf"].to_numpy(dtype=float)
+    cuts = np.flatnonzero(lbv[1:] != lbv[:-1]) + 1
+    return {int(lbv[lo]): perf[lo:hi] for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, lbv.size]) if hi > lo}
+
+
 def _eb_perf(eb: pd.DataFrame) -> pd.DataFrame:
     return eb.pivot_table(index="eb", columns="task_id", values="perf", dropna=False)
 
@@ -219,9 +228,16 @@ def performance_maintenance(
     if method not in {"mrlep", "mrtlp"}:
         raise ValueError(f"method must be 'mrlep' or 'mrtlp', got {method!r}")
     perf = _eb_perf(eb)
+    col = {t: k for k, t in enumerate(perf.columns)}
+    row = {e: k for k, e in enumerate(perf.index)}
+    p = perf.to_numpy()
+    if method == "mrtlp":
+        if lx is None:
+            raise ValueError("method='mrtlp' needs the LX frame")
+        blocks = _blocks(lx)
     out = {}
     for t, lbs in _task_lbs(schedule).items():
-        if t not in perf.columns:
+        if t not in col:
             continue
         ref_ebs = [k + 1 for k in lbs]
         vals = []
@@ -230,12 +246,10 @@ def performance_maintenance(
                 continue
             ref_e = max(r for r in ref_ebs if r < e)
             if method == "mrlep":
-                ref = perf.loc[ref_e, t]
+                ref = p[row[ref_e], col[t]] if ref_e in row else np.nan
             else:
-                if lx is None:
-                    raise ValueError("method='mrtlp' needs the LX frame")
-                ref = terminal_performance(lx.loc[lx["lb"] == ref_e - 1, "perf"].to_numpy())
-            vals.append(perf.loc[e, t] - ref)
+                ref = terminal_performance(blocks.get(ref_e - 1, np.empty(0)))
+            vals.append(p[row[e], col[t]] - ref)
         vals = [v for v in vals if np.isfinite(v)]
         if vals:
             out[t] = float(np.mean(vals))
@@ -255,16 +269,19 @@ def transfer(eb: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFrame:
         in LB order (NaN where an EB is missing or a denominator is zero).
     """
     perf = _eb_perf(eb)
+    col = {t: k for k, t in enumerate(perf.columns)}
+    row = {e: k for k, e in enumerate(perf.index)}
+    p = perf.to_numpy()
     lbs = _task_lbs(schedule)
     rows = []
     for s, s_lbs in lbs.items():
         for t, t_lbs in lbs.items():
-            if s == t or t not in perf.columns:
+            if s == t or t not in col:
                 continue
             for k in s_lbs:
                 kind = "FT" if k < t_lbs[0] else "BT"
-                a = perf.loc[k + 1, t] if k + 1 in perf.index else np.nan
-                b = perf.loc[k, t] if k in perf.index else np.nan
+                a = p[row[k + 1], col[t]] if k + 1 in row else np.nan
+                b = p[row[k], col[t]] if k in row else np.nan
                 rows.append((kind, s, t, k, a, b, contrast(a, b), ratio(a, b)))
     cols = ["kind", "source", "target", "lb", "after", "before", "contrast", "ratio"]
     return pd.DataFrame(rows, columns=cols).sort_values(["lb", "target"]).reset_index(drop=True)
@@ -349,12 +366,13 @@ def recovery_times(lx: pd.DataFrame, schedule: pd.DataFrame) -> dict[int, list[i
     Number of LXs until the performance is back at the previous LB's terminal learning
     performance: 0 if it starts there, ``len(block) + 1`` if it never gets there.
     """
+    blocks = _blocks(lx)
     out: dict[int, list[int]] = {}
     for t, lbs in _task_lbs(schedule).items():
         times = []
         for prev, cur in zip(lbs, lbs[1:]):
-            ref = terminal_performance(lx.loc[lx["lb"] == prev, "perf"].to_numpy())
-            block = lx.loc[lx["lb"] == cur, "perf"].to_numpy()
+            ref = terminal_performance(blocks.get(prev, np.empty(0)))
+            block = blocks.get(cur, np.empty(0))
             if not np.isfinite(ref) or block.size == 0:
                 continue
             hit = np.flatnonzero(block >= ref)
@@ -376,7 +394,11 @@ def performance_recovery(times: Mapping[int, Sequence[int]]) -> pd.Series:
 
 
 def _slope(y: np.ndarray) -> float:
-    return float(sps.linregress(np.arange(y.size), y).slope) if y.size > 1 else float("nan")
+    """Least-squares slope of ``y`` against its index (performance per LX)."""
+    if y.size < 2:
+        return float("nan")
+    x = np.arange(y.size) - (y.size - 1) / 2
+    return float((x * (y - y.mean())).sum() / (x * x).sum())
 
 
 def cumulative_gain(lx: pd.DataFrame, tol: float = 0.0) -> float:
@@ -385,8 +407,8 @@ def cumulative_gain(lx: pd.DataFrame, tol: float = 0.0) -> float:
     A slope with ``|slope| <= tol`` (performance units per LX) counts as zero gain.
     """
     gains = []
-    for _, block in lx.groupby("lb"):
-        s = _slope(block["perf"].to_numpy(dtype=float))
+    for block in _blocks(lx).values():
+        s = _slope(block)
         if np.isfinite(s):
             gains.append(0.0 if abs(s) <= tol else float(np.sign(s)))
     return float(np.mean(gains)) if gains else float("nan")
@@ -399,7 +421,7 @@ def learn_burn(lx: pd.DataFrame) -> float:
     first); average learn rate = slope of the trend line over all LXs of the lifetime.
     NaN when the average learn rate is 0 (undefined).
     """
-    blocks = [g["perf"].to_numpy(dtype=float) for _, g in lx.groupby("lb")]
+    blocks = list(_blocks(lx).values())
     burns = [_slope(b) for b in blocks[1:]]
     burns = [b for b in burns if np.isfinite(b)]
     alr = _slope(lx.sort_values(["lb", "exp"])["perf"].to_numpy(dtype=float))

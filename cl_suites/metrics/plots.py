@@ -152,6 +152,6 @@ def plot_heat_table(
 def figure_png(fig: plt.Figure, dpi: int = 110) -> bytes:
     """Render a figure to PNG bytes and close it."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()

@@ -30,8 +30,15 @@ ACTIONS: tuple[str, ...] = (
 """Action index -> CHORES action name (ALFRED's discrete action names, sorted)."""
 
 INTERACTIONS: frozenset[str] = frozenset(
-    {"CloseObject", "OpenObject", "PickupObject", "PutObject", "SliceObject",
-     "ToggleObjectOff", "ToggleObjectOn"}
+    {
+        "CloseObject",
+        "OpenObject",
+        "PickupObject",
+        "PutObject",
+        "SliceObject",
+        "ToggleObjectOff",
+        "ToggleObjectOn",
+    }
 )
 
 _NAVIGATION: dict[str, dict[str, Any]] = {
@@ -88,12 +95,12 @@ class ActionRunner:
         """Execute ``name`` on ``object_id``; returns the outcome and whether it failed."""
         kwargs = thor_action(name, object_id)
         sim_action = kwargs["action"]
-        if name in INTERACTIONS and not object_id:
-            return Outcome(sim_action, False, self.metadata), False
-        if name == "SliceObject":
+        if name == "SliceObject":  # ALFRED refuses to slice without a knife in hand
             held = self.metadata.get("inventoryObjects") or []
             if not held or "Knife" not in held[0].get("objectType", ""):
                 return Outcome(sim_action, False, self.metadata), True
+        if name in INTERACTIONS and not object_id:
+            return Outcome(sim_action, False, self.metadata), False
         try:
             event = self.controller.step(**kwargs)
         except ValueError:

@@ -141,13 +141,19 @@ class ChoresEnv(gym.Env):
         if index is None:
             index, self._next_demo = self._next_demo, (self._next_demo + 1) % n
         elif not 0 <= int(index) < n:
-            raise ValueError(f"demo_index {index!r} out of range; task {self.task.name!r} "
-                             f"has {n} {self.split} demonstration(s)")
+            raise ValueError(
+                f"demo_index {index!r} out of range; task {self.task.name!r} "
+                f"has {n} {self.split} demonstration(s)"
+            )
         self._demo_index = index = int(index)
         demo = self._demo(index)
         if index not in self._goal_images:
             self._goal_images[index] = load_or_render(
-                self._get_controller, demo, self.folder, self.cache_dir, OBS_SIZE,
+                self._get_controller,
+                demo,
+                self.folder,
+                self.cache_dir,
+                OBS_SIZE,
                 self.render_size,
             )
         controller = self._get_controller()

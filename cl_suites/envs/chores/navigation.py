@@ -25,7 +25,7 @@ def discrete_pose(agent: Mapping) -> Pose:
         int(pos["x"] / GRID_SIZE),
         int(pos["z"] / GRID_SIZE),
         int(agent["rotation"]["y"] / 90.0) % 4,
-        int(round(agent["cameraHorizon"])),
+        int(round(agent["cameraHorizon"])),  # noqa: RUF046 (numpy floats round to float)
     )
 
 

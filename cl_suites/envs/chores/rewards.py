@@ -47,8 +47,14 @@ VALID_ACTIONS: dict[str, frozenset[str]] = {
     "SliceObject": frozenset({"SliceObject", "OpenObject", "CloseObject"}),
     "CleanObject": frozenset({"PutObject", "PickupObject", "ToggleObjectOn", "ToggleObjectOff"}),
     "HeatObject": frozenset(
-        {"OpenObject", "CloseObject", "PickupObject", "PutObject", "ToggleObjectOn",
-         "ToggleObjectOff"}
+        {
+            "OpenObject",
+            "CloseObject",
+            "PickupObject",
+            "PutObject",
+            "ToggleObjectOn",
+            "ToggleObjectOff",
+        }
     ),
     "CoolObject": frozenset({"OpenObject", "CloseObject", "PickupObject", "PutObject"}),
 }
@@ -119,7 +125,9 @@ def goal_conditions(
     if sliced:
         total += 1
         done += any("Sliced" in p["objectId"] for p in pickupables)
-    in_place = [p["objectId"] for p in pickupables for r in receptacles if _contains(r, p["objectId"])]
+    in_place = [
+        p["objectId"] for p in pickupables for r in receptacles if _contains(r, p["objectId"])
+    ]
     if demo.task_type == "pick_and_place_simple":
         return done + bool(in_place), total + 1
     changed = {

@@ -20,13 +20,19 @@ def init_scene(controller: Any, demo: Demonstration) -> Any:
         for object_type in sorted({p["objectName"].split("_")[0] for p in demo.object_poses}):
             controller.step(
                 action="SetObjectStates",
-                SetObjectStates={"objectType": object_type, "stateChange": "dirtyable",
-                                 "isDirty": True},
+                SetObjectStates={
+                    "objectType": object_type,
+                    "stateChange": "dirtyable",
+                    "isDirty": True,
+                },
             )
             controller.step(
                 action="SetObjectStates",
-                SetObjectStates={"objectType": object_type, "stateChange": "canFillWithLiquid",
-                                 "isFilledWithLiquid": False},
+                SetObjectStates={
+                    "objectType": object_type,
+                    "stateChange": "canFillWithLiquid",
+                    "isFilledWithLiquid": False,
+                },
             )
     controller.step(action="SetObjectPoses", objectPoses=[dict(p) for p in demo.object_poses])
     init = demo.init_action

@@ -95,7 +95,9 @@ def resolve_thor_build(
     build_mod = require("ai2thor.build", extra="chores")
     commit = build_mod.COMMIT_ID
     if local_executable_path is not None:
-        return _external_build(os.fspath(local_executable_path), "thor_local_executable_path", commit)
+        return _external_build(
+            os.fspath(local_executable_path), "thor_local_executable_path", commit
+        )
     if os.environ.get(BUILD_ENV_VAR):
         return _external_build(os.environ[BUILD_ENV_VAR], f"${BUILD_ENV_VAR}", commit)
 

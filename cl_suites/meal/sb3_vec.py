@@ -1,0 +1,138 @@
+"""Stable-baselines3 view of a batched MEAL sequence: one slot per agent per env.
+
+Slot ``e * num_agents + i`` is agent ``i`` of env ``e``, so one SB3 policy acts for every
+agent (parameter sharing: IPPO). The whole batch is stepped by one jitted call; the
+adapter only reshapes arrays and builds SB3's per-slot info dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cl_suites.core.task import Segment, TaskSwitchCallback
+from cl_suites.errors import require
+from cl_suites.meal.batched import MealBatchedEnv
+
+require("stable_baselines3", extra="baselines")
+
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
+
+SCHEDULE_KEYS = (
+    "task_id",
+    "task_name",
+    "cycle",
+    "task_step",
+    "total_step",
+    "task_switched",
+    "sequence_done",
+)
+
+
+class MealSB3VecEnv(VecEnv):
+    """SB3 ``VecEnv`` over a ``MealBatchedEnv`` (``num_envs = M * num_agents`` slots).
+
+    Like ``cl_suites.core.sb3_adapter.SB3VecEnv``, every slot's info dict carries
+    ``task_id, task_name, cycle, task_step, total_step, task_switched, sequence_done``
+    (``task_step``/``total_step`` count env steps of the whole batch), and at episode
+    ends ``episode = {"r": agent's return, "l": length, "soups", "score", "task_id"}``,
+    ``terminal_observation`` and ``TimeLimit.truncated`` (always True: MEAL episodes end by
+    time or task switch). ``.cursor`` is the shared ``SequenceCursor`` and
+    ``.on_task_switch(callback)`` subscribes to switches. ``.task_ids()`` gives each
+    slot's current task id (for multi-head policies); ``.vector_env`` is the batched env.
+
+    Rewards are returned per slot (shared team reward by default).
+    """
+
+    def __init__(self, batched: MealBatchedEnv):
+        if not batched.autoreset:
+            raise ValueError("MealSB3VecEnv needs a MealBatchedEnv with autoreset=True")
+        self.vector_env = batched
+        self.suite = batched.suite
+        self.sequence = batched.sequence
+        self.num_agents = batched.num_agents
+        self.num_batch_envs = batched.num_envs
+        super().__init__(
+            batched.num_envs * batched.num_agents,
+            batched.sequence.observation_space,
+            batched.sequence.action_space,
+        )
+        self._obs_flat = (self.num_envs, *batched.sequence.observation_space.shape)
+        self._actions: np.ndarray | None = None
+        self._seed: int | None = None
+
+    # -- continual-learning hooks ---------------------------------------------------------
+    @property
+    def cursor(self):
+        return self.vector_env.cursor
+
+    def on_task_switch(self, callback: TaskSwitchCallback):
+        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
+        return self.vector_env.on_task_switch(callback)
+
+    def schedule(self) -> tuple[Segment, ...]:
+        return self.vector_env.schedule()
+
+    @property
+    def current_task(self) -> Segment:
+        return self.vector_env.current_task
+
+    def task_ids(self) -> np.ndarray:
+        """``(num_envs,)`` task id of every slot (all equal: envs switch together)."""
+        return np.full(self.num_envs, self.cursor.segment.task_id)
+
+    # -- VecEnv API -----------------------------------------------------------------------
+    def reset(self) -> np.ndarray:
+        obs, info = self.vector_env.reset(seed=self._seed)
+        self._seed = None
+        base = {k: info[k] for k in SCHEDULE_KEYS}
+        self.reset_infos = [dict(base) for _ in range(self.num_envs)]
+        return obs.reshape(self._obs_flat)
+
+    def seed(self, seed: int | None = None) -> Sequence[None | int]:
+        self._seed = seed
+        return [seed] * self.num_envs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions).reshape(self.num_batch_envs, self.num_agents)
+
+    def step_wait(self):
+        obs, rewards, terms, truncs, info = self.vector_env.step(self._actions)
+        dones = (terms | truncs).reshape(-1)
+        base = {k: info[k] for k in SCHEDULE_KEYS}
+        infos = [dict(base) for _ in range(self.num_envs)]
+        if "episode" in info:
+            ep = info["episode"]
+            final = info.get("final_obs", obs)
+            n = self.num_agents
+            task_id = int(ep["task_id"])
+            for slot in range(self.num_envs):
+                e, i = divmod(slot, n)
+                infos[slot]["episode"] = {
+                    "r": float(ep["r"][e, i]),
+                    "l": int(ep["l"][e]),
+                    "soups": int(ep["soups"][e]),
+                    "score": float(ep["score"][e]),
+                    "task_id": task_id,
+                }
+                infos[slot]["terminal_observation"] = final[e, i]
+                infos[slot]["TimeLimit.truncated"] = bool(truncs[e, i] and not terms[e, i])
+        return obs.reshape(self._obs_flat), rewards.reshape(-1), dones, infos
+
+    def close(self) -> None:
+        self.vector_env.close()
+
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        return [getattr(self.vector_env, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        setattr(self.vector_env, attr_name, value)
+
+    def env_method(self, method_name: str, *args, indices=None, **kwargs) -> list[Any]:
+        result = getattr(self.vector_env, method_name)(*args, **kwargs)
+        return [result] * len(self._get_indices(indices))
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))

@@ -1,0 +1,300 @@
+"""MEAL: sequence ParallelEnv, batched/SB3 fast path and evaluation (meal-bench engine).
+
+JAX compiles are slow on a small CPU: every test shares the module-scoped suite/engine
+(two handmade kitchens of different sizes) so each shape is compiled once.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("meal")
+pytest.importorskip("pettingzoo")
+
+import jax  # noqa: E402
+from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: E402
+
+from cl_suites.meal import (  # noqa: E402
+    LayoutGenerationError,
+    build_suite,
+    make_parallel,
+    parse_meal_id,
+    register_meal_ids,
+)
+from cl_suites.meal.batched import MealBatchedEnv  # noqa: E402
+from cl_suites.meal.engine import MealEngine  # noqa: E402
+from cl_suites.meal.layouts import build_layouts, generate  # noqa: E402
+from cl_suites.meal.parallel_env import MealParallelEnv  # noqa: E402
+
+U, D, R, L, S, I = 0, 1, 2, 3, 4, 5
+# agent_0 on cramped_room: three onions into the pot, a plate, wait for the soup, deliver.
+ONION_TRIP = [L, L, I, R, U, I]
+DELIVERY_SCRIPT = (
+    [L, I, R, U, I] + ONION_TRIP + ONION_TRIP + [D, L, D, I, R, U, U] + [I] * 15 + [D, R, D, I]
+)
+BUDGET = 450
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return build_suite(
+        "CLSuite/MEAL-2-v0",
+        strategy="ordered",
+        layout_names=["cramped_room", "asymm_advantages"],
+        steps_per_task=BUDGET,
+        cycles=2,
+        eval_episodes=2,
+        eval_every=BUDGET,
+    )
+
+
+@pytest.fixture(scope="module")
+def engine(suite):
+    return MealEngine(suite)
+
+
+@pytest.fixture(scope="module")
+def penv(suite, engine):
+    return MealParallelEnv(suite, engine=engine)
+
+
+def play_script(env, script):
+    """Play ``script`` for agent_0 (others stay); returns the list of step outputs."""
+    out = []
+    for a in script:
+        out.append(env.step({"agent_0": a, "agent_1": S}))
+    return out
+
+
+# -- ids, validation, layouts (no compilation) ------------------------------------------
+def test_ids_and_bad_input():
+    assert parse_meal_id("CLSuite/MEAL-20-v0") == parse_meal_id("MEAL-20") == parse_meal_id(20) == 20
+    with pytest.raises(ValueError, match="N >= 1"):
+        parse_meal_id(0)
+    with pytest.raises(ValueError, match="not a MEAL id"):
+        parse_meal_id("Procgen6")
+    with pytest.raises(ValueError, match="difficulty 'nightmare'"):
+        build_suite(2, difficulty="nightmare")
+    with pytest.raises(ValueError, match="unknown preset layout"):
+        build_suite(2, strategy="ordered", layout_names=["cramped_room", "no_such_kitchen"])
+    with pytest.raises(ValueError, match="strategy 'spiral'"):
+        build_suite(2, strategy="spiral")
+    with pytest.raises(ValueError, match=r"num_agents must be in 1\.\.5"):
+        build_suite(2, num_agents=6)
+    with pytest.raises(ValueError, match="free cells"):  # cramped_room has 6 free cells
+        build_layouts(1, strategy="ordered", layout_names=["cramped_room"], num_agents=7 - 2)
+        build_layouts(1, strategy="ordered", layout_names=["smallest_kitchen"], num_agents=5)
+    with pytest.raises(LayoutGenerationError, match="seed 123"):
+        generate("easy", 123, 2, max_attempts=0)
+    register_meal_ids()
+    for n in (10, 20, 50, 100):
+        assert f"CLSuite/MEAL-{n}-v0" in gym.registry
+    with pytest.raises(TypeError, match="make_parallel"):
+        gym.make("CLSuite/MEAL-20-v0")
+
+
+def test_generated_layouts_are_seeded_like_meal_bench(capsys):
+    import meal
+
+    ours = build_layouts(3, strategy="generate", difficulty="easy", seed=11)
+    again = build_layouts(3, strategy="generate", difficulty="easy", seed=11)
+    other = build_layouts(3, strategy="generate", difficulty="easy", seed=12)
+    assert capsys.readouterr().out == ""  # generator retries are silenced
+    theirs = meal.make_sequence(sequence_length=3, strategy="generate", seed=11, difficulty="easy")
+    assert [t.name for t in ours] == ["easy_gen_0", "easy_gen_1", "easy_gen_2"]
+    assert [t.seed for t in ours] == [11, 12, 13]
+    for a, b, env in zip(ours, again, theirs):
+        for key in ("wall_idx", "agent_idx", "goal_idx", "pot_idx", "onion_pile_idx"):
+            np.testing.assert_array_equal(a.layout[key], b.layout[key])
+            np.testing.assert_array_equal(a.layout[key], env.layout[key])
+    assert ours[1].layout["wall_idx"].tolist() == other[0].layout["wall_idx"].tolist()
+    assert ours[0].layout["wall_idx"].tolist() != other[0].layout["wall_idx"].tolist()
+
+
+def test_preset_strategies():
+    ordered = build_layouts(3, strategy="ordered", difficulty="medium")
+    assert [t.name for t in ordered] == ["coord_ring", "efficiency_test", "split_work"]
+    rnd = build_layouts(20, strategy="random", difficulty="hard", seed=3)
+    names = [t.name for t in rnd]
+    assert names == [t.name for t in build_layouts(20, strategy="random", difficulty="hard", seed=3)]
+    assert all(a != b for a, b in zip(names, names[1:]))  # no back-to-back repeats
+    curriculum = build_layouts(4, strategy="curriculum", seed=0)
+    assert [t.difficulty for t in curriculum] == ["easy", "easy", "medium", "hard"]
+    with pytest.raises(ValueError, match="at most 4 tasks"):
+        build_layouts(5, strategy="ordered", difficulty="hard")
+    with pytest.raises(ValueError, match="no handmade presets"):
+        build_layouts(2, strategy="ordered", difficulty="extreme")
+
+
+# -- ParallelEnv ------------------------------------------------------------------------
+def test_spaces_padding_and_schedule(suite, penv):
+    assert suite.obs_shape == (5, 9, 26)  # asymm_advantages is 5x9, cramped_room 4x5
+    assert penv.observation_space("agent_1").shape == (5, 9, 26)
+    assert penv.action_space("agent_0").n == 6
+    assert [(s.task_name, s.start_step, s.end_step) for s in penv.schedule()] == [
+        ("cramped_room", 0, 450),
+        ("asymm_advantages", 450, 900),
+        ("cramped_room", 900, 1350),
+        ("asymm_advantages", 1350, 1800),
+    ]
+    switches = []
+    unsubscribe = penv.on_task_switch(switches.append)
+    obs, infos = penv.reset(seed=3)
+    assert infos["agent_0"]["task_switched"] is True and infos["agent_1"]["task_id"] == 0
+    # cramped_room (4x5) sits centred in the 5x9 grid: rows 0..3, columns 2..6
+    walls = obs["agent_0"][:, :, 11]
+    assert walls[4].sum() == 0 and walls[:, :2].sum() == 0 and walls[:, 7:].sum() == 0
+    assert walls[0, 2:7].tolist() == [1, 1, 0, 1, 1]  # top wall with the pot
+    stay = {"agent_0": S, "agent_1": S}
+    ends = []
+    for step in range(1, BUDGET + 1):
+        _, _, terms, truncs, infos = penv.step(stay)
+        assert not any(terms.values())
+        if truncs["agent_0"]:
+            ends.append((step, infos["agent_0"]["episode"]["l"], infos["agent_0"]["total_step"]))
+            assert penv.agents == []
+            _, infos = penv.reset()
+            assert infos["agent_0"]["task_switched"] is (step == BUDGET)
+    assert ends == [(400, 400, 400), (450, 50, 450)]
+    assert infos["agent_0"]["task_id"] == 1 and infos["agent_0"]["task_name"] == "asymm_advantages"
+    assert [(s.previous.task_id, s.current.task_id, s.total_step) for s in switches] == [(0, 1, 450)]
+    unsubscribe()
+
+
+def test_scripted_delivery_normalized_score(suite, penv):
+    penv.reset(seed=0)
+    outs = play_script(penv, DELIVERY_SCRIPT)
+    soups = [o[4]["agent_0"]["soups"] for o in outs]
+    assert sum(soups) == 1 and soups[-1] == 1  # the last action delivers
+    info = outs[-1][4]["agent_1"]
+    bound = suite.layouts[0].max_soups
+    assert bound == 6  # meal-bench's calculate_max_soup(cramped_room, 400)
+    assert info["episode_soups"] == 1
+    assert info["score"] == pytest.approx(1 / bound)
+    assert outs[-1][1]["agent_0"] == pytest.approx(20.0 + 5.0 * 0)  # shared delivery reward ...
+    assert outs[-1][1]["agent_1"] == outs[-1][1]["agent_0"]  # ... for both agents
+    shaped = sum(o[1]["agent_1"] for o in outs) - 20.0
+    coefs = [1 - t / suite.options["shaping_horizon"] for t in range(len(outs))]
+    assert 0 < shaped <= 3 * 3 + 3 + 5 and shaped == pytest.approx(shaped)
+    assert coefs[0] == 1.0
+    # finish the episode: the episode record carries the normalised score
+    while penv.agents:
+        last = penv.step({"agent_0": S, "agent_1": S})
+    assert last[4]["agent_0"]["episode"]["soups"] == 1
+    assert last[4]["agent_0"]["episode"]["score"] == pytest.approx(1 / 6)
+
+
+def test_matches_meal_bench_pad_obs_to_max(suite, engine):
+    """Padded kitchen + mask == meal-bench's own Overcooked + PadObsToMax, step by step."""
+    from meal.env import Overcooked
+    from meal.wrappers.observation import PadObsToMax
+
+    ref = PadObsToMax(Overcooked(layout_name="cramped_room", max_steps=400), 5, 9)
+    env = MealBatchedEnv(suite, 1, engine=engine)
+    obs, _ = env.reset(seed=5)
+    key = engine.env_keys(__import__("cl_suites.core.task", fromlist=["x"]).task_seed(5, 0, 0), 1)[0]
+    _, sub = jax.random.split(key)
+    ref_obs, state = jax.jit(ref.reset)(sub)
+    step = jax.jit(ref.step_env)
+    for t, a in enumerate(DELIVERY_SCRIPT):
+        np.testing.assert_array_equal(obs[0, 0], np.asarray(ref_obs["agent_0"]), err_msg=f"step {t}")
+        np.testing.assert_array_equal(obs[0, 1], np.asarray(ref_obs["agent_1"]))
+        obs, rewards, *_ = env.step(np.array([[a, S]]))
+        ref_obs, state, rew, _, info = step(sub, state, {"agent_0": a, "agent_1": S})
+        ref_obs = ref._pad_obs_dict(ref_obs)
+        team = float(rew["agent_0"] + rew["agent_1"])
+        shaped = float(info["shaped_reward"]["agent_0"] + info["shaped_reward"]["agent_1"])
+        coef = 1 - (t * 1) / suite.options["shaping_horizon"]
+        assert rewards[0, 0] == pytest.approx(team + coef * shaped)
+
+
+def test_same_seed_same_rollout(penv):
+    def rollout(seed):
+        obs, _ = penv.reset(seed=seed)
+        rng = np.random.default_rng(0)
+        frames = [obs["agent_0"].copy()]
+        for _ in range(30):
+            obs, rew, *_ = penv.step({a: int(rng.integers(6)) for a in penv.agents})
+            frames.append(np.concatenate([obs["agent_0"].ravel(), [rew["agent_0"]]]))
+        return frames
+
+    a, b = rollout(9), rollout(9)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    starts = {rollout(s)[0][:, :, 2:6].tobytes() for s in range(6)}  # initial orientations
+    assert len(starts) > 1
+
+
+def test_pettingzoo_api_and_seed(suite, engine, penv):
+    parallel_api_test(penv, num_cycles=500)
+    parallel_seed_test(lambda: MealParallelEnv(suite, engine=engine), num_cycles=50)
+
+
+def test_bad_actions(penv):
+    penv.reset(seed=0)
+    with pytest.raises(ValueError, match=r"missing \['agent_1'\]"):
+        penv.step({"agent_0": 1})
+    with pytest.raises(ValueError, match="not in its action space"):
+        penv.step({"agent_0": 6, "agent_1": 0})
+    with pytest.raises(ValueError, match="unknown"):
+        penv.step({"agent_0": 1, "agent_1": 0, "agent_7": 0})
+
+
+# -- fast path --------------------------------------------------------------------------
+def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
+    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+
+    m = 3
+    vec = MealSB3VecEnv(MealBatchedEnv(suite, m, engine=engine))
+    assert vec.num_envs == m * 2 and vec.observation_space.shape == (5, 9, 26)
+    switches = []
+    vec.on_task_switch(switches.append)
+    vec.seed(4)
+    flat = vec.reset()
+    obs, _ = penv.reset(seed=4)
+    rng = np.random.default_rng(1)
+    per_env = BUDGET // m  # the budget is shared by the m envs
+    for t in range(per_env):
+        np.testing.assert_array_equal(flat[0], obs["agent_0"], err_msg=f"step {t}")
+        np.testing.assert_array_equal(flat[1], obs["agent_1"])
+        acts = rng.integers(6, size=(m, 2))
+        vec.step_async(acts.reshape(-1))
+        flat, rewards, dones, infos = vec.step_wait()
+        obs, rew, _, truncs, pinfo = penv.step({"agent_0": int(acts[0, 0]), "agent_1": int(acts[0, 1])})
+        assert rewards[0] == pytest.approx(rew["agent_0"]) and rewards[1] == pytest.approx(rew["agent_1"])
+        assert infos[0]["task_step"] == (t + 1) * m if t + 1 < per_env else True
+    # the switch step: every slot truncated with its terminal obs, episode and new task id
+    assert dones.all() and not truncs["agent_0"]
+    assert [s.total_step for s in switches] == [BUDGET]
+    assert all(i["task_switched"] and i["task_id"] == 1 for i in infos)
+    assert all(i["episode"]["l"] == per_env and i["episode"]["task_id"] == 0 for i in infos)
+    np.testing.assert_array_equal(infos[0]["terminal_observation"], obs["agent_0"])
+    assert infos[3]["TimeLimit.truncated"] is True
+    assert vec.cursor.segment.task_name == "asymm_advantages"
+    assert vec.task_ids().tolist() == [1] * 6
+
+
+def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
+    from cl_suites.core.runlog import RunLog, read_eval
+    from cl_suites.meal.evaluation import MealEvaluator
+
+    counter = {"t": 0}
+
+    def scripted(obs, task_ids):  # agent_0 of task-0 envs plays the delivery script
+        t = counter["t"]
+        counter["t"] += 1
+        actions = np.full(len(obs), S)
+        if t < len(DELIVERY_SCRIPT):
+            actions[(task_ids == 0) & (np.arange(len(obs)) % 2 == 0)] = DELIVERY_SCRIPT[t]
+        return actions
+
+    with RunLog(tmp_path / "run", {"score_normalizers": suite.score_normalizers()}) as log:
+        evaluator = MealEvaluator(suite, seed=0, run_log=log, engine=engine)
+        assert evaluator.maybe_evaluate(0, scripted)
+        assert evaluator.maybe_evaluate(10, scripted) == []
+    frame = read_eval(tmp_path / "run")
+    assert frame["task_name"].tolist() == ["cramped_room", "asymm_advantages"]
+    assert frame["mean_return"].tolist() == [20.0, 0.0]
+    assert frame["episodes"].tolist() == [2, 2]
+    assert suite.score_normalizers() == {0: 120.0, 1: suite.layouts[1].max_soups * 20.0}
