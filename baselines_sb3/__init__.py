@@ -1,0 +1,34 @@
+"""Continual-RL baselines on stable-baselines3: PPO and V-trace learners, EWC, online EWC,
+L2, MAS, P&C, CLEAR, the evaluation callback and ``run_main_job`` (``cl-suites run``)."""
+
+from cl_suites.errors import silence_legacy_gym_banner
+
+silence_legacy_gym_banner()  # before stable-baselines3 imports the legacy gym package
+
+
+from baselines_sb3.callbacks import ContinualEvalCallback, ProgressBarCallback, make_eval_policy
+from baselines_sb3.cl import METHODS, ContinualMethod, attach_method, make_method
+from baselines_sb3.learners import ContinualPPO, VTrace
+from baselines_sb3.networks import ImpalaDeepCNN, ImpalaShallowCNN
+from baselines_sb3.policies import ContinualPolicy, ProgressCompressPolicy
+from baselines_sb3.vtrace import vtrace_targets
+from baselines_sb3.wrappers import TaskIdObservation, VecClipReward
+
+__all__ = [
+    "METHODS",
+    "ContinualEvalCallback",
+    "ContinualMethod",
+    "ContinualPPO",
+    "ContinualPolicy",
+    "ImpalaDeepCNN",
+    "ImpalaShallowCNN",
+    "ProgressBarCallback",
+    "ProgressCompressPolicy",
+    "TaskIdObservation",
+    "VTrace",
+    "VecClipReward",
+    "attach_method",
+    "make_eval_policy",
+    "make_method",
+    "vtrace_targets",
+]

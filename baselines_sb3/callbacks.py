@@ -11,14 +11,15 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from baselines_sb3.policies import OBS_KEY, TASK_KEY
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment
 
-from baselines_sb3.policies import OBS_KEY, TASK_KEY
 
-
-def make_eval_policy(model: BaseAlgorithm, method: Any = None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def make_eval_policy(
+    model: BaseAlgorithm, method: Any = None
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: the deterministic
     (argmax) action of the model's policy, as CORA evaluates; task-aware policies get the
     task ids as the ``task_id`` observation key; P&C acts with its knowledge base."""
@@ -54,8 +55,13 @@ class ContinualEvalCallback(BaseCallback):
         method: the CL method (for P&C's evaluation network); optional.
     """
 
-    def __init__(self, evaluator: Evaluator, run_log: RunLog | None, schedule: tuple[Segment, ...],
-                 method: Any = None):
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        run_log: RunLog | None,
+        schedule: tuple[Segment, ...],
+        method: Any = None,
+    ):
         super().__init__()
         self.evaluator = evaluator
         self.run_log = run_log
@@ -82,9 +88,14 @@ class ContinualEvalCallback(BaseCallback):
         if self.run_log is not None:
             task = self.task_at(self.num_timesteps - 1)
             episodes = [
-                {"total_step": self.num_timesteps, "task_id": task,
-                 "episode_return": info["episode"]["r"], "episode_length": info["episode"]["l"]}
-                for info in infos if "episode" in info
+                {
+                    "total_step": self.num_timesteps,
+                    "task_id": task,
+                    "episode_return": info["episode"]["r"],
+                    "episode_length": info["episode"]["l"],
+                }
+                for info in infos
+                if "episode" in info
             ]
             self.run_log.log_episodes(episodes)
         self.evaluator.maybe_evaluate(self.num_timesteps, self._policy())
@@ -105,8 +116,14 @@ class ProgressBarCallback(BaseCallback):
     def _on_training_start(self) -> None:
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=self.total_steps, initial=self.num_timesteps, unit="step",
-                        dynamic_ncols=True, disable=self.disable, smoothing=0.1)
+        self.bar = tqdm(
+            total=self.total_steps,
+            initial=self.num_timesteps,
+            unit="step",
+            dynamic_ncols=True,
+            disable=self.disable,
+            smoothing=0.1,
+        )
         self._t0, self._s0 = time.monotonic(), self.num_timesteps
 
     def _on_step(self) -> bool:
@@ -116,10 +133,14 @@ class ProgressBarCallback(BaseCallback):
         if self.bar is None:
             return
         self.bar.update(self.num_timesteps - self.bar.n)
-        i = min(bisect.bisect_right(self._ends, max(self.num_timesteps - 1, 0)), len(self.schedule) - 1)
+        i = min(
+            bisect.bisect_right(self._ends, max(self.num_timesteps - 1, 0)), len(self.schedule) - 1
+        )
         seg = self.schedule[i]
         rate = (self.num_timesteps - self._s0) / max(time.monotonic() - self._t0, 1e-9)
-        self.bar.set_postfix_str(f"task {seg.task_id}:{seg.task_name} cycle {seg.cycle} {rate:,.0f} steps/s")
+        self.bar.set_postfix_str(
+            f"task {seg.task_id}:{seg.task_name} cycle {seg.cycle} {rate:,.0f} steps/s"
+        )
 
     def _on_training_end(self) -> None:
         if self.bar is not None:

@@ -18,69 +18,7 @@ from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
 from baselines_sb3.cl.base import ContinualMethod, install_loss_hook
-
-
-# --------------------------------------------------------------------------- V-trace math
-def vtrace_targets(
-    behaviour_log_probs: th.Tensor,
-    target_log_probs: th.Tensor,
-    rewards: th.Tensor,
-    values: th.Tensor,
-    bootstrap_value: th.Tensor,
-    discounts: th.Tensor,
-    rho_bar: float = 1.0,
-    c_bar: float = 1.0,
-    pg_rho_bar: float | None = None,
-) -> tuple[th.Tensor, th.Tensor]:
-    """V-trace targets (Espeholt et al., 2018, eq. 1) for time-major ``(T, B)`` tensors.
-
-    Args:
-        behaviour_log_probs / target_log_probs: ``log mu(a_t|x_t)`` and ``log pi(a_t|x_t)``.
-        rewards: ``r_t``; values: ``V(x_t)``; bootstrap_value: ``V(x_T)`` of shape ``(B,)``.
-        discounts: ``gamma_t`` (``gamma``, or 0 where the episode ended after step t).
-        rho_bar / c_bar: truncation levels of the importance weights.
-        pg_rho_bar: truncation of the policy-gradient weight (default ``rho_bar``).
-
-    Returns:
-        ``(vs, pg_advantages)``: the value targets ``v_s`` and
-        ``rho_s * (r_s + gamma_s * v_{s+1} - V(x_s))``, both ``(T, B)`` and detached.
-    """
-    with th.no_grad():
-        ratios = th.exp(target_log_probs - behaviour_log_probs)
-        rhos = th.clamp(ratios, max=rho_bar)
-        cs = th.clamp(ratios, max=c_bar)
-        next_values = th.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
-        deltas = rhos * (rewards + discounts * next_values - values)
-        acc = th.zeros_like(bootstrap_value)
-        vs_minus_v = th.empty_like(values)
-        for t in range(values.shape[0] - 1, -1, -1):
-            acc = deltas[t] + discounts[t] * cs[t] * acc
-            vs_minus_v[t] = acc
-        vs = vs_minus_v + values
-        next_vs = th.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
-        pg_rhos = th.clamp(ratios, max=pg_rho_bar if pg_rho_bar is not None else rho_bar)
-        pg_advantages = pg_rhos * (rewards + discounts * next_vs - values)
-    return vs, pg_advantages
-
-
-def vtrace_loss(
-    log_probs: th.Tensor,
-    entropy: th.Tensor,
-    values: th.Tensor,
-    vs: th.Tensor,
-    pg_advantages: th.Tensor,
-    vf_coef: float,
-    ent_coef: float,
-    reduction: str = "mean",
-) -> tuple[th.Tensor, dict[str, float]]:
-    """IMPALA loss: ``-pg_adv * log pi + vf_coef * 0.5 * (vs - V)^2 - ent_coef * H``."""
-    reduce = th.sum if reduction == "sum" else th.mean
-    pg_loss = -reduce(pg_advantages * log_probs)
-    value_loss = 0.5 * reduce((vs - values).pow(2))
-    entropy_loss = -reduce(entropy)
-    loss = pg_loss + vf_coef * value_loss + ent_coef * entropy_loss
-    return loss, {"policy_loss": float(pg_loss), "value_loss": float(value_loss),
-                  "entropy_loss": float(entropy_loss)}
+from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
 
 # --------------------------------------------------------------------------- buffers
@@ -149,21 +87,42 @@ class VTrace(OnPolicyAlgorithm):
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
         super().__init__(
-            policy, env, learning_rate=learning_rate, n_steps=n_steps, gamma=gamma,
-            gae_lambda=1.0, ent_coef=ent_coef, vf_coef=vf_coef, max_grad_norm=max_grad_norm,
-            use_sde=False, sde_sample_freq=-1, policy_kwargs=policy_kwargs, verbose=verbose,
-            seed=seed, device=device, _init_setup_model=False,
-            supported_action_spaces=(spaces.Discrete, spaces.MultiDiscrete, spaces.Box,
-                                     spaces.MultiBinary), **kwargs,
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            gamma=gamma,
+            gae_lambda=1.0,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            use_sde=False,
+            sde_sample_freq=-1,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=False,
+            supported_action_spaces=(
+                spaces.Discrete,
+                spaces.MultiDiscrete,
+                spaces.Box,
+                spaces.MultiBinary,
+            ),
+            **kwargs,
         )
         self.rho_bar, self.c_bar = float(rho_bar), float(c_bar)
         self.loss_reduction = loss_reduction
         self.cl_method = cl_method
         if use_rms_prop and "optimizer_class" not in self.policy_kwargs:
             self.policy_kwargs["optimizer_class"] = th.optim.RMSprop
-            self.policy_kwargs["optimizer_kwargs"] = dict(alpha=rms_prop_alpha, eps=rms_prop_eps, momentum=0.0)
+            self.policy_kwargs["optimizer_kwargs"] = dict(
+                alpha=rms_prop_alpha, eps=rms_prop_eps, momentum=0.0
+            )
         self.rollout_buffer_class = (
-            VTraceDictRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else VTraceRolloutBuffer
+            VTraceDictRolloutBuffer
+            if isinstance(self.observation_space, spaces.Dict)
+            else VTraceRolloutBuffer
         )
         if _init_setup_model:
             self._setup_model()
@@ -190,13 +149,24 @@ class VTrace(OnPolicyAlgorithm):
         starts = as_t(buf.episode_starts)
         dones_after = th.cat([starts[1:], as_t(buf.last_dones).unsqueeze(0)], dim=0)
         vs, pg_adv = vtrace_targets(
-            as_t(buf.log_probs), log_prob.detach().view(t_len, n_envs), as_t(buf.rewards),
-            values.detach().view(t_len, n_envs), as_t(buf.last_values),
-            self.gamma * (1.0 - dones_after), self.rho_bar, self.c_bar,
+            as_t(buf.log_probs),
+            log_prob.detach().view(t_len, n_envs),
+            as_t(buf.rewards),
+            values.detach().view(t_len, n_envs),
+            as_t(buf.last_values),
+            self.gamma * (1.0 - dones_after),
+            self.rho_bar,
+            self.c_bar,
         )
         loss, stats = vtrace_loss(
-            log_prob, entropy if entropy is not None else -log_prob, values, vs.flatten(),
-            pg_adv.flatten(), self.vf_coef, self.ent_coef, self.loss_reduction,
+            log_prob,
+            entropy if entropy is not None else -log_prob,
+            values,
+            vs.flatten(),
+            pg_adv.flatten(),
+            self.vf_coef,
+            self.ent_coef,
+            self.loss_reduction,
         )
         self.policy.optimizer.zero_grad()
         loss.backward()
@@ -207,12 +177,23 @@ class VTrace(OnPolicyAlgorithm):
         for key, value in stats.items():
             self.logger.record(f"train/{key}", value)
 
-    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 100,
-              tb_log_name: str = "VTrace", reset_num_timesteps: bool = True,
-              progress_bar: bool = False):
-        return super().learn(total_timesteps=total_timesteps, callback=callback,
-                             log_interval=log_interval, tb_log_name=tb_log_name,
-                             reset_num_timesteps=reset_num_timesteps, progress_bar=progress_bar)
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        log_interval: int = 100,
+        tb_log_name: str = "VTrace",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ):
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
 
 
 # --------------------------------------------------------------------------- PPO

@@ -48,7 +48,9 @@ class ContinualPolicy(ActorCriticPolicy):
         task_id_input: bool = False,
         **kwargs: Any,
     ):
-        self.task_aware = isinstance(observation_space, spaces.Dict) and TASK_KEY in observation_space.spaces
+        self.task_aware = (
+            isinstance(observation_space, spaces.Dict) and TASK_KEY in observation_space.spaces
+        )
         if (multi_head or task_id_input) and not self.task_aware:
             raise ValueError(
                 "multi_head and task_id_input need the task id in the observation: wrap the "
@@ -95,8 +97,9 @@ class ContinualPolicy(ActorCriticPolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        data.update(num_tasks=self.num_tasks, multi_head=self.multi_head,
-                    task_id_input=self.task_id_input)
+        data.update(
+            num_tasks=self.num_tasks, multi_head=self.multi_head, task_id_input=self.task_id_input
+        )
         return data
 
     # -- core computation --------------------------------------------------------------
@@ -121,8 +124,12 @@ class ContinualPolicy(ActorCriticPolicy):
         return latent_pi, latent_vf, task_ids
 
     def heads(
-        self, latent_pi: th.Tensor, latent_vf: th.Tensor, task_ids: th.Tensor | None,
-        action_net: nn.Module | None = None, value_net: nn.Module | None = None,
+        self,
+        latent_pi: th.Tensor,
+        latent_vf: th.Tensor,
+        task_ids: th.Tensor | None,
+        action_net: nn.Module | None = None,
+        value_net: nn.Module | None = None,
     ) -> tuple[th.Tensor, th.Tensor]:
         """(action-distribution parameters ``(B, n)``, values ``(B, 1)``) of each row's head."""
         out = (action_net or self.action_net)(latent_pi)
@@ -164,7 +171,8 @@ class ContinualPolicy(ActorCriticPolicy):
         return self.dist_and_values(obs)[0]
 
     def predict_values(self, obs: Any) -> th.Tensor:
-        return self.dist_and_values(obs)[1]
+        # no action distribution: SB3 calls this on every truncated episode and at each rollout end
+        return self.heads(*self.latents(obs))[1]
 
     @contextlib.contextmanager
     def evaluation_mode(self) -> Iterator[None]:
@@ -193,13 +201,19 @@ class ProgressCompressPolicy(ContinualPolicy):
                 "value_net": copy.deepcopy(self.value_net),
             }
         )
-        self.adapter_pi = nn.Linear(self.mlp_extractor.latent_dim_pi, self.mlp_extractor.latent_dim_pi)
-        self.adapter_vf = nn.Linear(self.mlp_extractor.latent_dim_vf, self.mlp_extractor.latent_dim_vf)
+        self.adapter_pi = nn.Linear(
+            self.mlp_extractor.latent_dim_pi, self.mlp_extractor.latent_dim_pi
+        )
+        self.adapter_vf = nn.Linear(
+            self.mlp_extractor.latent_dim_vf, self.mlp_extractor.latent_dim_vf
+        )
         for adapter in (self.adapter_pi, self.adapter_vf):
             nn.init.zeros_(adapter.weight)
             nn.init.zeros_(adapter.bias)
         self._act_with_kb = False
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+        self.optimizer = self.optimizer_class(
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
 
     def kb_parameters(self) -> list[nn.Parameter]:
         return list(self.kb.parameters())
@@ -219,7 +233,9 @@ class ProgressCompressPolicy(ContinualPolicy):
 
     def kb_logits_and_values(self, obs: Any) -> tuple[th.Tensor, th.Tensor]:
         latent_pi, latent_vf, task_ids = self.kb_latents(obs)
-        logits, values = self.heads(latent_pi, latent_vf, task_ids, self.kb["action_net"], self.kb["value_net"])
+        logits, values = self.heads(
+            latent_pi, latent_vf, task_ids, self.kb["action_net"], self.kb["value_net"]
+        )
         return logits, values.flatten()
 
     def latents(self, obs: Any):

@@ -36,13 +36,22 @@ CORA_REWARD_CLIP = (-1.0, 1.0)
 CORA_METHODS: dict[str, dict[str, Any]] = {
     "ft": {},
     "ewc": {"lam": 10_000.0, "num_samples": 100, "min_task_steps": 200_000},
-    "online-ewc": {"lam": 175.0, "gamma": 0.99, "normalize": True, "num_samples": 100,
-                   "min_task_steps": 200_000},
+    "online-ewc": {
+        "lam": 175.0,
+        "gamma": 0.99,
+        "normalize": True,
+        "num_samples": 100,
+        "min_task_steps": 200_000,
+    },
     "l2": {"lam": 10_000.0},  # not in CORA; EWC's strength as a starting point
     "mas": {"lam": 10_000.0, "num_samples": 100},  # not in CORA
     "pnc": {"lam": 3_000.0, "gamma": 0.99, "normalize": True, "num_samples": 100, "kl_cost": 1.0},
-    "clear": {"buffer_size": 25_000_000, "policy_cloning": 0.01, "value_cloning": 0.005,
-              "replay_ratio": 0.5},
+    "clear": {
+        "buffer_size": 25_000_000,
+        "policy_cloning": 0.01,
+        "value_cloning": 0.005,
+        "replay_ratio": 0.5,
+    },
 }
 CORA_CLEAR_BUFFER = {"Atari6": 25_000_000, "Procgen6": 5_000_000, "MiniHack15": 10_000_000}
 CORA_NETWORK = {"Procgen6": "deep"}  # others: "shallow"
@@ -71,29 +80,59 @@ MEAL_METHODS: dict[str, dict[str, Any]] = {
 }
 
 # ``small``: tiny networks and budgets; the CL strengths are tuned on Diagnostic-v0.
-SMALL_SUITE: dict[str, Any] = {"steps_per_task": 4_000, "cycles": 1, "eval_every": 1_000,
-                               "eval_episodes": 5}
+SMALL_SUITE: dict[str, Any] = {
+    "steps_per_task": 4_000,
+    "cycles": 1,
+    "eval_every": 1_000,
+    "eval_episodes": 5,
+}
 SMALL_SUITE_OVERRIDES: dict[str, dict[str, Any]] = {
     "Procgen6": {"steps_per_task": 2_000, "eval_every": 4_000, "eval_episodes": 2, "cycles": 1},
 }
-SMALL_PPO: dict[str, Any] = {"learning_rate": 3e-3, "n_steps": 64, "batch_size": 128,
-                             "n_epochs": 4, "gamma": 0.9, "gae_lambda": 0.95, "clip_range": 0.2,
-                             "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5}
-SMALL_VTRACE: dict[str, Any] = {"learning_rate": 3e-3, "n_steps": 16, "gamma": 0.9,
-                                "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
-                                "rms_prop_alpha": 0.99, "rms_prop_eps": 1e-5,
-                                "loss_reduction": "mean"}
+SMALL_PPO: dict[str, Any] = {
+    "learning_rate": 3e-3,
+    "n_steps": 16,
+    "batch_size": 64,
+    "n_epochs": 4,
+    "gamma": 0.9,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.3,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "normalize_advantage": False,
+}
+SMALL_VTRACE: dict[str, Any] = {
+    "learning_rate": 3e-3,
+    "n_steps": 16,
+    "gamma": 0.9,
+    "ent_coef": 0.01,
+    "vf_coef": 0.5,
+    "max_grad_norm": 40.0,
+    "rms_prop_alpha": 0.99,
+    "rms_prop_eps": 1e-5,
+    "loss_reduction": "mean",
+}
 SMALL_NUM_ENVS = 8
 SMALL_METHODS: dict[str, dict[str, Any]] = {
     "ft": {},
-    "ewc": {"lam": 500.0, "num_samples": 100, "min_task_steps": 0},
-    "online-ewc": {"lam": 500.0, "gamma": 0.99, "normalize": False, "num_samples": 100,
-                   "min_task_steps": 0},
+    "ewc": {"lam": 5_000.0, "num_samples": 100, "min_task_steps": 0},
+    "online-ewc": {
+        "lam": 5_000.0,
+        "gamma": 0.99,
+        "normalize": False,
+        "num_samples": 100,
+        "min_task_steps": 0,
+    },
     "l2": {"lam": 20.0},
     "mas": {"lam": 50.0, "num_samples": 100},
-    "pnc": {"lam": 500.0, "gamma": 0.99, "normalize": False, "num_samples": 100, "kl_cost": 1.0},
-    "clear": {"buffer_size": 20_000, "policy_cloning": 0.01, "value_cloning": 0.005,
-              "replay_ratio": 0.5},
+    "pnc": {"lam": 50_000.0, "gamma": 0.99, "normalize": True, "num_samples": 100, "kl_cost": 1.0},
+    "clear": {
+        "buffer_size": 20_000,
+        "policy_cloning": 0.01,
+        "value_cloning": 0.005,
+        "replay_ratio": 0.5,
+    },
 }
 SMALL_NET = {"net_arch": [64], "cnn_features_dim": 64}
 
@@ -116,8 +155,10 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
     out: dict[str, Any] = {
         "learner": copy.deepcopy(learner_kw),
         "method": method_kw,
-        "num_envs": SMALL_NUM_ENVS if small else (CORA_NUM_ENVS if learner == "vtrace" else MEAL_NUM_ENVS),
-        "network": CORA_NETWORK.get(suite, "shallow"),
+        "num_envs": SMALL_NUM_ENVS
+        if small
+        else (CORA_NUM_ENVS if learner == "vtrace" else MEAL_NUM_ENVS),
+        "network": "shallow" if small else CORA_NETWORK.get(suite, "shallow"),
         "net_arch": SMALL_NET["net_arch"] if small else [],
         "cnn_features_dim": SMALL_NET["cnn_features_dim"] if small else None,
         "reward_clip": None if suite == "Diagnostic" else CORA_REWARD_CLIP,
@@ -128,7 +169,8 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
     if suite == "Diagnostic" and not small:
         out["net_arch"] = [64]
     if suite == "MiniHack15" and not small:  # CORA table 4 (a)
-        out["learner"].update({"learning_rate": 2e-4, "ent_coef": 0.001, "gamma": 0.999,
-                               "rms_prop_eps": 1e-6})
+        out["learner"].update(
+            {"learning_rate": 2e-4, "ent_coef": 0.001, "gamma": 0.999, "rms_prop_eps": 1e-6}
+        )
         out["reward_clip"] = None
     return out

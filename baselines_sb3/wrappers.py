@@ -24,7 +24,9 @@ class TaskIdObservation(VecEnvWrapper):
 
     def __init__(self, venv: VecEnv, num_tasks: int):
         self.num_tasks = int(num_tasks)
-        space = spaces.Dict({OBS_KEY: venv.observation_space, TASK_KEY: spaces.Discrete(self.num_tasks)})
+        space = spaces.Dict(
+            {OBS_KEY: venv.observation_space, TASK_KEY: spaces.Discrete(self.num_tasks)}
+        )
         super().__init__(venv, observation_space=space)
         self._task_ids = np.zeros(venv.num_envs, dtype=np.int64)
 

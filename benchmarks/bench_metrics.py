@@ -25,7 +25,7 @@ import pandas as pd
 
 from cl_suites.metrics import cora
 from cl_suites.metrics.report import report_from_runs
-from cl_suites.metrics.runs import RunData, schedule_frame
+from cl_suites.metrics.runs import RunData, combined_eval, schedule_frame
 
 N_TASKS, CYCLES, WINDOW = 15, 2, 20
 
@@ -37,8 +37,14 @@ def make_runs(seeds: int, methods: int, points: int, episodes_per_segment: int =
     steps_per_task = math.ceil((points - 1) * eval_every / segments)
     steps = np.arange(points) * eval_every
     schedule = [
-        {"index": k, "cycle": k // N_TASKS, "task_id": k % N_TASKS, "task_name": f"task{k % N_TASKS}",
-         "start_step": k * steps_per_task, "end_step": (k + 1) * steps_per_task}
+        {
+            "index": k,
+            "cycle": k // N_TASKS,
+            "task_id": k % N_TASKS,
+            "task_name": f"task{k % N_TASKS}",
+            "start_step": k * steps_per_task,
+            "end_step": (k + 1) * steps_per_task,
+        }
         for k in range(segments)
     ]
     sched = schedule_frame({"schedule": schedule})
@@ -51,33 +57,56 @@ def make_runs(seeds: int, methods: int, points: int, episodes_per_segment: int =
             trained = seg[None, :] % N_TASKS == np.arange(N_TASKS)[:, None]
             level = np.zeros((N_TASKS, points))
             for k in range(1, points):
-                level[:, k] = np.where(trained[:, k], level[:, k - 1] + 0.02, level[:, k - 1] * (1 - (1 - keep) / 200))
+                level[:, k] = np.where(
+                    trained[:, k], level[:, k - 1] + 0.02, level[:, k - 1] * (1 - (1 - keep) / 200)
+                )
             frames = []
             for split, off in (("train", 0.0), ("test", -0.3)):
                 vals = level + off + rng.normal(0, 0.1, level.shape)
-                frames.append(pd.DataFrame({
-                    "total_step": np.tile(steps, N_TASKS),
-                    "task_id": np.repeat(np.arange(N_TASKS), points),
-                    "task_name": np.repeat([f"task{t}" for t in range(N_TASKS)], points),
-                    "split": split,
-                    "mean_return": vals.ravel(),
-                    "std_return": 0.0, "episodes": 10,
-                    "wall_time": np.tile(steps, N_TASKS) / 1e3,
-                }))
-            ev = pd.concat(frames, ignore_index=True).sort_values(["task_id", "split", "total_step"])
-            ep_steps = (sched["start_step"].to_numpy()[:, None]
-                        + (np.arange(episodes_per_segment) + 1) * steps_per_task // (episodes_per_segment + 1))
-            episodes = pd.DataFrame({
-                "total_step": ep_steps.ravel(),
-                "task_id": np.repeat(sched["task_id"].to_numpy(), episodes_per_segment),
-                "episode_return": rng.normal(1, 0.3, ep_steps.size) + np.tile(np.arange(episodes_per_segment) / 20, segments),
-                "episode_length": 100,
-            })
-            meta = {"suite": "Bench15", "suite_id": "CLSuite/Bench15-v0", "method": f"m{m}", "seed": s,
-                    "schedule": schedule, "metric_settings": {"smoothing_window": WINDOW},
-                    "tasks": [{"task_id": t, "task_name": f"task{t}", "splits": ["train", "test"]}
-                              for t in range(N_TASKS)]}
-            run = RunData(Path(f"/bench/m{m}-s{s}"), meta, ev.reset_index(drop=True), episodes, sched)
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "total_step": np.tile(steps, N_TASKS),
+                            "task_id": np.repeat(np.arange(N_TASKS), points),
+                            "task_name": np.repeat([f"task{t}" for t in range(N_TASKS)], points),
+                            "split": split,
+                            "mean_return": vals.ravel(),
+                            "std_return": 0.0,
+                            "episodes": 10,
+                            "wall_time": np.tile(steps, N_TASKS) / 1e3,
+                        }
+                    )
+                )
+            ev = pd.concat(frames, ignore_index=True).sort_values(
+                ["task_id", "split", "total_step"]
+            )
+            ep_steps = sched["start_step"].to_numpy()[:, None] + (
+                np.arange(episodes_per_segment) + 1
+            ) * steps_per_task // (episodes_per_segment + 1)
+            episodes = pd.DataFrame(
+                {
+                    "total_step": ep_steps.ravel(),
+                    "task_id": np.repeat(sched["task_id"].to_numpy(), episodes_per_segment),
+                    "episode_return": rng.normal(1, 0.3, ep_steps.size)
+                    + np.tile(np.arange(episodes_per_segment) / 20, segments),
+                    "episode_length": 100,
+                }
+            )
+            meta = {
+                "suite": "Bench15",
+                "suite_id": "CLSuite/Bench15-v0",
+                "method": f"m{m}",
+                "seed": s,
+                "schedule": schedule,
+                "metric_settings": {"smoothing_window": WINDOW},
+                "tasks": [
+                    {"task_id": t, "task_name": f"task{t}", "splits": ["train", "test"]}
+                    for t in range(N_TASKS)
+                ],
+            }
+            run = RunData(
+                Path(f"/bench/m{m}-s{s}"), meta, ev.reset_index(drop=True), episodes, sched
+            )
             run.eval.insert(0, "run", run.run_id)
             run.eval["method"], run.eval["suite"], run.eval["seed"] = run.method, run.suite, s
             runs.append(run)
@@ -88,7 +117,7 @@ def vectorised_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
     t0 = time.perf_counter()
     cora.continual_eval_curves(frame, WINDOW)
     m = cora.cora_matrices(frame, sched, WINDOW)
-    for method, grp in m.values.groupby("method"):
+    for _method, grp in m.values.groupby("method"):
         for metric in ("F", "Z"):
             cora.cora_table(grp, metric, m.order)
     return time.perf_counter() - t0
@@ -97,10 +126,14 @@ def vectorised_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
 def naive_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
     """The same CORA computation, row by row in plain Python (the reference)."""
     t0 = time.perf_counter()
-    records = frame[["run", "method", "task_id", "split", "total_step", "mean_return"]].to_dict("records")
+    records = frame[["run", "method", "task_id", "split", "total_step", "mean_return"]].to_dict(
+        "records"
+    )
     series = defaultdict(list)
     for r in records:
-        series[(r["run"], r["method"], r["task_id"], r["split"])].append((r["total_step"], r["mean_return"]))
+        series[(r["run"], r["method"], r["task_id"], r["split"])].append(
+            (r["total_step"], r["mean_return"])
+        )
     smoothed = {}
     for key, pts in series.items():
         pts.sort()
@@ -111,7 +144,7 @@ def naive_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
         smoothed[key] = out
     # curves: mean and SEM over runs at each step (steps are shared -> no interpolation)
     by_step = defaultdict(list)
-    for (run, method, task, split), pts in smoothed.items():
+    for (_run, method, task, split), pts in smoothed.items():
         for step, v in pts:
             by_step[(method, task, split, step)].append(v)
     curves = {}
@@ -125,7 +158,7 @@ def naive_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
     ends = [row["end_step"] for row in first]
     order = [row["task_id"] for row in first]
     norm = defaultdict(float)
-    for (run, method, task, split), pts in smoothed.items():
+    for (_run, method, task, split), pts in smoothed.items():
         if split == "test":
             for _, v in pts:
                 norm[(method, task)] = max(norm[(method, task)], abs(v))
@@ -134,12 +167,14 @@ def naive_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
     for (run, method, task, split), pts in smoothed.items():
         if split != "test":
             continue
-        def value_at(b):
+
+        def value_at(b, pts=pts):
             best = None
             for step, v in pts:
                 if step <= b:
                     best = v
             return best
+
         r = [pts[0][1]] + [value_at(b) for b in ends]
         i = order.index(task)
         for j in range(len(order)):
@@ -160,7 +195,7 @@ def naive_core(frame: pd.DataFrame, sched: pd.DataFrame) -> float:
     for key, runs in per_run_rows.items():
         means = [sum(v) / len(v) for v in runs.values()]
         mu = sum(means) / len(means)
-        table[key + ("avg",)] = 10 * mu
+        table[(*key, "avg")] = 10 * mu
     return time.perf_counter() - t0
 
 
@@ -173,7 +208,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     runs, sched = make_runs(args.seeds, args.methods, args.points)
-    frame = pd.concat([r.eval for r in runs], ignore_index=True)
+    frame = combined_eval(runs)
     print(f"built {len(runs)} runs, {len(frame):,} eval rows in {time.perf_counter() - t0:.1f} s")
     vec = vectorised_core(frame, sched)
     naive = naive_core(frame, sched)

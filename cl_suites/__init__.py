@@ -28,6 +28,7 @@ __all__ = [
     "TaskSwitch",
     "find_suite",
     "make_env",
+    "make_parallel",
     "make_sequence",
     "make_vec",
     "read_episodes",
@@ -37,6 +38,18 @@ __all__ = [
 ]
 
 register_all()
+
+try:  # MEAL needs the "meal" extra (jax, meal-bench, pettingzoo); imported lazily inside
+    from cl_suites.meal import make_parallel, register_meal_ids
+
+    register_meal_ids()
+except ImportError:  # pragma: no cover - depends on the installed extras
+
+    def make_parallel(*args, **kwargs):
+        """Build a MEAL sequence (needs the "meal" extra)."""
+        from cl_suites.errors import require
+
+        require("meal", extra="meal")
 
 
 def __getattr__(name: str):

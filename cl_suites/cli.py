@@ -89,7 +89,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     overrides = _suite_overrides(args)
-    run_dir = Path(args.run_dir or f"runs/{find_suite(args.suite).name}-{args.method}-s{args.seed}")
+    suite_name = args.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
+    run_dir = Path(args.run_dir or f"runs/{suite_name}-{args.method}-s{args.seed}")
     if args.resume and args.run_dir is None:
         raise SystemExit("--resume needs --run-dir RUN_DIR")
     if args.method == "random":
@@ -124,10 +125,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from cl_suites.metrics.report import write_report
+    from cl_suites.metrics.report import build_report, format_summary_markdown
 
-    out = write_report([Path(p) for p in args.run_dirs], Path(args.out))
-    console.print(f"report written to [bold]{out}[/bold]")
+    result = build_report([Path(p) for p in args.run_dirs], Path(args.out))
+    console.print(format_summary_markdown(result))
+    console.print(f"report written to [bold]{result.html}[/bold]")
     return 0
 
 

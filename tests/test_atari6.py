@@ -61,7 +61,7 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     obs, _ = env.reset(seed=1)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and obs.max() > 0
     frames = ale.getEpisodeFrameNumber()
-    obs, reward, terminated, truncated, _ = env.step(17)
+    obs, _, terminated, truncated, _ = env.step(17)
     assert ale.getEpisodeFrameNumber() == frames + 4  # one agent step = 4 frames
     assert obs.shape == (4, 84, 84) and not (terminated or truncated)
     evaluation = make_atari_env(game, training=False)
@@ -141,13 +141,36 @@ def test_a_game_cut_by_a_task_switch_reports_all_its_lives():
     env.close()
 
 
+def test_vector_path_replays_the_single_env_and_logs_whole_games():
+    kwargs = {"steps_per_task": 5_000, "cycles": 1, "games": ("SpaceInvaders",)}
+    env = cl_suites.make_env("Atari6", **kwargs)
+    venv = cl_suites.make_vec("Atari6", 1, **kwargs)
+    env.reset(seed=0)
+    venv.reset(seed=0)
+    single, vector = [], []
+    for t, action in enumerate(np.random.default_rng(0).integers(18, size=1000)):
+        obs, _, terminated, truncated, info = env.step(int(action))
+        vobs, _, _, _, vinfo = venv.step(np.array([action]))
+        if "episode" in info:
+            single.append((t, info["episode"]["r"]))
+        if vinfo.get("_episode", [False])[0]:
+            vector.append((t, vinfo["episode"]["r"][0]))
+        if terminated or truncated:
+            env.reset()
+        else:
+            np.testing.assert_array_equal(obs, vobs[0])
+    assert single == vector == [(577, 180.0), (927, 105.0)]
+    env.close()
+    venv.close()
+
+
 def test_evaluation_env_plays_whole_games_and_the_cap_truncates():
     env = make_atari_env("MsPacman", training=False, max_episode_steps=50)
     env.reset(seed=0)
-    for step in range(1, 51):
+    for steps in range(1, 51):
         _, _, terminated, truncated, info = env.step(0)
-        assert not terminated
-    assert truncated and step == 50 and info["episode"]["l"] == 50
+        assert not terminated and (truncated == (steps == 50))
+    assert info["episode"]["l"] == 50
     assert env.unwrapped.ale.lives() == 3
 
 

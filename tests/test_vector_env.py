@@ -115,4 +115,4 @@ def test_sb3_adapter_reports_terminal_observations_and_switches():
     assert infos[0]["TimeLimit.truncated"] is True
     assert infos[0]["terminal_observation"][0] == 0 and obs[0][0] == 10  # old task, new task
     assert infos[0]["task_switched"] is True and infos[0]["task_id"] == 1
-    assert infos[1]["episode"] == {"r": 4.0, "l": 3}
+    assert infos[1]["episode"] == {"r": 4.0, "l": 3, "task_id": 0}

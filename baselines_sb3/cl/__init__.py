@@ -39,7 +39,19 @@ def make_method(name: str, seed: int = 0, **kwargs: Any) -> ContinualMethod:
 
 
 __all__ = [
-    "CLEAR", "EWC", "MAS", "METHODS", "ContinualMethod", "ContinualMethodCallback", "L2Anchor",
-    "OnlineEWC", "ProgressCompress", "QuadraticPenalty", "ReservoirBuffer", "Rollout",
-    "attach_method", "install_loss_hook", "make_method",
+    "CLEAR",
+    "EWC",
+    "MAS",
+    "METHODS",
+    "ContinualMethod",
+    "ContinualMethodCallback",
+    "L2Anchor",
+    "OnlineEWC",
+    "ProgressCompress",
+    "QuadraticPenalty",
+    "ReservoirBuffer",
+    "Rollout",
+    "attach_method",
+    "install_loss_hook",
+    "make_method",
 ]

@@ -10,7 +10,8 @@ finished rollout (``on_rollout_end``), each task switch of the sequence env
 on-policy ``train()`` (PPO, A2C, and this package's V-trace learner) runs
 ``optimizer.zero_grad(); loss.backward(); clip_grad_norm_(params, max_grad_norm);
 optimizer.step()`` per minibatch; the wrapped ``zero_grad`` zeroes the gradients and then
-back-propagates ``penalty + extra_loss``, so ``loss.backward()`` accumulates onto them and
+back-propagates ``penalty + extra_loss`` (the penalty through ``penalty_grad_``, which
+quadratic penalties compute in closed form), so ``loss.backward()`` accumulates onto them and
 the sum of both gradients goes through the same ``clip_grad_norm_`` before the step. The
 hook only acts while the policy is in training mode (``train()`` sets it; rollouts and
 evaluation do not), so the gradient of the learner's total objective
@@ -130,9 +131,21 @@ class ContinualMethod:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         pass
 
+    def penalty_grad_(self, policy: ActorCriticPolicy) -> th.Tensor | None:
+        """Add ``d penalty / d theta`` to the parameters' ``.grad`` and return the penalty's
+        detached value (``None``: no penalty). Default: back-propagate ``penalty``;
+        quadratic penalties override it with their closed-form gradient."""
+        penalty = self.penalty(policy)
+        if penalty is None:
+            return None
+        penalty.backward()
+        return penalty.detach()
+
     def total_loss(self, policy: ActorCriticPolicy, batch_size: int) -> th.Tensor | None:
         """``penalty + extra_loss`` (``None`` when both are absent)."""
-        terms = [t for t in (self.penalty(policy), self.extra_loss(policy, batch_size)) if t is not None]
+        terms = [
+            t for t in (self.penalty(policy), self.extra_loss(policy, batch_size)) if t is not None
+        ]
         if not terms:
             return None
         return terms[0] if len(terms) == 1 else sum(terms[1:], terms[0])
@@ -161,11 +174,13 @@ def install_loss_hook(model: OnPolicyAlgorithm, method: ContinualMethod) -> None
         policy = model.policy
         if not policy.training:
             return
-        loss = method.total_loss(policy, learner_batch_size(model))
-        if loss is not None:
-            loss.backward()
-            if getattr(model, "_logger", None) is not None:
-                model.logger.record("train/cl_loss", float(loss.detach()))
+        value = method.penalty_grad_(policy)
+        extra = method.extra_loss(policy, learner_batch_size(model))
+        if extra is not None:
+            extra.backward()
+            value = extra.detach() if value is None else value + extra.detach()
+        if value is not None and getattr(model, "_logger", None) is not None:
+            model.logger.record("train/cl_loss", float(value))
 
     optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
     optimizer._cl_hooked = method  # type: ignore[attr-defined]
@@ -207,8 +222,14 @@ class ContinualMethodCallback(BaseCallback):
             if infos and infos[0].get("task_switched"):
                 info = infos[0]
                 stub = Segment(-1, int(info.get("cycle", 0)), -1, "", -1, self.num_timesteps)
-                now = Segment(-1, int(info.get("cycle", 0)), int(info.get("task_id", -1)),
-                              str(info.get("task_name", "")), self.num_timesteps, -1)
+                now = Segment(
+                    -1,
+                    int(info.get("cycle", 0)),
+                    int(info.get("task_id", -1)),
+                    str(info.get("task_name", "")),
+                    self.num_timesteps,
+                    -1,
+                )
                 self.method.on_task_switch(TaskSwitch(stub, now, self.num_timesteps))
         return True
 
@@ -270,7 +291,8 @@ def unsubscribe_all(unsubscribers: list[Callable[[], None]]) -> None:
 
 
 def flat_obs(observations: Any, index: np.ndarray | slice | None = None) -> Any:
-    """Rows of a time-major ``(T, E, ...)`` observation array (or dict) flattened to ``(T*E, ...)``."""
+    """Rows of a time-major ``(T, E, ...)`` observation array (or dict) flattened to
+    ``(T*E, ...)``."""
     if isinstance(observations, dict):
         return {k: flat_obs(v, index) for k, v in observations.items()}
     flat = observations.reshape(-1, *observations.shape[2:])

@@ -31,7 +31,7 @@ import torch as th
 from gymnasium import spaces
 
 from baselines_sb3.cl.base import ContinualMethod, Rollout, logits_and_values
-from baselines_sb3.learners import vtrace_targets
+from baselines_sb3.vtrace import vtrace_targets
 
 
 class _FileArray:
@@ -51,7 +51,9 @@ class _FileArray:
         os.pwrite(self.fd, data.tobytes(), slot * self.slot_bytes)
 
     def read(self, slot: int, start: int, length: int) -> np.ndarray:
-        raw = os.pread(self.fd, length * self.row_bytes, slot * self.slot_bytes + start * self.row_bytes)
+        raw = os.pread(
+            self.fd, length * self.row_bytes, slot * self.slot_bytes + start * self.row_bytes
+        )
         return np.frombuffer(raw, dtype=self.dtype).reshape(length, *self.shape[2:])
 
     def close(self) -> None:
@@ -94,12 +96,21 @@ class ReservoirBuffer:
         seed: seed of the reservoir and of sampling.
     """
 
-    def __init__(self, capacity: int, unroll_length: int, observation_space: spaces.Space,
-                 num_actions: int, disk_dir: str | os.PathLike[str] | None = None, seed: int = 0):
+    def __init__(
+        self,
+        capacity: int,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        disk_dir: str | os.PathLike[str] | None = None,
+        seed: int = 0,
+    ):
         self.unroll_length = int(unroll_length)
         self.slots = int(capacity) // self.unroll_length
         if self.slots < 1:
-            raise ValueError(f"CLEAR buffer of {capacity} transitions holds no unroll of {unroll_length}")
+            raise ValueError(
+                f"CLEAR buffer of {capacity} transitions holds no unroll of {unroll_length}"
+            )
         self.capacity = self.slots * self.unroll_length
         self.disk_dir = Path(disk_dir) if disk_dir is not None else None
         s, t = self.slots, self.unroll_length
@@ -108,7 +119,9 @@ class ReservoirBuffer:
             shape = (s, t, *(sp.shape or ()))
             dtype = np.int64 if isinstance(sp, spaces.Discrete) else sp.dtype
             if self.disk_dir is not None and isinstance(sp, spaces.Box):
-                self.obs[key] = _FileArray(self.disk_dir / f"obs{('_' + key) if key else ''}.bin", shape, dtype)
+                self.obs[key] = _FileArray(
+                    self.disk_dir / f"obs{('_' + key) if key else ''}.bin", shape, dtype
+                )
             else:
                 self.obs[key] = _MemArray(shape, dtype)
         self.actions = np.zeros((s, t), dtype=np.int32)
@@ -130,8 +143,15 @@ class ReservoirBuffer:
         j = int(self.rng.integers(self.seen))
         return j if j < self.slots else None
 
-    def add(self, obs: Mapping[str, np.ndarray], actions: np.ndarray, logits: np.ndarray,
-            values: np.ndarray, rewards: np.ndarray, starts: np.ndarray) -> None:
+    def add(
+        self,
+        obs: Mapping[str, np.ndarray],
+        actions: np.ndarray,
+        logits: np.ndarray,
+        values: np.ndarray,
+        rewards: np.ndarray,
+        starts: np.ndarray,
+    ) -> None:
         """Offer ``E`` unrolls given time-major ``(T, E, ...)`` arrays."""
         for e in range(actions.shape[1]):
             slot = self.offer()
@@ -152,8 +172,12 @@ class ReservoirBuffer:
         slots = self.rng.integers(self.size, size=num_windows)
         starts = self.rng.integers(self.unroll_length - window + 1, size=num_windows)
         idx = starts[:, None] + np.arange(window)
-        out: dict[str, Any] = {"obs": {k: np.stack([a.read(s, o, window) for s, o in zip(slots, starts)], axis=1)
-                                       for k, a in self.obs.items()}}
+        out: dict[str, Any] = {
+            "obs": {
+                k: np.stack([a.read(s, o, window) for s, o in zip(slots, starts, strict=False)], axis=1)
+                for k, a in self.obs.items()
+            }
+        }
         rows = slots[:, None]
         for name in ("actions", "logits", "values", "rewards", "starts"):
             out[name] = np.swapaxes(getattr(self, name)[rows, idx], 0, 1)
@@ -163,13 +187,22 @@ class ReservoirBuffer:
     @property
     def resident_bytes(self) -> int:
         """Bytes held in RAM by the buffer's arrays (observations excluded when on disk)."""
-        small = sum(a.nbytes for a in (self.actions, self.logits, self.values, self.rewards, self.starts))
+        small = sum(
+            a.nbytes for a in (self.actions, self.logits, self.values, self.rewards, self.starts)
+        )
         return small + sum(a.nbytes for a in self.obs.values())
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"seen": self.seen, "size": self.size, "rng": self.rng.bit_generator.state,
-                 "actions": self.actions, "logits": self.logits, "values": self.values,
-                 "rewards": self.rewards, "starts": self.starts}
+        state = {
+            "seen": self.seen,
+            "size": self.size,
+            "rng": self.rng.bit_generator.state,
+            "actions": self.actions,
+            "logits": self.logits,
+            "values": self.values,
+            "rewards": self.rewards,
+            "starts": self.starts,
+        }
         state["obs"] = {k: a.array for k, a in self.obs.items() if isinstance(a, _MemArray)}
         return state
 
@@ -202,9 +235,16 @@ class CLEAR(ContinualMethod):
     name = "clear"
     needs_task_boundaries = False
 
-    def __init__(self, buffer_size: int, policy_cloning: float = 0.01, value_cloning: float = 0.005,
-                 replay_ratio: float = 0.5, replay_unroll: int | None = None,
-                 disk_dir: str | os.PathLike[str] | None = None, seed: int = 0):
+    def __init__(
+        self,
+        buffer_size: int,
+        policy_cloning: float = 0.01,
+        value_cloning: float = 0.005,
+        replay_ratio: float = 0.5,
+        replay_unroll: int | None = None,
+        disk_dir: str | os.PathLike[str] | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         if not 0.0 <= replay_ratio < 1.0:
             raise ValueError(f"replay_ratio must be in [0, 1), got {replay_ratio}")
@@ -227,18 +267,37 @@ class CLEAR(ContinualMethod):
         self.ent_coef = float(getattr(model, "ent_coef", 0.01))
         self.reduction = getattr(model, "loss_reduction", "mean")
         if self.buffer is None:
-            self.buffer = ReservoirBuffer(self.buffer_size, n_steps, policy.observation_space,
-                                          int(policy.action_space.n), self.disk_dir, self.seed)
+            self.buffer = ReservoirBuffer(
+                self.buffer_size,
+                n_steps,
+                policy.observation_space,
+                int(policy.action_space.n),
+                self.disk_dir,
+                self.seed,
+            )
 
     def on_rollout_end(self, rollout: Rollout) -> None:
-        obs = rollout.observations if isinstance(rollout.observations, dict) else {"": rollout.observations}
-        flat = {k: th.as_tensor(v.reshape(-1, *v.shape[2:]), device=self.policy.device) for k, v in obs.items()}
+        obs = (
+            rollout.observations
+            if isinstance(rollout.observations, dict)
+            else {"": rollout.observations}
+        )
+        flat = {
+            k: th.as_tensor(v.reshape(-1, *v.shape[2:]), device=self.policy.device)
+            for k, v in obs.items()
+        }
         with th.no_grad():
-            logits, _ = logits_and_values(self.policy, flat if "" not in flat else flat[""])
+            logits, _ = logits_and_values(self.policy, flat.get("", flat))
         t, e = rollout.num_steps, rollout.num_envs
         stored = {k: v.reshape(t, e, *v.shape[2:]) for k, v in obs.items()}
-        self.buffer.add(stored, rollout.actions, logits.cpu().numpy().reshape(t, e, -1),
-                        rollout.values, rollout.rewards, rollout.episode_starts.astype(bool))
+        self.buffer.add(
+            stored,
+            rollout.actions,
+            logits.cpu().numpy().reshape(t, e, -1),
+            rollout.values,
+            rollout.rewards,
+            rollout.episode_starts.astype(bool),
+        )
 
     def extra_loss(self, policy, batch_size: int) -> th.Tensor | None:
         if self.buffer is None or self.buffer.size == 0 or self.replay_ratio == 0:
@@ -252,9 +311,11 @@ class CLEAR(ContinualMethod):
         """V-trace actor-critic loss + cloning on a replay batch (time-major ``(T, W)``)."""
         dev = policy.device
         t_len, w = batch["rewards"].shape
-        obs = {k: th.as_tensor(v.reshape(t_len * w, *v.shape[2:]), device=dev).float()
-               for k, v in batch["obs"].items()}
-        logits, values = logits_and_values(policy, obs if "" not in obs else obs[""])
+        obs = {
+            k: th.as_tensor(v.reshape(t_len * w, *v.shape[2:]), device=dev).float()
+            for k, v in batch["obs"].items()
+        }
+        logits, values = logits_and_values(policy, obs.get("", obs))
         log_pi = th.log_softmax(logits, dim=-1)
         mu_logits = th.as_tensor(batch["logits"], device=dev).reshape(t_len * w, -1)
         log_mu = th.log_softmax(mu_logits, dim=-1)
@@ -266,8 +327,14 @@ class CLEAR(ContinualMethod):
         v = values.view(t_len, w)
         # bootstrap from the window's last state; its own transition is not trained on
         discounts = self.gamma * (1.0 - starts[1:])
-        vs, pg_adv = vtrace_targets(behaviour_lp.view(t_len, w)[:-1], target_lp.detach().view(t_len, w)[:-1],
-                                    rewards[:-1], v.detach()[:-1], v.detach()[-1], discounts)
+        vs, pg_adv = vtrace_targets(
+            behaviour_lp.view(t_len, w)[:-1],
+            target_lp.detach().view(t_len, w)[:-1],
+            rewards[:-1],
+            v.detach()[:-1],
+            v.detach()[-1],
+            discounts,
+        )
         reduce = th.sum if self.reduction == "sum" else th.mean
         n = (t_len - 1) * w
         pg_loss = -reduce(pg_adv.flatten() * target_lp.view(t_len, w)[:-1].flatten())
@@ -276,8 +343,13 @@ class CLEAR(ContinualMethod):
         entropy = -(probs * log_pi).sum(-1)
         kl = (log_mu.exp() * (log_mu - log_pi)).sum(-1)
         value_clone = (values - th.as_tensor(batch["values"], device=dev).flatten()).pow(2)
-        loss = (pg_loss + self.vf_coef * value_loss - self.ent_coef * reduce(entropy[: n])
-                + self.policy_cloning * reduce(kl) + self.value_cloning * reduce(value_clone))
+        loss = (
+            pg_loss
+            + self.vf_coef * value_loss
+            - self.ent_coef * reduce(entropy[:n])
+            + self.policy_cloning * reduce(kl)
+            + self.value_cloning * reduce(value_clone)
+        )
         return loss
 
     def state_dict(self) -> dict[str, Any]:

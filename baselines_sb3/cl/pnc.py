@@ -48,7 +48,7 @@ class _KnowledgeBaseEWC(QuadraticPenalty):
             logits, _ = policy.kb_logits_and_values(_select(obs, i))
             dist = th.distributions.Categorical(logits=logits)
             log_prob = dist.log_prob(dist.sample()).sum()
-            for (name, _), g in zip(params, th.autograd.grad(log_prob, tensors, allow_unused=True)):
+            for (name, _), g in zip(params, th.autograd.grad(log_prob, tensors, allow_unused=True), strict=False):
                 if g is not None:
                     fisher[name] += g.pow(2)
         return {k: v / n for k, v in fisher.items()}
@@ -66,12 +66,26 @@ class ProgressCompress(ContinualMethod):
     name = "pnc"
     needs_task_boundaries = True
 
-    def __init__(self, lam: float = 3000.0, gamma: float = 0.99, normalize: bool = True,
-                 num_samples: int = 100, kl_cost: float = 1.0, min_task_steps: int = 0, seed: int = 0):
+    def __init__(
+        self,
+        lam: float = 3000.0,
+        gamma: float = 0.99,
+        normalize: bool = True,
+        num_samples: int = 100,
+        kl_cost: float = 1.0,
+        min_task_steps: int = 0,
+        seed: int = 0,
+    ):
         super().__init__()
         self.kl_cost = float(kl_cost)
-        self.kb_ewc = _KnowledgeBaseEWC(lam, num_samples=num_samples, min_task_steps=min_task_steps,
-                                        decay=gamma, normalize=normalize, seed=seed)
+        self.kb_ewc = _KnowledgeBaseEWC(
+            lam,
+            num_samples=num_samples,
+            min_task_steps=min_task_steps,
+            decay=gamma,
+            normalize=normalize,
+            seed=seed,
+        )
         self.midpoint = 0
         self.compress_updates = 0
 
@@ -119,7 +133,9 @@ class ProgressCompress(ContinualMethod):
                     active_logits, _ = policy.logits_and_values(obs)
                 kb_logits, _ = policy.kb_logits_and_values(obs)
                 log_active = th.log_softmax(active_logits, -1)
-                kl = (log_active.exp() * (log_active - th.log_softmax(kb_logits, -1))).sum(-1).mean()
+                kl = (
+                    (log_active.exp() * (log_active - th.log_softmax(kb_logits, -1))).sum(-1).mean()
+                )
                 loss = self.kl_cost * kl
                 penalty = self.kb_ewc.penalty(policy)
                 if penalty is not None:
@@ -130,12 +146,15 @@ class ProgressCompress(ContinualMethod):
                 policy.optimizer.step()
                 self.compress_updates += 1
         if getattr(model, "_logger", None) is not None:
-            model.logger.record("train/pnc_distill_kl", float(kl))
+            model.logger.record("train/pnc_distill_kl", float(kl.detach()))
         return True
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kb_ewc": self.kb_ewc.state_dict(), "midpoint": self.midpoint,
-                "compress_updates": self.compress_updates}
+        return {
+            "kb_ewc": self.kb_ewc.state_dict(),
+            "midpoint": self.midpoint,
+            "compress_updates": self.compress_updates,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.kb_ewc.load_state_dict(state["kb_ewc"])

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from cl_suites.errors import require
+from cl_suites.errors import require, silence_legacy_gym_banner
 
+silence_legacy_gym_banner()
 require("stable_baselines3", extra="baselines")
 
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
@@ -78,6 +79,7 @@ class SB3VecEnv(VecEnv):
                 out[i]["episode"] = {
                     "r": float(infos["episode"]["r"][i]),
                     "l": int(infos["episode"]["l"][i]),
+                    "task_id": int(infos["episode"]["task_id"][i]),
                 }
         final_obs = infos.get("final_obs")
         final_mask = infos.get("_final_obs")

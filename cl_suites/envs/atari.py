@@ -11,7 +11,8 @@ The stack, innermost first (gymnasium / ale-py wrappers where they exist):
    max-pool over the last two frames, 84x84 grayscale (``cv2.INTER_AREA``);
 3. ``gymnasium.wrappers.TimeLimit``: 10,000 agent steps per game;
 4. ``gymnasium.wrappers.RecordEpisodeStatistics``: ``info["episode"]`` at the end of each
-   whole game (all lives), with the game's unclipped return;
+   whole game (all lives), with the game's unclipped return; its length ``"l"`` counts
+   agent steps including the automatic FIRE presses and post-life-loss no-ops;
 5. ``EpisodicLife`` (training only): a life loss ends the training episode, the next
    ``reset()`` continues the same game;
 6. ``FireReset`` for games whose minimal action set has FIRE: press FIRE after every

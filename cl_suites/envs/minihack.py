@@ -15,7 +15,9 @@ Two deliberate differences from a bare ``gym.make``, both in gymnasium's semanti
 
 * seeding: NLE's ``reset(seed=s)`` does not seed NetHack. ``NetHackSeeding`` seeds
   NetHack's core and display RNGs (``reseed=False``) before every reset from a generator
-  seeded by ``reset(seed=s)``, so the same seed replays the same levels and dynamics;
+  seeded by ``reset(seed=s)``, and NLE's ``fix_moon_phase=True`` derives NetHack's
+  date-dependent effects (moon phase, Friday 13th, night) from those seeds instead of the
+  system clock, so the same seed replays the same levels and dynamics on any day;
 * the episode cap: NLE reports reaching ``max_episode_steps`` as ``terminated`` with
   ``info["end_status"] == ABORTED``; ``TruncateOnAbort`` reports it as ``truncated``.
 """
@@ -152,6 +154,7 @@ def make_minihack_env(name: str, **kwargs: Any) -> gym.Env:
         "actions": navigation_actions(),
         "reward_win": REWARD_WIN,
         "penalty_step": PENALTY_STEP,
+        "fix_moon_phase": True,
         **kwargs,
     }
     env = gym.make(env_id, disable_env_checker=True, **options)

@@ -11,8 +11,6 @@ One step is one agent step (procgen has no frame skip, so steps = frames).
 
 from __future__ import annotations
 
-import contextlib
-import io
 from typing import Any
 
 import gymnasium as gym
@@ -20,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from cl_suites.errors import require
+from cl_suites.errors import require, silence_legacy_gym_banner
 
 OBSERVATION_SPACE = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
 ACTION_SPACE = gym.spaces.Discrete(15)
@@ -33,8 +31,8 @@ def procgen_env_names() -> tuple[str, ...]:
 
 
 def _procgen():
-    with contextlib.redirect_stderr(io.StringIO()):  # old gym prints a banner on import
-        return require("procgen.env", extra="procgen")
+    silence_legacy_gym_banner()  # procgen imports the legacy gym package
+    return require("procgen.env", extra="procgen")
 
 
 def _check_game(env_name: str, options: dict[str, Any]) -> None:

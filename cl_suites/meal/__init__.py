@@ -77,7 +77,9 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
     return MealParallelEnv(suite)
 
 
-def make_batched(id_or_n: str | int | MealSuite, num_envs: int, *, autoreset: bool = True, **kwargs: Any):
+def make_batched(
+    id_or_n: str | int | MealSuite, num_envs: int, *, autoreset: bool = True, **kwargs: Any
+):
     """``num_envs`` copies of a MEAL sequence in one jitted call (``MealBatchedEnv``)."""
     from cl_suites.meal.batched import MealBatchedEnv
 

@@ -28,7 +28,9 @@ def check_actions(actions: Any, num_envs: int, num_agents: int) -> np.ndarray:
         if arr.dtype.kind == "f" and np.all(np.mod(arr, 1) == 0):
             arr = arr.astype(np.int64)
         else:
-            raise ValueError(f"actions must be integers in 0..{NUM_ACTIONS - 1}, got dtype {arr.dtype}")
+            raise ValueError(
+                f"actions must be integers in 0..{NUM_ACTIONS - 1}, got dtype {arr.dtype}"
+            )
     if arr.size and (arr.min() < 0 or arr.max() >= NUM_ACTIONS):
         bad = arr[(arr < 0) | (arr >= NUM_ACTIONS)]
         raise ValueError(f"actions must be in 0..{NUM_ACTIONS - 1}, got {bad.tolist()[:5]}")
@@ -85,6 +87,7 @@ class MealBatchedEnv:
         self.num_agents = suite.num_agents
         self.agents = suite.agents
         self.autoreset = autoreset
+        self.render_mode = None
         self.engine = engine or MealEngine(suite)
         self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
         self._state: BatchState | None = None
@@ -159,7 +162,7 @@ class MealBatchedEnv:
         coef = self.shaping_coef()
         spent = self.cursor.advance(self.num_envs)
         self._state, obs, rewards, soups = self.engine.step(self._state, actions, coef)
-        obs, rewards, soups = jax.device_get((obs, rewards, soups))
+        obs, rewards, soups = (np.array(x) for x in jax.device_get((obs, rewards, soups)))
         self._t += 1
         self._returns += rewards
         self._soups += soups
@@ -184,7 +187,9 @@ class MealBatchedEnv:
                 obs, _ = self.reset()
             else:
                 self._need_reset = True
-        info.update(self.cursor.info(task_switched=bool(spent and self.autoreset and not self.cursor.done)))
+        info.update(
+            self.cursor.info(task_switched=bool(spent and self.autoreset and not self.cursor.done))
+        )
         return obs, rewards, self._no, (self._yes if ended else self._no), info
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ makes them identical to meal-bench's ``PadObsToMax`` (zero padding, centred).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -118,6 +119,7 @@ class MealEngine:
 
         self._step = jax.jit(step)
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
+        self._concat = jax.jit(lambda parts: jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts))
 
     # -- public -------------------------------------------------------------------------
     def env_keys(self, seed: int, num_envs: int):
@@ -126,23 +128,21 @@ class MealEngine:
         return self._fold(jax.random.PRNGKey(int(seed)), jnp.arange(num_envs, dtype=jnp.uint32))
 
     def reset(self, task_ids: np.ndarray, keys) -> tuple[BatchState, Any]:
-        """Start an episode in every env: env ``j`` plays task ``task_ids[j]``.
+        """Start an episode in every env: env ``j`` plays task ``task_ids[j]`` (the envs of
+        a task must form one contiguous block, as in evaluation batches).
 
         ``keys`` are the envs' PRNG keys (carried on in the returned state).
         """
         task_ids = np.asarray(task_ids)
-        parts = []
-        for task in np.unique(task_ids):
-            rows = np.flatnonzero(task_ids == task)
-            sub = keys if len(rows) == len(task_ids) else keys[rows]
-            parts.append((rows, self._reset_fn(int(task))(sub)))
-        if len(parts) == 1:
-            env_state, new_keys, obs = parts[0][1]
-        else:  # evaluation batches mixing tasks: concatenate in row order
-            order = np.argsort(np.concatenate([rows for rows, _ in parts]))
-            env_state, new_keys, obs = jax.tree.map(
-                lambda *xs: jnp.concatenate(xs)[order], *[out for _, out in parts]
-            )
+        starts = np.flatnonzero(np.r_[True, task_ids[1:] != task_ids[:-1]])
+        if len(np.unique(task_ids)) != len(starts):
+            raise ValueError("reset needs the envs of each task in one contiguous block")
+        bounds = [*starts.tolist(), len(task_ids)]
+        parts = [
+            self._reset_fn(int(task_ids[a]))(keys if len(bounds) == 2 else keys[a:b])
+            for a, b in itertools.pairwise(bounds)
+        ]
+        env_state, new_keys, obs = parts[0] if len(parts) == 1 else self._concat(parts)
         masks = jnp.asarray(np.stack([self._padded[int(t)][1] for t in task_ids]))
         return BatchState(env_state, new_keys, masks), obs
 

@@ -61,8 +61,11 @@ class MealEvaluator:
         self.episodes = check_positive_int("episodes", episodes or suite.sequence.eval_episodes)
         self.engine = engine or MealEngine(suite)
         self.next_eval_step = first_eval_step
+        self.last_eval_step: int | None = None
         num_tasks = len(suite.layouts)
-        self.tasks_per_batch = max(1, min(num_tasks, check_positive_int("max_batch", max_batch) // self.episodes))
+        self.tasks_per_batch = max(
+            1, min(num_tasks, check_positive_int("max_batch", max_batch) // self.episodes)
+        )
         self._start = time.monotonic()
 
     def due(self, total_step: int) -> bool:
@@ -90,6 +93,7 @@ class MealEvaluator:
             for task_id, layout in enumerate(self.suite.layouts)
         ]
         self.next_eval_step = (eval_index + 1) * self.every
+        self.last_eval_step = int(total_step)
         if self.run_log is not None:
             self.run_log.log_eval(records)
         return records

@@ -98,7 +98,9 @@ class MealParallelEnv(ParallelEnv):
                 )
             raise RuntimeError("no agent is active (episode over or not started); call reset()")
         if not isinstance(actions, dict):
-            raise ValueError(f"actions must be a dict agent -> action, got {type(actions).__name__}")
+            raise ValueError(
+                f"actions must be a dict agent -> action, got {type(actions).__name__}"
+            )
         missing = [a for a in self.agents if a not in actions]
         extra = [a for a in actions if a not in self.agents]
         if missing or extra:

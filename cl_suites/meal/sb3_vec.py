@@ -91,7 +91,7 @@ class MealSB3VecEnv(VecEnv):
         self.reset_infos = [dict(base) for _ in range(self.num_envs)]
         return obs.reshape(self._obs_flat)
 
-    def seed(self, seed: int | None = None) -> Sequence[None | int]:
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
         self._seed = seed
         return [seed] * self.num_envs
 

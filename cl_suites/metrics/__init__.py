@@ -33,7 +33,12 @@ from cl_suites.metrics.l2m import (
     sample_efficiency,
     transfer,
 )
-from cl_suites.metrics.meal import meal_forgetting, meal_metrics, repetition_plasticity, score_matrix
+from cl_suites.metrics.meal import (
+    meal_forgetting,
+    meal_metrics,
+    repetition_plasticity,
+    score_matrix,
+)
 from cl_suites.metrics.preprocess import (
     causal_moving_average,
     l2m_clamp,

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cl_suites.metrics.preprocess import common_grid, interpolate_to_grid, smooth_eval
-from cl_suites.metrics.runs import MetricsInputError, metric_split
+from cl_suites.metrics.preprocess import common_grid, interpolate_matrix, smooth_eval
+from cl_suites.metrics.runs import MetricsInputError, compact, metric_split
 
 TABLE_SCALE = 10.0
 """CORA section 4.1(c): F and Z are multiplied by 10 in tables."""
@@ -58,13 +58,21 @@ def continual_eval_curves(
         Frame ``method, task_id, split, total_step, mean, sem, n`` where ``mean``/``sem``
         are over the runs (seeds) that have data at that step; ``sem`` is NaN with one run.
     """
-    smoothed = smooth_eval(eval_frame, window)
+    smoothed = smooth_eval(compact(eval_frame), window)
     grid = common_grid(smoothed, n_points)
-    long = interpolate_to_grid(smoothed, grid).dropna(subset=["value"])
-    grouped = long.groupby(["method", "task_id", "split", "total_step"], sort=True)["value"]
-    out = grouped.agg(["mean", "std", "count"]).reset_index()
-    out["sem"] = out["std"] / np.sqrt(out["count"])
-    return out.rename(columns={"count": "n"}).drop(columns="std")
+    keys, vals = interpolate_matrix(smoothed, grid)
+    wide = pd.DataFrame(vals, columns=grid)
+    by = [keys["method"], keys["task_id"], keys["split"]]
+    grouped = wide.groupby(by, sort=True, observed=True)
+    mean, std, cnt = grouped.mean(), grouped.std(ddof=1), grouped.count()
+    out = mean.stack().rename("mean").to_frame()
+    out["sem"] = (std / np.sqrt(cnt)).stack()
+    out["n"] = cnt.stack()
+    out = out.reset_index()
+    out.columns = ["method", "task_id", "split", "total_step", "mean", "sem", "n"]
+    out = out[out["n"] > 0].reset_index(drop=True)
+    out["n"] = out["n"].astype(int)
+    return out
 
 
 def _first_cycle(schedule: pd.DataFrame) -> pd.DataFrame:
@@ -89,11 +97,15 @@ def boundary_values(smoothed: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFr
     first = _first_cycle(schedule)
     bounds = np.r_[-1, first["end_step"].to_numpy()]
     runs = smoothed[["run", "task_id"]].drop_duplicates()
-    last = smoothed.groupby("run")["total_step"].max()
-    query = runs.merge(pd.DataFrame({"pos": np.arange(-1, len(first)), "bound": bounds}), how="cross")
+    last = smoothed.groupby("run", observed=True)["total_step"].max()
+    query = runs.merge(
+        pd.DataFrame({"pos": np.arange(-1, len(first)), "bound": bounds}), how="cross"
+    )
     query["bound"] = query["bound"].astype(np.int64)
-    first_step = smoothed.groupby("run")["total_step"].min()
-    query.loc[query["pos"] == -1, "bound"] = query.loc[query["pos"] == -1, "run"].map(first_step)
+    first_step = smoothed.groupby("run", observed=True)["total_step"].min()
+    query.loc[query["pos"] == -1, "bound"] = (
+        query.loc[query["pos"] == -1, "run"].map(first_step).astype(np.int64)
+    )
     query = query.sort_values("bound", kind="stable")
     right = smoothed[["run", "task_id", "total_step", "smoothed_return"]].sort_values(
         "total_step", kind="stable"
@@ -106,7 +118,7 @@ def boundary_values(smoothed: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFr
         by=["run", "task_id"],
         direction="backward",
     )
-    reached = merged["bound"] <= merged["run"].map(last)
+    reached = merged["bound"].to_numpy() <= merged["run"].map(last).astype(np.int64).to_numpy()
     merged["value"] = merged["smoothed_return"].where(reached)
     return merged[["run", "task_id", "pos", "value"]].sort_values(["run", "task_id", "pos"])
 
@@ -149,7 +161,7 @@ def cora_matrices(
     if norm_scope not in {"method", "run"}:
         raise ValueError(f"norm_scope must be 'method' or 'run', got {norm_scope!r}")
     notes: list[str] = []
-    smoothed = smooth_eval(metric_split(eval_frame, prefer_split), window)
+    smoothed = smooth_eval(metric_split(compact(eval_frame), prefer_split), window)
     first = _first_cycle(schedule)
     order = [int(t) for t in first["task_id"]]
     pos_of = {t: p for p, t in enumerate(order)}
@@ -159,14 +171,14 @@ def cora_matrices(
     wide = wide.reindex(columns=range(-1, len(order)))
     absval = smoothed.assign(a=smoothed["smoothed_return"].abs())
     if norm_scope == "method":
-        norm_m = absval.groupby(["method", "task_id"])["a"].max()
-        run_method = smoothed.groupby("run")["method"].first()
+        norm_m = absval.groupby(["method", "task_id"], observed=True)["a"].max()
+        run_method = smoothed.groupby("run", observed=True)["method"].first()
         keys = pd.MultiIndex.from_arrays(
             [wide.index.get_level_values("run").map(run_method), wide.index.get_level_values(1)]
         )
         norm = pd.Series(norm_m.reindex(keys).to_numpy(), index=wide.index)
     else:
-        norm = absval.groupby(["run", "task_id"])["a"].max().reindex(wide.index)
+        norm = absval.groupby(["run", "task_id"], observed=True)["a"].max().reindex(wide.index)
     zero = norm.to_numpy() == 0
     if zero.any():
         zero_tasks = sorted({int(t) for t in wide.index.get_level_values(1)[zero]})
@@ -185,7 +197,7 @@ def cora_matrices(
         task_max = (
             smoothed.merge(first[["task_id", "end_step"]], on="task_id")
             .query("total_step <= end_step")
-            .groupby(["run", "task_id"])["smoothed_return"]
+            .groupby(["run", "task_id"], observed=True)["smoothed_return"]
             .max()
             .reindex(wide.index)
             .to_numpy()
@@ -198,7 +210,7 @@ def cora_matrices(
     jj = np.arange(n)[None, :]
     f_mask = jj > rows[:, None]
     z_mask = jj < rows[:, None]
-    meta = smoothed.groupby("run")[["method", "seed"]].first()
+    meta = smoothed.groupby("run", observed=True)[["method", "seed"]].first()
     frames = []
     for name, vals, mask in (("F", f_vals, f_mask), ("Z", z_vals, z_mask)):
         ri, ci = np.nonzero(mask)
@@ -268,7 +280,7 @@ def cora_table(
     cnt = pd.DataFrame(0, index=labels, columns=labels, dtype=int)
     if len(v) == 0:
         return CoraTable(metric, mean, sem, cnt)
-    cell = v.groupby(["i", "j"])["value"].agg(["mean", "std", "count"])
+    cell = v.groupby(["i", "j"], observed=True)["value"].agg(["mean", "std", "count"])
     for (i, j), row in cell.iterrows():
         mean.loc[i, j] = row["mean"] * scale
         sem.loc[i, j] = row["std"] / np.sqrt(row["count"]) * scale
@@ -283,14 +295,14 @@ def cora_table(
         return m * scale, s * scale, k
 
     for key, axis in (("i", "row"), ("j", "col")):
-        per_seed = v.groupby([key, "run"])["value"].mean()
-        for label, grp in per_seed.groupby(level=0):
+        per_seed = v.groupby([key, "run"], observed=True)["value"].mean()
+        for label, grp in per_seed.groupby(level=0, observed=True):
             m, s, k = _agg(grp)
             if axis == "row":
                 mean.loc[label, "Avg"], sem.loc[label, "Avg"], cnt.loc[label, "Avg"] = m, s, k
             else:
                 mean.loc["Avg", label], sem.loc["Avg", label], cnt.loc["Avg", label] = m, s, k
-    m, s, k = _agg(v.groupby("run")["value"].mean())
+    m, s, k = _agg(v.groupby("run", observed=True)["value"].mean())
     mean.loc["Avg", "Avg"], sem.loc["Avg", "Avg"], cnt.loc["Avg", "Avg"] = m, s, k
     return CoraTable(metric, mean, sem, cnt)
 
@@ -303,7 +315,7 @@ def cora_summary(values: pd.DataFrame, order: list[int], **kwargs) -> pd.DataFra
         table-average cells of :func:`cora_table`.
     """
     rows = []
-    for method, grp in values.groupby("method", sort=True):
+    for method, grp in values.groupby("method", sort=True, observed=True):
         rec: dict[str, object] = {"method": method}
         for metric in ("F", "Z"):
             t = cora_table(grp, metric, order, **kwargs)
@@ -323,5 +335,5 @@ def final_performance(curves: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Frame ``method, task_id, split, total_step, mean, sem, n`` at each curve's last step.
     """
-    idx = curves.groupby(["method", "task_id", "split"])["total_step"].idxmax()
+    idx = curves.groupby(["method", "task_id", "split"], observed=True)["total_step"].idxmax()
     return curves.loc[idx].reset_index(drop=True)

@@ -86,13 +86,13 @@ def export_l2logger(
         run = load_run(run)
     out = Path(out_dir)
     worker_id = _WORKER_OK.sub("-", worker or f"{run.method}-seed{run.seed}")
-    names = dict(zip(run.schedule["task_id"].astype(int), run.schedule["task_name"]))
+    names = dict(zip(run.schedule["task_id"].astype(int), run.schedule["task_name"], strict=False))
     for t in run.metadata.get("tasks") or []:
         names.setdefault(int(t["task_id"]), t["task_name"])
     start = _start_time(run)
 
     ev = metric_split(run.eval)
-    wall = ev.groupby("total_step")["wall_time"].max().sort_index()
+    wall = ev.groupby("total_step", observed=True)["wall_time"].max().sort_index()
     seg = run.schedule.sort_values("start_step").reset_index(drop=True)
     bounds = np.r_[seg["start_step"].to_numpy(), seg["end_step"].to_numpy()[-1:]]
     ev_steps = wall.index.to_numpy()
@@ -174,7 +174,7 @@ def export_l2logger(
                 "task_name": [_task_label(names.get(int(t), t)) for t in b["task_id"]],
                 "task_params": [
                     json.dumps({"task_id": int(t), "split": str(sp)})
-                    for t, sp in zip(b["task_id"], b["split"])
+                    for t, sp in zip(b["task_id"], b["split"], strict=False)
                 ],
                 "exp_status": "complete",
                 "timestamp": stamps,

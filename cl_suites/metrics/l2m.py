@@ -28,6 +28,7 @@ appendix A's 10/90-percentile clamp).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -105,7 +106,7 @@ def learning_experiences(episodes: pd.DataFrame, schedule: pd.DataFrame) -> pd.D
             "perf": ep["episode_return"].to_numpy(dtype=float),
         }
     )
-    out["exp"] = out.groupby("lb").cumcount()
+    out["exp"] = out.groupby("lb", observed=True).cumcount()
     return out[["lb", "task_id", "exp", "perf"]]
 
 
@@ -168,8 +169,12 @@ def l2m_preprocess(
         lo, hi = float(ref.min()), float(ref.max())
         ranges[t] = (lo, hi)
         if normalize:
-            lx.loc[m_lx, "perf"] = l2m_normalize(lx.loc[m_lx, "perf"].to_numpy(), lo, hi, scale, offset)
-            eb.loc[m_eb, "perf"] = l2m_normalize(eb.loc[m_eb, "perf"].to_numpy(), lo, hi, scale, offset)
+            lx.loc[m_lx, "perf"] = l2m_normalize(
+                lx.loc[m_lx, "perf"].to_numpy(), lo, hi, scale, offset
+            )
+            eb.loc[m_eb, "perf"] = l2m_normalize(
+                eb.loc[m_eb, "perf"].to_numpy(), lo, hi, scale, offset
+            )
             if t in ste:
                 ste[t] = [l2m_normalize(c, lo, hi, scale, offset) for c in ste[t]]
     return L2MData(lx, eb, ste, ranges)
@@ -192,7 +197,11 @@ def _blocks(lx: pd.DataFrame) -> dict[int, np.ndarray]:
     lbv = x["lb"].to_numpy()
     perf = x["perf"].to_numpy(dtype=float)
     cuts = np.flatnonzero(lbv[1:] != lbv[:-1]) + 1
-    return {int(lbv[lo]): perf[lo:hi] for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, lbv.size]) if hi > lo}
+    return {
+        int(lbv[lo]): perf[lo:hi]
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, lbv.size], strict=False)
+        if hi > lo
+    }
 
 
 def _eb_perf(eb: pd.DataFrame) -> pd.DataFrame:
@@ -292,7 +301,7 @@ def lifetime_transfer(values: pd.DataFrame, kind: str, measure: str = "contrast"
     v = values[(values["kind"] == kind)].dropna(subset=[measure])
     if v.empty:
         return float("nan")
-    return float(v.groupby(["source", "target"])[measure].first().mean())
+    return float(v.groupby(["source", "target"], observed=True)[measure].first().mean())
 
 
 def _task_curve(lx: pd.DataFrame, t: int) -> np.ndarray:
@@ -370,7 +379,7 @@ def recovery_times(lx: pd.DataFrame, schedule: pd.DataFrame) -> dict[int, list[i
     out: dict[int, list[int]] = {}
     for t, lbs in _task_lbs(schedule).items():
         times = []
-        for prev, cur in zip(lbs, lbs[1:]):
+        for prev, cur in itertools.pairwise(lbs):
             ref = terminal_performance(blocks.get(prev, np.empty(0)))
             block = blocks.get(cur, np.empty(0))
             if not np.isfinite(ref) or block.size == 0:
@@ -438,7 +447,7 @@ def ste_curves(ste_runs: Sequence[RunData]) -> dict[int, list[np.ndarray]]:
     out: dict[int, list[np.ndarray]] = {}
     for run in ste_runs:
         lx = learning_experiences(run.episodes, run.schedule)
-        for t, g in lx.groupby("task_id"):
+        for t, g in lx.groupby("task_id", observed=True):
             out.setdefault(int(t), []).append(g.sort_values(["lb", "exp"])["perf"].to_numpy())
     return out
 

@@ -73,7 +73,7 @@ def score_matrix(
     pivot = frame.pivot_table(index="total_step", columns="task_id", values="score").sort_index()
     steps = pivot.index.to_numpy()
     out = pd.DataFrame(index=seg["task_id"].to_numpy(), columns=pivot.columns, dtype=float)
-    for tid, end in zip(seg["task_id"], seg["end_step"]):
+    for tid, end in zip(seg["task_id"], seg["end_step"], strict=False):
         if len(steps) == 0 or steps.max() < end:
             continue
         k = np.searchsorted(steps, end, side="right") - 1
@@ -172,7 +172,7 @@ def meal_metrics(
         frame = normalize_scores(metric_split(eval_frame), normalizers)
         seg = schedule[schedule["cycle"] == cycle].sort_values("start_step")
         curves, ends = {}, {}
-        for tid, end in zip(seg["task_id"], seg["end_step"]):
+        for tid, end in zip(seg["task_id"], seg["end_step"], strict=False):
             f = frame[frame["task_id"] == tid].sort_values("total_step")
             curves[int(tid)] = f["score"].to_numpy()
             ends[int(tid)] = int(np.searchsorted(f["total_step"].to_numpy(), end, "right") - 1)
@@ -255,7 +255,7 @@ def repetition_plasticity(
     x = np.asarray(traces, dtype=float)
     if x.ndim == 2:
         x = x[None]
-    n_seeds, reps, length = x.shape
+    _n_seeds, reps, length = x.shape
     if reps < 2:
         return {"auc_loss": np.nan, "fpr": np.nan, "rauc": np.nan, "note": "needs >= 2 repeats"}
     smooth = gaussian_filter1d(x, sigma=sigma, axis=-1) if sigma > 0 else x
@@ -263,7 +263,11 @@ def repetition_plasticity(
         if variant == "code":
             auc = _auc(smooth)  # (n_seeds, R)
             base = np.nanmean(auc[:, 0])
-            loss = np.maximum(0.0, 1.0 - auc[:, 1:] / base) if base else np.full_like(auc[:, 1:], np.nan)
+            loss = (
+                np.maximum(0.0, 1.0 - auc[:, 1:] / base)
+                if base
+                else np.full_like(auc[:, 1:], np.nan)
+            )
             fpr = np.minimum(x[:, 1:, -1] / x[:, :1, -1], fpr_cap)
             fpr[~np.isfinite(fpr)] = np.nan
             rauc = auc[:, 1:] / auc[:, :1]
@@ -287,9 +291,7 @@ def repetition_plasticity(
     return out
 
 
-def sequence_plasticity(
-    traces_by_task: Mapping[int, np.ndarray], **kwargs
-) -> dict[str, float]:
+def sequence_plasticity(traces_by_task: Mapping[int, np.ndarray], **kwargs) -> dict[str, float]:
     """Sequence-level AUC-loss/FPR/RAUC: per-task values averaged over tasks (C.2)."""
     per = [repetition_plasticity(t, **kwargs) for t in traces_by_task.values()]
     return {

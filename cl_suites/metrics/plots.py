@@ -16,13 +16,13 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.colors import TwoSlopeNorm  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.ticker import EngFormatter
 
-from cl_suites.metrics.cora import CoraTable  # noqa: E402
+from cl_suites.metrics.cora import CoraTable
 
 PALETTE = ["#4d6685", "#d6b254", "#6aa66e", "#98433f", "#d28cd9", "#3b9ab2", "#8c6d31", "#555555"]
 
@@ -33,6 +33,7 @@ def plot_continual_eval(
     names: dict[int, str],
     title: str = "",
     ncols: int = 3,
+    max_points: int = 400,
 ) -> plt.Figure:
     """Continual-evaluation figure from :func:`~cl_suites.metrics.cora.continual_eval_curves`.
 
@@ -42,6 +43,7 @@ def plot_continual_eval(
         names: ``task_id -> name`` for panel titles.
         title: figure title.
         ncols: panels per row.
+        max_points: curves longer than this are drawn with a stride (display only).
     """
     tasks = sorted(names)
     methods = sorted(curves["method"].unique())
@@ -57,7 +59,7 @@ def plot_continual_eval(
         layout="constrained",
     )
     xmax = float(schedule["end_step"].max())
-    for ax, tid in zip(axes.flat, tasks):
+    for ax, tid in zip(axes.flat, tasks, strict=False):
         for _, seg in schedule[schedule["task_id"] == tid].iterrows():
             ax.axvspan(seg["start_step"], seg["end_step"], color="0.88", zorder=0, lw=0)
         sub = curves[curves["task_id"] == tid]
@@ -66,9 +68,13 @@ def plot_continual_eval(
                 c = sub[(sub["method"] == m) & (sub["split"] == split)]
                 if c.empty:
                     continue
+                stride = max(1, len(c) // max_points)
+                c = c.iloc[::stride]
                 x = c["total_step"].to_numpy()
                 y = c["mean"].to_numpy()
-                ax.plot(x, y, style, color=colour[m], lw=1.6, alpha=0.95 if split == "test" else 0.7)
+                ax.plot(
+                    x, y, style, color=colour[m], lw=1.6, alpha=0.95 if split == "test" else 0.7
+                )
                 s = c["sem"].to_numpy()
                 if np.isfinite(s).any():
                     ax.fill_between(x, y - s, y + s, color=colour[m], alpha=0.18, lw=0)
@@ -116,7 +122,7 @@ def plot_heat_table(
     goodness = -mean if table.metric == "F" else mean
     lim = np.nanmax(np.abs(goodness)) if np.isfinite(goodness).any() else 1.0
     lim = lim if lim > 0 else 1.0
-    w = max(5.0, 0.95 * len(cl) + 2.2)
+    w = max(5.0, (0.95 if len(cl) <= 8 else 1.05) * len(cl) + 2.2)
     h = max(3.0, 0.5 * len(rl) + 1.6)
     fig, ax = plt.subplots(figsize=(w, h))
     masked = np.ma.masked_invalid(goodness)
@@ -129,20 +135,27 @@ def plot_heat_table(
                 ax.text(b, a, "-", ha="center", va="center", fontsize=8, color="0.5")
                 continue
             s = sem[a, b]
-            txt = f"{m:.{digits}f}" + (f"\n±{s:.{digits}f}" if np.isfinite(s) else "")
+            sep = "\n" if len(cl) <= 8 else " "
+            txt = f"{m:.{digits}f}" + (f"{sep}±{s:.{digits}f}" if np.isfinite(s) else "")
             bold = "bold" if rl[a] == "Avg" or cl[b] == "Avg" else "normal"
             ax.text(b, a, txt, ha="center", va="center", fontsize=7.5, fontweight=bold)
     ax.axhline(len(rl) - 1.5, color="k", lw=1)
     ax.axvline(len(cl) - 1.5, color="k", lw=1)
     ax.set_xticks(range(len(cl)))
     ax.set_yticks(range(len(rl)))
-    ax.set_xticklabels([f"{c}-{names[c]}" if c != "Avg" else "Avg" for c in cl], rotation=35,
-                       ha="right", fontsize=8)
+    ax.set_xticklabels(
+        [f"{c}-{names[c]}" if c != "Avg" else "Avg" for c in cl],
+        rotation=35,
+        ha="right",
+        fontsize=8,
+    )
     ax.set_yticklabels([f"{r}-{names[r]}" if r != "Avg" else "Avg" for r in rl], fontsize=8)
     ax.set_xlabel("trained task j", fontsize=9)
     ax.set_ylabel("evaluated task i", fontsize=9)
-    label = "Forgetting F (x10, red = forgetting)" if table.metric == "F" else (
-        "Zero-shot transfer Z (x10, green = positive transfer)"
+    label = (
+        "Forgetting F (x10, red = forgetting)"
+        if table.metric == "F"
+        else ("Zero-shot transfer Z (x10, green = positive transfer)")
     )
     ax.set_title(f"{title}\n{label}" if title else label, fontsize=10)
     fig.tight_layout()

@@ -55,6 +55,24 @@ def causal_moving_average(
     return (csum[idx + 1] - csum[lo]) / (idx + 1 - lo)
 
 
+def _sorted_groups(eval_frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Frame sorted by (run, task_id, split, total_step) and the group code of each row."""
+    run_codes = pd.factorize(eval_frame["run"])[0]
+    split_codes = (eval_frame["split"].to_numpy() == "test").astype(np.int64)
+    order = np.lexsort(
+        (
+            eval_frame["total_step"].to_numpy(),
+            split_codes,
+            eval_frame["task_id"].to_numpy(),
+            run_codes,
+        )
+    )
+    frame = eval_frame.iloc[order].reset_index(drop=True)
+    keys = np.stack([run_codes[order], frame["task_id"].to_numpy(), split_codes[order]], axis=1)
+    new = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)]
+    return frame, np.cumsum(new) - 1
+
+
 def smooth_eval(eval_frame: pd.DataFrame, window: int) -> pd.DataFrame:
     """Add ``smoothed_return``: causal moving average of ``mean_return`` per (run, task, split).
 
@@ -65,13 +83,10 @@ def smooth_eval(eval_frame: pd.DataFrame, window: int) -> pd.DataFrame:
     Returns:
         Copy sorted by ``run, task_id, split, total_step`` with the new column.
     """
-    frame = eval_frame.sort_values(["run", "task_id", "split", "total_step"], kind="stable")
-    keys = pd.MultiIndex.from_frame(frame[["run", "task_id", "split"]])
-    codes = pd.factorize(keys)[0]
-    frame = frame.assign(
+    frame, codes = _sorted_groups(eval_frame)
+    return frame.assign(
         smoothed_return=causal_moving_average(frame["mean_return"].to_numpy(), window, codes)
     )
-    return frame.reset_index(drop=True)
 
 
 def common_grid(eval_frame: pd.DataFrame, n_points: int | None = None) -> np.ndarray:
@@ -87,31 +102,47 @@ def common_grid(eval_frame: pd.DataFrame, n_points: int | None = None) -> np.nda
     return np.linspace(steps.min(), steps.max(), int(n_points))
 
 
+def interpolate_matrix(
+    eval_frame: pd.DataFrame, grid: np.ndarray, value: str = "smoothed_return"
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every (run, task, split) curve linearly interpolated onto ``grid`` (CORA 4.1).
+
+    No extrapolation: grid steps after a run's last eval (a run that ended early) are NaN.
+
+    Returns:
+        ``(keys, values)``: ``keys`` frame ``run, method, task_id, split`` (one row per
+        curve) and ``values`` array ``(n_curves, len(grid))``.
+    """
+    grid = np.asarray(grid, dtype=float)
+    frame, codes = _sorted_groups(eval_frame)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(frame)]
+    xs = frame["total_step"].to_numpy(dtype=float)
+    ys = frame[value].to_numpy(dtype=float)
+    out = np.empty((len(starts), grid.size))
+    for g, (lo, hi) in enumerate(zip(starts, ends, strict=False)):
+        x = xs[lo:hi]
+        if x.size == grid.size and np.array_equal(x, grid):
+            out[g] = ys[lo:hi]
+        else:
+            out[g] = np.interp(grid, x, ys[lo:hi], left=np.nan, right=np.nan)
+    keys = frame.iloc[starts][["run", "method", "task_id", "split"]].reset_index(drop=True)
+    return keys, out
+
+
 def interpolate_to_grid(
     eval_frame: pd.DataFrame, grid: np.ndarray, value: str = "smoothed_return"
 ) -> pd.DataFrame:
-    """Linearly interpolate every (run, task, split) curve onto ``grid`` (CORA section 4.1).
-
-    No extrapolation: grid steps after a run's last eval (a run that ended early) get NaN,
-    so that run simply drops out of the mean there.
+    """Long-format version of :func:`interpolate_matrix`.
 
     Returns:
-        Frame ``run, method, task_id, split, total_step, value`` (long format).
+        Frame ``run, method, task_id, split, total_step, value``.
     """
-    grid = np.asarray(grid, dtype=float)
-    out = []
-    key_cols = ["run", "method", "task_id", "split"]
-    for key, group in eval_frame.groupby(key_cols, sort=False):
-        xs = group["total_step"].to_numpy(dtype=float)
-        ys = group[value].to_numpy(dtype=float)
-        yi = np.interp(grid, xs, ys, left=np.nan, right=np.nan)
-        part = pd.DataFrame({"total_step": grid, "value": yi})
-        for col, val in zip(key_cols, key):
-            part[col] = val
-        out.append(part)
-    if not out:
-        return pd.DataFrame(columns=[*key_cols, "total_step", "value"])
-    return pd.concat(out, ignore_index=True)[[*key_cols, "total_step", "value"]]
+    keys, vals = interpolate_matrix(eval_frame, grid, value)
+    long = keys.loc[keys.index.repeat(len(grid))].reset_index(drop=True)
+    long["total_step"] = np.tile(np.asarray(grid, dtype=float), len(keys))
+    long["value"] = vals.ravel()
+    return long
 
 
 # --------------------------------------------------------------------------- L2M appendix A
@@ -195,6 +226,6 @@ def l2m_block_smooth(values: np.ndarray, block_ids: Sequence[int] | np.ndarray) 
     if x.size == 0:
         return out
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, x.size]):
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, x.size], strict=False):
         out[lo:hi] = l2m_smooth(x[lo:hi])
     return out

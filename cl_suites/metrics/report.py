@@ -41,7 +41,18 @@ from cl_suites.metrics.tables import (
     write_table,
 )
 
-L2M_KEYS = ("PM", "FT_contrast", "FT_ratio", "BT_contrast", "BT_ratio", "PR", "CG", "LB", "RP", "SE")
+L2M_KEYS = (
+    "PM",
+    "FT_contrast",
+    "FT_ratio",
+    "BT_contrast",
+    "BT_ratio",
+    "PR",
+    "CG",
+    "LB",
+    "RP",
+    "SE",
+)
 
 
 @dataclass
@@ -61,7 +72,7 @@ def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
         return {int(k): float(v) for k, v in norms.items()}, None
     if run.suite.upper().startswith("MEAL"):
         return None, None
-    mx = run.eval.assign(a=run.eval["mean_return"].abs()).groupby("task_id")["a"].max()
+    mx = run.eval.assign(a=run.eval["mean_return"].abs()).groupby("task_id", observed=True)["a"].max()
     zero = sorted(int(t) for t in mx[mx == 0].index)
     norms = {int(t): (float(v) if v > 0 else 1.0) for t, v in mx.items()}
     note = (
@@ -81,7 +92,9 @@ def _meal_per_task(run: RunData, norms: dict[int, float] | None) -> pd.DataFrame
         {
             "A": [last[t] for t in tasks],
             "P": [s.loc[t, t] for t in tasks],
-            "F": [s.loc[t, t] - last[t] if k < len(tasks) - 1 else np.nan for k, t in enumerate(tasks)],
+            "F": [
+                s.loc[t, t] - last[t] if k < len(tasks) - 1 else np.nan for k, t in enumerate(tasks)
+            ],
         },
         index=tasks,
     )
@@ -162,14 +175,16 @@ def report_from_runs(
         )
         # --- continual evaluation
         curves = cora.continual_eval_curves(frame, window, n_points)
-        png = figure_png(plot_continual_eval(curves, schedule, names, title=f"{suite}: continual evaluation"))
+        png = figure_png(
+            plot_continual_eval(curves, schedule, names, title=f"{suite}: continual evaluation")
+        )
         p = suite_dir / "continual_eval.png"
         p.write_bytes(png)
         files.append(p)
         sec += ["<h3>Continual evaluation</h3>", _img(png, "continual evaluation")]
         fp = cora.final_performance(curves)
         fp_tab = fp.assign(
-            cell=[fmt_mean_sem(m, s, 2) for m, s in zip(fp["mean"], fp["sem"])],
+            cell=[fmt_mean_sem(m, s, 2) for m, s in zip(fp["mean"], fp["sem"], strict=False)],
             task=[task_label(int(t), names) for t in fp["task_id"]],
         ).pivot_table(index="task", columns=["method", "split"], values="cell", aggfunc="first")
         fp_tab.columns = [f"{m} ({s})" for m, s in fp_tab.columns]
@@ -190,7 +205,9 @@ def report_from_runs(
             sec.append(f"<h3>{html.escape(method)} ({seeds} seed{'s' if seeds != 1 else ''})</h3>")
             for metric in ("F", "Z"):
                 tab = cora.cora_table(vals, metric, cm.order)
-                rec[f"CORA {metric}"] = fmt_mean_sem(tab.mean.loc["Avg", "Avg"], tab.sem.loc["Avg", "Avg"])
+                rec[f"CORA {metric}"] = fmt_mean_sem(
+                    tab.mean.loc["Avg", "Avg"], tab.sem.loc["Avg", "Avg"]
+                )
                 text = cora_text_table(tab, names)
                 stem = suite_dir / f"{method}_{metric}"
                 files += write_table(text, stem, f"{suite} {method}: {metric} (x10)")
@@ -243,7 +260,9 @@ def report_from_runs(
     summary = pd.DataFrame(summary_rows).set_index(["suite", "method"])
     files += write_table(summary, out / "summary", "Summary (mean ± SEM over seeds)")
     notes_md = out / "notes.md"
-    notes_md.write_text("# Notes\n\n" + "".join(f"* {n}\n" for n in notes) if notes else "# Notes\n\nNone.\n")
+    notes_md.write_text(
+        "# Notes\n\n" + "".join(f"* {n}\n" for n in notes) if notes else "# Notes\n\nNone.\n"
+    )
     files.append(notes_md)
     page = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>cl-suites report</title>",
@@ -256,7 +275,8 @@ def report_from_runs(
         _html_table(summary),
         "<h2>Notes</h2>",
         "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in notes) + "</ul>"
-        if notes else "<p>None.</p>",
+        if notes
+        else "<p>None.</p>",
         *sections,
         "</body></html>",
     ]
@@ -283,7 +303,9 @@ def build_report(
     if not dirs:
         raise MetricsInputError("no run directories given")
     runs = [load_run(d) for d in tqdm(dirs, desc="loading runs", disable=not progress)]
-    return report_from_runs(runs, out_dir, bootstrap_reps=bootstrap_reps, seed=seed, progress=progress)
+    return report_from_runs(
+        runs, out_dir, bootstrap_reps=bootstrap_reps, seed=seed, progress=progress
+    )
 
 
 def format_summary_markdown(result: ReportResult) -> str:

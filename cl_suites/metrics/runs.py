@@ -246,7 +246,7 @@ def task_names(runs: Sequence[RunData]) -> dict[int, str]:
     """``task_id -> task_name`` from the runs' schedules (first run wins)."""
     names: dict[int, str] = {}
     for run in runs:
-        for tid, name in zip(run.schedule["task_id"], run.schedule["task_name"]):
+        for tid, name in zip(run.schedule["task_id"], run.schedule["task_name"], strict=False):
             names.setdefault(int(tid), str(name))
     return dict(sorted(names.items()))
 
@@ -261,15 +261,33 @@ def metric_split(eval_frame: pd.DataFrame, prefer: str = "test") -> pd.DataFrame
     """
     has_pref = (
         eval_frame.assign(_p=eval_frame["split"] == prefer)
-        .groupby(["run", "task_id"])["_p"]
+        .groupby(["run", "task_id"], observed=True)["_p"]
         .transform("any")
     )
     keep = np.where(has_pref, eval_frame["split"] == prefer, eval_frame["split"] == "train")
     return eval_frame[keep]
 
 
+CATEGORY_COLUMNS = ("run", "method", "suite", "split", "task_name")
+
+
+def compact(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its label columns as categoricals (fast grouping; same values)."""
+    todo = [
+        c
+        for c in CATEGORY_COLUMNS
+        if c in frame and not isinstance(frame[c].dtype, pd.CategoricalDtype)
+    ]
+    if not todo:
+        return frame
+    return frame.assign(**{c: frame[c].astype("category") for c in todo})
+
+
 def combined_eval(runs: Sequence[RunData]) -> pd.DataFrame:
-    """All runs' eval frames stacked (columns: run, eval columns, method, suite, seed)."""
+    """All runs' eval frames stacked (columns: run, eval columns, method, suite, seed).
+
+    Label columns are categoricals (see :func:`compact`).
+    """
     if not runs:
         raise MetricsInputError("no runs given")
-    return pd.concat([r.eval for r in runs], ignore_index=True)
+    return compact(pd.concat([r.eval for r in runs], ignore_index=True))

@@ -1,12 +1,10 @@
 """Statistics across seeds: mean with standard error, and IQM with bootstrap intervals.
 
 * :func:`mean_sem` - mean and standard error of the mean (``ddof=1``), as CORA reports.
-* :func:`iqm_interval` - interquartile mean (rliable's ``aggregate_iqm``) with a stratified
-  bootstrap percentile confidence interval (Agarwal et al. 2021, the estimator rliable's
-  ``get_interval_estimates`` implements). Runs are resampled with replacement within each
-  task (the strata). The bootstrap is drawn here with numpy from a seeded generator so it is
-  deterministic and vectorised; ``rliable.library`` cannot be imported with pandas 3 (its
-  dependency ``arch`` < 8 fails to import).
+* :func:`iqm_interval` - interquartile mean (rliable's ``aggregate_iqm``) with rliable's
+  stratified-bootstrap percentile confidence interval (Agarwal et al. 2021,
+  ``rliable.library.get_interval_estimates``): runs are resampled with replacement within
+  each task (the strata), from a seeded generator so intervals are reproducible.
 """
 
 from __future__ import annotations
@@ -14,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from rliable import library as rly_library
 from rliable import metrics as rly_metrics
-from scipy import stats as sps
 
 
 def mean_sem(values: np.ndarray | list[float]) -> tuple[float, float, int]:
@@ -32,11 +30,6 @@ def mean_sem(values: np.ndarray | list[float]) -> tuple[float, float, int]:
     if n == 1:
         return float(x[0]), float("nan"), 1
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(n)), n
-
-
-def _iqm_rows(samples: np.ndarray) -> np.ndarray:
-    """IQM of each row of a 2-D array (25% trimmed mean of the flattened row)."""
-    return sps.trim_mean(samples, 0.25, axis=1)
 
 
 def iqm_interval(
@@ -62,12 +55,21 @@ def iqm_interval(
     n_runs, n_tasks = x.shape
     if n_runs == 1:
         return point, point, point
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_runs, size=(reps, n_runs, n_tasks))
-    boot = x[idx, np.arange(n_tasks)[None, None, :]].reshape(reps, -1)
-    values = _iqm_rows(boot)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(values, [alpha, 1 - alpha])
+    # rliable 1.2's StratifiedBootstrap draws its indices from numpy's *global* RNG and
+    # ignores ``random_state``: seed the global RNG for the call and restore it after.
+    global_state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        _, intervals = rly_library.get_interval_estimates(
+            {"scores": x},
+            rly_metrics.aggregate_iqm,
+            reps=reps,
+            confidence_interval_size=confidence,
+            random_state=np.random.RandomState(seed),
+        )
+    finally:
+        np.random.set_state(global_state)
+    low, high = intervals["scores"][:, 0]
     return point, float(low), float(high)
 
 

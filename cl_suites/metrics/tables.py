@@ -88,8 +88,14 @@ def to_latex(frame: pd.DataFrame, caption: str | None = None) -> str:
 
     def tex(v: object) -> str:
         s = str(v)
-        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
-                     ("#", r"\#"), ("$", r"\$")):
+        for a, b in (
+            ("\\", r"\textbackslash{}"),
+            ("&", r"\&"),
+            ("%", r"\%"),
+            ("_", r"\_"),
+            ("#", r"\#"),
+            ("$", r"\$"),
+        ):
             s = s.replace(a, b)
         return s.replace("±", r"$\pm$")
 
@@ -98,8 +104,12 @@ def to_latex(frame: pd.DataFrame, caption: str | None = None) -> str:
     lines = []
     if caption:
         lines.append(f"% {caption}")
-    lines += [r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule",
-              " & ".join(head) + r" \\", r"\midrule"]
+    lines += [
+        r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(tex(v) for v in row) + r" \\" for row in df.astype(str).to_numpy()]
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"

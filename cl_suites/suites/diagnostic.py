@@ -56,7 +56,8 @@ class CueEnv(gym.Env):
         self.n_actions = n_actions
         self.episode_length = episode_length
         self.show_task = show_task
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (n_actions + n_tasks,), np.float32)
+        self.context_scale = 3.0
+        self.observation_space = gym.spaces.Box(0.0, 3.0, (n_actions + n_tasks,), np.float32)
         self.action_space = gym.spaces.Discrete(n_actions)
         self._cue = 0
         self._t = 0
@@ -65,7 +66,7 @@ class CueEnv(gym.Env):
         obs = np.zeros(self.n_actions + self.n_tasks, dtype=np.float32)
         obs[self._cue] = 1.0
         if self.show_task:
-            obs[self.n_actions + self.shift % self.n_tasks] = 1.0
+            obs[self.n_actions + self.shift % self.n_tasks] = self.context_scale
         return obs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -75,7 +76,7 @@ class CueEnv(gym.Env):
         return self._obs(), {}
 
     def step(self, action: Any):
-        reward = float(int(action) == (self._cue + self.shift) % self.n_actions)
+        reward = 1.0 if int(action) == (self._cue + self.shift) % self.n_actions else -1.0
         self._t += 1
         self._cue = int(self.np_random.integers(self.n_actions))
         truncated = self._t >= self.episode_length

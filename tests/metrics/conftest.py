@@ -35,24 +35,41 @@ def write_run(
     ``returns`` is either a function ``(task_id, split, step) -> mean return`` or an array
     ``[task_id, eval_index]`` (train split; test = train + 0.5).
     """
-    tasks = [{"task_id": t, "task_name": f"task{t}", "splits": list(splits)} for t in range(n_tasks)]
+    tasks = [
+        {"task_id": t, "task_name": f"task{t}", "splits": list(splits)} for t in range(n_tasks)
+    ]
     schedule = []
     k = 0
     for c in range(cycles):
         for t in range(n_tasks):
             schedule.append(
-                {"index": k, "cycle": c, "task_id": t, "task_name": f"task{t}",
-                 "start_step": k * steps_per_task, "end_step": (k + 1) * steps_per_task}
+                {
+                    "index": k,
+                    "cycle": c,
+                    "task_id": t,
+                    "task_name": f"task{t}",
+                    "start_step": k * steps_per_task,
+                    "end_step": (k + 1) * steps_per_task,
+                }
             )
             k += 1
     total = k * steps_per_task
     meta = {
-        "suite_id": f"CLSuite/{suite}-v0", "suite": suite, "method": method, "seed": seed,
-        "env_kwargs": {}, "tasks": tasks, "schedule": schedule,
-        "steps_per_task": steps_per_task, "cycles": cycles, "eval_every": eval_every,
-        "eval_episodes": 10, "num_envs": 1,
+        "suite_id": f"CLSuite/{suite}-v0",
+        "suite": suite,
+        "method": method,
+        "seed": seed,
+        "env_kwargs": {},
+        "tasks": tasks,
+        "schedule": schedule,
+        "steps_per_task": steps_per_task,
+        "cycles": cycles,
+        "eval_every": eval_every,
+        "eval_episodes": 10,
+        "num_envs": 1,
         "metric_settings": {"smoothing_window": window, "return_clip_min": clip_min},
-        "start_time": "2024-01-01T00:00:00+00:00", "versions": {},
+        "start_time": "2024-01-01T00:00:00+00:00",
+        "versions": {},
     }
     meta.update(extra_meta or {})
     last = total if stop_step is None else stop_step
@@ -65,9 +82,18 @@ def write_run(
                         v = float(returns[t, e]) + (0.5 if split == "test" else 0.0)
                     else:
                         v = returns(t, split, step)
-                    recs.append({"total_step": step, "task_id": t, "task_name": f"task{t}",
-                                 "split": split, "mean_return": v, "std_return": 0.0,
-                                 "episodes": 10, "wall_time": step / 10.0})
+                    recs.append(
+                        {
+                            "total_step": step,
+                            "task_id": t,
+                            "task_name": f"task{t}",
+                            "split": split,
+                            "mean_return": v,
+                            "std_return": 0.0,
+                            "episodes": 10,
+                            "wall_time": step / 10.0,
+                        }
+                    )
             log.log_eval(recs)
         for seg in schedule:
             if seg["start_step"] >= last:
@@ -76,8 +102,14 @@ def write_run(
             for n in range(episodes_per_segment):
                 step = seg["start_step"] + (n + 1) * steps_per_task // (episodes_per_segment + 1)
                 r = episode_return(seg["task_id"], seg["index"], n) if episode_return else float(n)
-                eps.append({"total_step": step, "task_id": seg["task_id"],
-                            "episode_return": r, "episode_length": 5})
+                eps.append(
+                    {
+                        "total_step": step,
+                        "task_id": seg["task_id"],
+                        "episode_return": r,
+                        "episode_length": 5,
+                    }
+                )
             log.log_episodes(eps)
     return run_dir
 

@@ -13,9 +13,21 @@ from .conftest import HAND, write_run
 
 def test_empty_log_is_an_error(tmp_path):
     run_dir = write_run(tmp_path / "r", returns=HAND)
-    (run_dir / "eval.csv").write_text(",".join(
-        ["total_step", "task_id", "task_name", "split", "mean_return", "std_return", "episodes",
-         "wall_time"]) + "\n")
+    (run_dir / "eval.csv").write_text(
+        ",".join(
+            [
+                "total_step",
+                "task_id",
+                "task_name",
+                "split",
+                "mean_return",
+                "std_return",
+                "episodes",
+                "wall_time",
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(MetricsInputError, match="no evaluation rows"):
         load_run(run_dir)
 
@@ -56,8 +68,9 @@ def test_run_ended_mid_sequence(tmp_path):
 def test_all_zero_task_is_defined_as_zero(tmp_path):
     vals = HAND.copy()
     vals[1] = 0.0
-    m = cora.cora_matrices(load_run(write_run(tmp_path / "r", returns=vals)).eval,
-                           load_run(tmp_path / "r").schedule, 1)
+    m = cora.cora_matrices(
+        load_run(write_run(tmp_path / "r", returns=vals)).eval, load_run(tmp_path / "r").schedule, 1
+    )
     v = m.values.set_index(["metric", "i", "j"])["value"]
     assert v["F", 1, 2] == 0.0 and v["Z", 1, 0] == 0.0
     assert any("all-zero" in n for n in m.notes)
@@ -74,7 +87,9 @@ def test_unknown_split_is_named(tmp_path):
 def test_missing_test_split_and_single_seed_in_report(tmp_path):
     a = write_run(tmp_path / "a", returns=HAND, splits=("train", "test"))
     text = (a / "eval.csv").read_text().splitlines()
-    (a / "eval.csv").write_text("\n".join(l for l in text if not (",task1,test," in l)) + "\n")
+    (a / "eval.csv").write_text(
+        "\n".join(line for line in text if ",task1,test," not in line) + "\n"
+    )
     res = build_report([a], tmp_path / "out", bootstrap_reps=50, progress=False)
     notes = "\n".join(res.notes)
     assert "single seed" in notes

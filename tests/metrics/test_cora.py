@@ -58,8 +58,10 @@ def test_table_scaling_and_single_seed_corner(hand_run):
 def _two_seed_values():
     rows = []
     for run, vals in (("a", (0.1, 0.3, 0.2)), ("b", (0.3, 0.5, 0.6))):
-        for (i, j), v in zip(((0, 1), (0, 2), (1, 2)), vals):
-            rows.append({"run": run, "method": "m", "seed": 0, "metric": "F", "i": i, "j": j, "value": v})
+        for (i, j), v in zip(((0, 1), (0, 2), (1, 2)), vals, strict=False):
+            rows.append(
+                {"run": run, "method": "m", "seed": 0, "metric": "F", "i": i, "j": j, "value": v}
+            )
     return pd.DataFrame(rows)
 
 
@@ -95,7 +97,10 @@ def test_norm_scope_method_pools_runs(tmp_path):
     ev = pd.concat([a.eval, b.eval])
     pooled = cora.cora_matrices(ev, a.schedule, 1).values
     per_run = cora.cora_matrices(ev, a.schedule, 1, norm_scope="run").values
-    f = lambda v, run: v[(v.metric == "F") & (v.i == 0) & (v.j == 1) & (v.run == run)]["value"].item()  # noqa: E731
+
+    def f(v, run):
+        return v[(v.metric == "F") & (v.i == 0) & (v.j == 1) & (v.run == run)]["value"].item()
+
     assert f(per_run, a.run_id) == pytest.approx(0.6)
     assert f(per_run, b.run_id) == pytest.approx(0.6)
     # code default: normaliser is the max over both runs of the method (20)
@@ -107,7 +112,9 @@ def test_test_split_is_used_where_it_exists(tmp_path):
     from .conftest import HAND, write_run
 
     run = load_run(write_run(tmp_path / "r", returns=HAND, splits=("train", "test")))
-    v = cora.cora_matrices(run.eval, run.schedule, 1).values.set_index(["metric", "i", "j"])["value"]
+    v = cora.cora_matrices(run.eval, run.schedule, 1).values.set_index(["metric", "i", "j"])[
+        "value"
+    ]
     # test = train + 0.5: task 0 test [0.5, 10.5, 4.5, 2.5]
     assert v["F", 0, 1] == pytest.approx((10.5 - 4.5) / 10.5)
 

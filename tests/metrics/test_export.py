@@ -20,10 +20,17 @@ def test_export_layout_and_columns(tmp_path):
     assert scen["scenario_type"] == "custom" and scen["complexity"] == "1-low"
     worker = out / "ft-seed0"
     blocks = sorted(worker.iterdir(), key=lambda p: int(p.name.split("-")[0]))
-    assert [b.name for b in blocks] == ["0-test", "1-train", "2-test", "3-train", "4-test",
-                                        "5-train", "6-test"]
+    assert [b.name for b in blocks] == [
+        "0-test",
+        "1-train",
+        "2-test",
+        "3-train",
+        "4-test",
+        "5-train",
+        "6-test",
+    ]
     frames = [pd.read_csv(b / "data-log.tsv", sep="\t") for b in blocks]
-    for b, f in zip(blocks, frames):
+    for b, f in zip(blocks, frames, strict=False):
         assert tuple(f.columns) == TSV_COLUMNS
         assert (f["block_type"] == b.name.split("-")[1]).all()
         assert (f["block_num"] == int(b.name.split("-")[0])).all()

@@ -101,9 +101,21 @@ def test_learning_experiences_and_full_metrics(tmp_path):
     lx = l2m.learning_experiences(run.episodes, run.schedule)
     assert lx.groupby("lb").size().tolist() == [10] * 9
     assert (lx.groupby("lb")["task_id"].first().to_numpy() == [0, 1, 2] * 3).all()
-    ste = load_run(write_run(tmp_path / "ste", method="ste", returns=lambda t, s, k: 1.0, n_tasks=1))
-    values, notes = l2m.l2m_metrics(run, [ste])
-    assert set(values) == {"PM", "FT_contrast", "FT_ratio", "BT_contrast", "BT_ratio", "PR",
-                           "CG", "LB", "RP", "SE"}
+    ste = load_run(
+        write_run(tmp_path / "ste", method="ste", returns=lambda t, s, k: 1.0, n_tasks=1)
+    )
+    values, _notes = l2m.l2m_metrics(run, [ste])
+    assert set(values) == {
+        "PM",
+        "FT_contrast",
+        "FT_ratio",
+        "BT_contrast",
+        "BT_ratio",
+        "PR",
+        "CG",
+        "LB",
+        "RP",
+        "SE",
+    }
     assert np.isfinite(values["PR"])  # three cycles -> two recovery times per task
     assert np.isfinite(values["RP"])

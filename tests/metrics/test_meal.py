@@ -76,8 +76,14 @@ def test_training_traces_from_episodes(tmp_path):
     from .conftest import write_run
 
     run = load_run(
-        write_run(tmp_path / "r", returns=lambda t, s, k: 0.0, n_tasks=2, cycles=2,
-                  episodes_per_segment=4, episode_return=lambda t, seg, n: float(seg))
+        write_run(
+            tmp_path / "r",
+            returns=lambda t, s, k: 0.0,
+            n_tasks=2,
+            cycles=2,
+            episodes_per_segment=4,
+            episode_return=lambda t, seg, n: float(seg),
+        )
     )
     traces = meal.training_traces(run.episodes, run.schedule, None, bins_per_segment=2)
     assert traces[0].shape == (2, 2)

@@ -12,7 +12,9 @@ from cl_suites.metrics import stats
 def test_causal_moving_average_restarts_per_group():
     x = np.array([1.0, 2, 3, 4])
     np.testing.assert_allclose(pp.causal_moving_average(x, 2), [1, 1.5, 2.5, 3.5])
-    np.testing.assert_allclose(pp.causal_moving_average(x, 2, np.array([0, 0, 1, 1])), [1, 1.5, 3, 3.5])
+    np.testing.assert_allclose(
+        pp.causal_moving_average(x, 2, np.array([0, 0, 1, 1])), [1, 1.5, 3, 3.5]
+    )
     np.testing.assert_allclose(pp.causal_moving_average(x, 20), [1, 1.5, 2, 2.5])
 
 

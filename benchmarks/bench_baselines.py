@@ -1,0 +1,151 @@
+"""Speed/memory ratios of the baselines, measured side by side in one run.
+
+    .venv/bin/python benchmarks/bench_baselines.py [--steps 12000] [--repeats 3] [--skip-disk]
+
+All rates are agent steps (env.step calls summed over the 8 sub-envs) per second of
+``model.learn`` wall time, 1 torch thread, CPU; each configuration runs ``--repeats``
+times, interleaved with the others, and the best run of each is compared (the machine is
+shared, so best-of-N is the least noisy estimate).
+
+* PPO + EWC / online EWC / L2 / MAS vs plain PPO (Diagnostic suite, 3 tasks of
+  ``steps / 3`` agent steps, n_steps=64, batch 128, 4 epochs, MLP 64x64). The penalties
+  are active after the first switch (2/3 of the run) and each switch pays its one-off
+  importance estimate (100 states); a real task is 5M+ agent steps, so the bench's
+  switch cost share (about 2 switches per ``--steps``) is an upper bound of a real run's.
+* V-trace vs SB3 A2C with the same network (``ContinualPolicy``, MLP 64x64), n_envs=8,
+  n_steps=20, learning rate, device and threads; A2C with SB3's own ``MlpPolicy`` is
+  printed for reference.
+* CLEAR buffer: resident bytes per stored transition vs raw uint8 observation bytes
+  (Procgen 64x64x3), and the disk-backed mode filled with 1M Procgen transitions
+  (resident set of the process measured with psutil/resource).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import A2C
+
+from baselines_sb3.cl import ReservoirBuffer, attach_method, make_method
+from baselines_sb3.learners import ContinualPPO, VTrace
+from baselines_sb3.policies import ContinualPolicy
+from cl_suites.api import make_vec
+from cl_suites.core.sb3_adapter import SB3VecEnv
+
+th.set_num_threads(1)
+
+
+def _env(steps, n_envs):
+    env = SB3VecEnv(make_vec("Diagnostic", n_envs, n_tasks=3, steps_per_task=steps // 3 + 1))
+    env.seed(0)
+    return env
+
+
+def ppo_rate(method_name: str | None, steps: int, n_envs: int = 8) -> float:
+    env = _env(steps, n_envs)
+    method = make_method(method_name, lam=10.0) if method_name else None
+    model = ContinualPPO(
+        ContinualPolicy,
+        env,
+        cl_method=method,
+        n_steps=64,
+        batch_size=128,
+        n_epochs=4,
+        policy_kwargs={"net_arch": [64, 64]},
+        seed=0,
+        device="cpu",
+    )
+    cb = attach_method(model, method, env) if method else None
+    t = time.perf_counter()
+    model.learn(steps - 2 * n_envs * 64, callback=cb)
+    return model.num_timesteps / (time.perf_counter() - t)
+
+
+def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) -> float:
+    env = _env(steps, n_envs)
+    kw = dict(
+        n_steps=20,
+        policy_kwargs={"net_arch": [64, 64]},
+        seed=0,
+        learning_rate=7e-4,
+        device="cpu",
+    )
+    model = cls(policy, env, **kw)
+    t = time.perf_counter()
+    model.learn(steps - 2 * n_envs * 20)
+    return model.num_timesteps / (time.perf_counter() - t)
+
+
+def buffer_memory(skip_disk: bool) -> None:
+    space = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    raw = 64 * 64 * 3
+    buf = ReservoirBuffer(100_000, 20, space, 15)
+    print(
+        f"CLEAR RAM buffer: {buf.resident_bytes / buf.capacity:.0f} B/transition = "
+        f"{buf.resident_bytes / buf.capacity / raw:.4f}x raw uint8 obs (target <= 1.1)"
+    )
+    del buf
+    if skip_disk:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        buf = ReservoirBuffer(1_000_000, 20, space, 15, disk_dir=d)
+        chunk = np.random.default_rng(0).integers(0, 255, (20, 64, 64, 64, 3), dtype=np.uint8)
+        small = np.zeros((20, 64))
+        t = time.perf_counter()
+        for _ in range(1_000_000 // (20 * 64)):
+            buf.add(
+                {"": chunk},
+                small.astype(np.int32),
+                np.zeros((20, 64, 15)),
+                small,
+                small,
+                small.astype(bool),
+            )
+        batch = buf.sample(32, 20)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        print(
+            f"CLEAR disk buffer: {buf.size * 20:,} transitions in {time.perf_counter() - t:.1f}s, "
+            f"peak RSS {rss:.2f} GiB (target < 2), sample {batch['obs'][''].shape}"
+        )
+        buf.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=12_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--skip-disk", action="store_true")
+    a = p.parse_args()
+    runs: dict[str, object] = {
+        "ppo": lambda: ppo_rate(None, a.steps),
+        **{m: (lambda m=m: ppo_rate(m, a.steps)) for m in ("ewc", "online-ewc", "l2", "mas")},
+        "a2c": lambda: ac_rate(A2C, a.steps),
+        "vtrace": lambda: ac_rate(VTrace, a.steps),
+        "a2c-mlp": lambda: ac_rate(A2C, a.steps, policy="MlpPolicy"),
+    }
+    ppo_rate(None, 2000)  # warm-up: lazy imports, allocator
+    best = {k: 0.0 for k in runs}
+    for _ in range(a.repeats):
+        for key, fn in runs.items():
+            best[key] = max(best[key], fn())
+    base = best["ppo"]
+    print(f"PPO plain: {base:,.0f} steps/s (best of {a.repeats})")
+    for m in ("ewc", "online-ewc", "l2", "mas"):
+        print(f"PPO + {m}: {best[m]:,.0f} steps/s = {best[m] / base:.3f}x plain (target >= 0.90)")
+    a2c, vt, mlp = best["a2c"], best["vtrace"], best["a2c-mlp"]
+    print(
+        f"A2C {a2c:,.0f} steps/s, V-trace {vt:,.0f} steps/s = {vt / a2c:.3f}x (target >= 1.0; "
+        f"same ContinualPolicy); A2C with SB3 MlpPolicy {mlp:,.0f} steps/s (V-trace = "
+        f"{vt / mlp:.3f}x)"
+    )
+    buffer_memory(a.skip_disk)
+
+
+if __name__ == "__main__":
+    main()
