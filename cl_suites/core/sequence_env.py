@@ -7,10 +7,10 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from cl_suites.core.task import (
+    ScheduleAccessors,
     Segment,
     SequenceCursor,
     TaskSequence,
-    TaskSwitchCallback,
     task_seed,
 )
 
@@ -40,7 +40,7 @@ def check_spaces(
             )
 
 
-class SequenceEnv(gym.Env):
+class SequenceEnv(ScheduleAccessors, gym.Env):
     """One non-stationary environment that plays a whole task sequence.
 
     The observation and action spaces are the sequence's and never change. Every
@@ -81,19 +81,6 @@ class SequenceEnv(gym.Env):
         self._segment_info: dict[str, Any] = {}
         self._episode_return = 0.0
         self._episode_length = 0
-
-    # -- public helpers ---------------------------------------------------------------
-    def schedule(self) -> tuple[Segment, ...]:
-        """Which task trains over which agent-step range (see ``TaskSequence.schedule``)."""
-        return self.cursor.segments
-
-    def on_task_switch(self, callback: TaskSwitchCallback):
-        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
-        return self.cursor.subscribe(callback)
-
-    @property
-    def current_task(self) -> Segment:
-        return self.cursor.segment
 
     # -- gymnasium API ----------------------------------------------------------------
     def reset(

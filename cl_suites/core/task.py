@@ -323,3 +323,24 @@ class SequenceCursor:
         self.total_step = int(state["total_step"])
         self.task_step = int(state["task_step"])
         self.done = bool(state["done"])
+
+
+class ScheduleAccessors:
+    """``schedule()``, ``on_task_switch()`` and ``current_task`` for any env that keeps
+    its position in a ``self.cursor`` (a ``SequenceCursor``)."""
+
+    cursor: SequenceCursor
+
+    def schedule(self) -> tuple[Segment, ...]:
+        """Exact step ranges of every segment (see ``TaskSequence.schedule``)."""
+        return self.cursor.segments
+
+    def on_task_switch(self, callback: TaskSwitchCallback) -> Callable[[], None]:
+        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
+        return self.cursor.subscribe(callback)
+
+    @property
+    def current_task(self) -> Segment:
+        """The segment being trained now."""
+        return self.cursor.segment
+

@@ -11,11 +11,11 @@ from gymnasium.vector.utils import batch_space
 
 from cl_suites.core.sequence_env import check_action, check_spaces
 from cl_suites.core.task import (
+    ScheduleAccessors,
     Segment,
     SequenceCursor,
     TaskSequence,
     TaskSpec,
-    TaskSwitchCallback,
     task_seed,
 )
 
@@ -81,7 +81,7 @@ class EpisodeTracker:
         return episode, ended.copy()
 
 
-class SequenceVectorEnv(VectorEnv):
+class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     """``num_envs`` copies of a task sequence that switch task together.
 
     The budget is counted globally: one vector step counts ``num_envs`` agent steps, and
@@ -132,19 +132,8 @@ class SequenceVectorEnv(VectorEnv):
         self._run_seed: int | None = None
         self._episodes = EpisodeTracker(self.num_envs)
         self._ones = np.ones(self.num_envs, dtype=bool)
-
-    # -- public helpers ---------------------------------------------------------------
-    def schedule(self) -> tuple[Segment, ...]:
-        """Exact agent-step ranges of every segment with this number of sub-envs."""
-        return self.cursor.segments
-
-    def on_task_switch(self, callback: TaskSwitchCallback):
-        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
-        return self.cursor.subscribe(callback)
-
-    @property
-    def current_task(self) -> Segment:
-        return self.cursor.segment
+        self._static_info: dict[str, np.ndarray] = {}
+        self._static_info_index = -1
 
     # -- VectorEnv API ----------------------------------------------------------------
     def reset(
@@ -224,8 +213,20 @@ class SequenceVectorEnv(VectorEnv):
         return infos
 
     def _add_sequence_info(self, infos: dict[str, Any], task_switched: bool) -> dict[str, Any]:
+        """Add the sequence keys; arrays that only change at a switch are built once per
+        segment and shared between steps (treat them as read-only)."""
         n = self.num_envs
-        for key, value in self.cursor.info(task_switched).items():
-            infos[key] = np.full(n, value)
-            infos["_" + key] = self._ones
+        cursor = self.cursor
+        if task_switched or cursor.done or self._static_info_index != cursor.index:
+            self._static_info = {}
+            for key, value in cursor.info(task_switched).items():
+                if key not in ("task_step", "total_step"):
+                    self._static_info[key] = np.full(n, value)
+                    self._static_info["_" + key] = self._ones
+            # the next step of this segment reports task_switched=False again
+            self._static_info_index = -1 if task_switched or cursor.done else cursor.index
+        infos.update(self._static_info)
+        infos["task_step"] = np.full(n, cursor.task_step)
+        infos["total_step"] = np.full(n, cursor.total_step)
+        infos["_task_step"] = infos["_total_step"] = self._ones
         return infos

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.task import Segment, SequenceCursor, TaskSwitchCallback, task_seed
+from cl_suites.core.task import ScheduleAccessors, SequenceCursor, task_seed
 from cl_suites.meal.engine import BatchState, MealEngine, jax
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
 
@@ -37,7 +37,7 @@ def check_actions(actions: Any, num_envs: int, num_agents: int) -> np.ndarray:
     return arr
 
 
-class MealBatchedEnv:
+class MealBatchedEnv(ScheduleAccessors):
     """A batched MEAL sequence: ``num_envs`` envs x ``num_agents`` agents.
 
     ``reset(seed=s)`` starts the sequence at step 0; ``step(actions)`` takes
@@ -101,19 +101,6 @@ class MealBatchedEnv:
         self._episode_task = 0
         self._no = np.zeros((self.num_envs, self.num_agents), dtype=bool)
         self._yes = np.ones((self.num_envs, self.num_agents), dtype=bool)
-
-    # -- schedule helpers -----------------------------------------------------------------
-    def schedule(self) -> tuple[Segment, ...]:
-        """Exact env-step ranges of every segment with this number of envs."""
-        return self.cursor.segments
-
-    def on_task_switch(self, callback: TaskSwitchCallback):
-        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
-        return self.cursor.subscribe(callback)
-
-    @property
-    def current_task(self) -> Segment:
-        return self.cursor.segment
 
     def shaping_coef(self) -> float:
         """Weight of the shaped reward at the current step (0 with sparse rewards)."""

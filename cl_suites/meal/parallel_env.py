@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.core.task import Segment, TaskSwitchCallback
+from cl_suites.core.task import ScheduleAccessors, SequenceCursor
 from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
 from cl_suites.meal.engine import MealEngine
@@ -18,7 +18,7 @@ require("pettingzoo", extra="meal")
 from pettingzoo import ParallelEnv  # noqa: E402
 
 
-class MealParallelEnv(ParallelEnv):
+class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     """A MEAL sequence (continual multi-agent Overcooked) as a PettingZoo parallel env.
 
     Agents ``agent_0 .. agent_{n-1}`` each see ``Box(0, 255, (H, W, C), uint8)``
@@ -55,22 +55,10 @@ class MealParallelEnv(ParallelEnv):
         self.action_spaces = {a: gym.spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
         self.render_mode = None
 
-    # -- schedule helpers -----------------------------------------------------------------
+    # -- schedule helpers (schedule, on_task_switch, current_task) -------------------------
     @property
-    def cursor(self):
+    def cursor(self) -> SequenceCursor:
         return self._env.cursor
-
-    def schedule(self) -> tuple[Segment, ...]:
-        """Which task trains over which env-step range."""
-        return self._env.schedule()
-
-    def on_task_switch(self, callback: TaskSwitchCallback):
-        """Subscribe ``callback(TaskSwitch)`` to task switches; returns an unsubscribe function."""
-        return self._env.on_task_switch(callback)
-
-    @property
-    def current_task(self) -> Segment:
-        return self._env.current_task
 
     # -- PettingZoo API -------------------------------------------------------------------
     def observation_space(self, agent: str) -> gym.Space:
