@@ -11,7 +11,6 @@ All steps count agent steps (``env.step`` calls summed over sub-envs).
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any

@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/bench_baselines.py [--steps 12000] [--repeats 3] [--skip-disk]
 
-All rates are agent steps (env.step calls summed over the 8 sub-envs) per second of
-``model.learn`` wall time, 1 torch thread, CPU; each configuration runs ``--repeats``
-times, interleaved with the others, and the best run of each is compared (the machine is
-shared, so best-of-N is the least noisy estimate).
+All rates are agent steps (env.step calls summed over the 8 sub-envs) per CPU second of
+the process during ``model.learn`` (``time.process_time``; one torch thread and
+in-process envs, so on an idle machine it equals wall time, and on a shared one it is not
+inflated by time spent descheduled); each configuration runs ``--repeats`` times,
+interleaved with the others, and the best run of each is compared.
 
 * PPO + EWC / online EWC / L2 / MAS vs plain PPO (Diagnostic suite, 3 tasks of
   ``steps / 3`` agent steps, n_steps=64, batch 128, 4 epochs, MLP 64x64). The penalties
@@ -62,9 +63,9 @@ def ppo_rate(method_name: str | None, steps: int, n_envs: int = 8) -> float:
         device="cpu",
     )
     cb = attach_method(model, method, env) if method else None
-    t = time.perf_counter()
+    t = time.process_time()
     model.learn(steps - 2 * n_envs * 64, callback=cb)
-    return model.num_timesteps / (time.perf_counter() - t)
+    return model.num_timesteps / (time.process_time() - t)
 
 
 def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) -> float:
@@ -77,9 +78,9 @@ def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) 
         device="cpu",
     )
     model = cls(policy, env, **kw)
-    t = time.perf_counter()
+    t = time.process_time()
     model.learn(steps - 2 * n_envs * 20)
-    return model.num_timesteps / (time.perf_counter() - t)
+    return model.num_timesteps / (time.process_time() - t)
 
 
 def buffer_memory(skip_disk: bool) -> None:
@@ -135,7 +136,7 @@ def main() -> None:
         for key, fn in runs.items():
             best[key] = max(best[key], fn())
     base = best["ppo"]
-    print(f"PPO plain: {base:,.0f} steps/s (best of {a.repeats})")
+    print(f"PPO plain: {base:,.0f} steps per CPU-s (best of {a.repeats})")
     for m in ("ewc", "online-ewc", "l2", "mas"):
         print(f"PPO + {m}: {best[m]:,.0f} steps/s = {best[m] / base:.3f}x plain (target >= 0.90)")
     a2c, vt, mlp = best["a2c"], best["vtrace"], best["a2c-mlp"]

@@ -50,7 +50,9 @@ def single_sequence(steps: int, actions: np.ndarray) -> float:
 def vec_bare(vec_steps: int, num_envs: int, actions: np.ndarray) -> float:
     with contextlib.redirect_stderr(io.StringIO()):
         from procgen import ProcgenGym3Env
-    env = ProcgenGym3Env(num=num_envs, env_name=GAME, rand_seed=0, num_threads=4, **OPTIONS)
+    env = ProcgenGym3Env(
+        num=num_envs, env_name=GAME, rand_seed=0, num_threads=4, **OPTIONS
+    )  # 4 = default_num_threads(64)
     env.observe()
     start = time.perf_counter()
     for t in range(vec_steps):

@@ -11,6 +11,7 @@ from cl_suites.core.runlog import RunLog, read_episodes, read_eval, read_metadat
 from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.core.task import Segment, TaskSequence, TaskSpec, TaskSwitch
 from cl_suites.core.vector import SequenceVectorEnv
+from cl_suites.errors import silence_legacy_gym_banner
 from cl_suites.registration import register_all
 from cl_suites.suites import SUITES, find_suite
 
@@ -37,6 +38,7 @@ __all__ = [
     "schedule",
 ]
 
+silence_legacy_gym_banner()  # procgen2 installs the legacy gym, which prints on import
 register_all()
 
 try:  # MEAL needs the "meal" extra (jax, meal-bench, pettingzoo); imported lazily inside

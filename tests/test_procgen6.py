@@ -34,7 +34,6 @@ def test_paper_defaults():
         "distribution_mode": "easy",
         "num_levels": 200,
         "start_level": 0,
-        "num_threads": 4,
     }
     assert test.keywords["num_levels"] == 0 and test.keywords["distribution_mode"] == "easy"
     assert seq.schedule()[-1].end_step == 6 * 5 * 5_000_000

@@ -174,7 +174,9 @@ class ReservoirBuffer:
         idx = starts[:, None] + np.arange(window)
         out: dict[str, Any] = {
             "obs": {
-                k: np.stack([a.read(s, o, window) for s, o in zip(slots, starts, strict=False)], axis=1)
+                k: np.stack(
+                    [a.read(s, o, window) for s, o in zip(slots, starts, strict=False)], axis=1
+                )
                 for k, a in self.obs.items()
             }
         }

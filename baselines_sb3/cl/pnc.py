@@ -48,7 +48,9 @@ class _KnowledgeBaseEWC(QuadraticPenalty):
             logits, _ = policy.kb_logits_and_values(_select(obs, i))
             dist = th.distributions.Categorical(logits=logits)
             log_prob = dist.log_prob(dist.sample()).sum()
-            for (name, _), g in zip(params, th.autograd.grad(log_prob, tensors, allow_unused=True), strict=False):
+            for (name, _), g in zip(
+                params, th.autograd.grad(log_prob, tensors, allow_unused=True), strict=False
+            ):
                 if g is not None:
                     fisher[name] += g.pow(2)
         return {k: v / n for k, v in fisher.items()}

@@ -48,7 +48,20 @@ def _check_game(env_name: str, options: dict[str, Any]) -> None:
         raise ValueError(f"distribution_mode {mode!r} is unknown; use one of {DISTRIBUTION_MODES}")
 
 
+def default_num_threads(num_envs: int) -> int:
+    """procgen worker threads for a batch of ``num_envs`` games.
+
+    Measured on a 2-core machine (starpilot, easy): one game steps fastest on the calling
+    thread (0 threads: 1.9x the rate with procgen's default of 4), small batches with 2
+    threads, and batches of 32+ with 4.
+    """
+    if num_envs == 1:
+        return 0
+    return 2 if num_envs < 32 else 4
+
+
 def _make_gym3(env_name: str, num: int, seed: int, options: dict[str, Any]):
+    options = {"num_threads": default_num_threads(num), **options}
     return _procgen().ProcgenGym3Env(num=num, env_name=env_name, rand_seed=seed, **options)
 
 

@@ -102,23 +102,33 @@ class MealSB3VecEnv(VecEnv):
         obs, rewards, terms, truncs, info = self.vector_env.step(self._actions)
         dones = (terms | truncs).reshape(-1)
         base = {k: info[k] for k in SCHEDULE_KEYS}
-        infos = [dict(base) for _ in range(self.num_envs)]
-        if "episode" in info:
+        if "episode" not in info:
+            # no slot ended: SB3 only reads these dicts during the step (episode stats,
+            # terminal observations of done slots), so every slot shares one fresh dict
+            infos = [base] * self.num_envs
+        else:  # episodes end together (time limit or task switch): one dict per slot
             ep = info["episode"]
             final = info.get("final_obs", obs)
             n = self.num_agents
             task_id = int(ep["task_id"])
-            for slot in range(self.num_envs):
-                e, i = divmod(slot, n)
-                infos[slot]["episode"] = {
-                    "r": float(ep["r"][e, i]),
-                    "l": int(ep["l"][e]),
-                    "soups": int(ep["soups"][e]),
-                    "score": float(ep["score"][e]),
-                    "task_id": task_id,
-                }
-                infos[slot]["terminal_observation"] = final[e, i]
-                infos[slot]["TimeLimit.truncated"] = bool(truncs[e, i] and not terms[e, i])
+            r, length = ep["r"].tolist(), ep["l"].tolist()
+            soups, score = ep["soups"].tolist(), ep["score"].tolist()
+            truncated = (truncs & ~terms).tolist()
+            infos = []
+            for e in range(self.num_batch_envs):
+                episode_e = (int(length[e]), int(soups[e]), float(score[e]))
+                for i in range(n):
+                    slot_info = dict(base)
+                    slot_info["episode"] = {
+                        "r": float(r[e][i]),
+                        "l": episode_e[0],
+                        "soups": episode_e[1],
+                        "score": episode_e[2],
+                        "task_id": task_id,
+                    }
+                    slot_info["terminal_observation"] = final[e, i]
+                    slot_info["TimeLimit.truncated"] = bool(truncated[e][i])
+                    infos.append(slot_info)
         return obs.reshape(self._obs_flat), rewards.reshape(-1), dones, infos
 
     def close(self) -> None:

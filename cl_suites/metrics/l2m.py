@@ -37,7 +37,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from cl_suites.metrics.preprocess import l2m_block_smooth, l2m_clamp, l2m_normalize, l2m_smooth
-from cl_suites.metrics.runs import MetricsInputError, RunData, metric_split
+from cl_suites.metrics.runs import MetricsInputError, RunData, metric_split_wide
 
 TERMINAL_FRACTION = 0.1
 """Section 2.4: terminal learning performance = mean of the last 10% of a Learning Block."""
@@ -65,22 +65,35 @@ def eval_blocks(
         Frame ``eb, step, task_id, perf``; ``eb`` 0..K (K = number of segments), ``step`` the
         boundary in agent steps; ``perf`` NaN when the run ended before the boundary.
     """
+    steps, tasks, vals = _eval_block_matrix(eval_frame, schedule, prefer_split)
+    n_eb, n_tasks = vals.shape
+    bounds = _eb_bounds(schedule)
+    return pd.DataFrame(
+        {
+            "eb": np.repeat(np.arange(n_eb), n_tasks),
+            "step": np.repeat(bounds, n_tasks),
+            "task_id": np.tile(np.asarray(tasks).astype(int), n_eb),
+            "perf": vals.ravel(),
+        }
+    )
+
+
+def _eb_bounds(schedule: pd.DataFrame) -> np.ndarray:
     seg = schedule.sort_values("start_step")
-    bounds = np.r_[seg["start_step"].to_numpy(), seg["end_step"].to_numpy()[-1:]]
-    frame = metric_split(eval_frame, prefer_split)
-    pivot = frame.pivot_table(index="total_step", columns="task_id", values="mean_return")
-    pivot = pivot.sort_index().ffill()
-    steps = pivot.index.to_numpy()
+    return np.r_[seg["start_step"].to_numpy(), seg["end_step"].to_numpy()[-1:]]
+
+
+def _eval_block_matrix(
+    eval_frame: pd.DataFrame, schedule: pd.DataFrame, prefer_split: str = "test"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Evaluation Performance as a matrix: ``(steps, task_ids, perf (n_eb, n_tasks))``."""
+    bounds = _eb_bounds(schedule)
+    steps, tasks, wide = metric_split_wide(eval_frame, prefer_split)
     last = steps.max() if len(steps) else -1
     k = np.searchsorted(steps, bounds, side="right") - 1
-    vals = pivot.to_numpy()[np.clip(k, 0, None)]
+    vals = wide[np.clip(k, 0, None)]
     vals[(k < 0) | (bounds > last)] = np.nan
-    out = pd.DataFrame(vals, columns=pivot.columns)
-    out["eb"] = np.arange(len(bounds))
-    out["step"] = bounds
-    long = out.melt(id_vars=["eb", "step"], var_name="task_id", value_name="perf")
-    long["task_id"] = long["task_id"].astype(int)
-    return long.sort_values(["eb", "task_id"]).reset_index(drop=True)
+    return steps, tasks, vals
 
 
 def learning_experiences(episodes: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFrame:
@@ -148,35 +161,36 @@ def l2m_preprocess(
     lx = data.lx.copy()
     eb = data.eb.copy()
     ste = {t: [np.asarray(c, dtype=float) for c in cs] for t, cs in data.ste.items()}
+    lx_perf = lx["perf"].to_numpy(dtype=float).copy()
+    eb_perf = eb["perf"].to_numpy(dtype=float).copy()
+    lx_task = lx["task_id"].to_numpy()
+    eb_task = eb["task_id"].to_numpy()
     if smooth and len(lx):
-        lx["perf"] = l2m_block_smooth(lx["perf"].to_numpy(), lx["lb"].to_numpy())
+        lx_perf = l2m_block_smooth(lx_perf, lx["lb"].to_numpy())
         ste = {t: [l2m_smooth(c) for c in cs] for t, cs in ste.items()}
     ranges: dict[int, tuple[float, float]] = {}
     tasks = sorted(set(lx["task_id"]) | set(eb["task_id"]) | set(ste))
+    eb_ok = ~np.isnan(eb_perf)
     for t in tasks:
-        m_lx = lx["task_id"] == t
-        m_eb = (eb["task_id"] == t) & eb["perf"].notna()
-        ref = np.concatenate(
-            [lx.loc[m_lx, "perf"].to_numpy(), eb.loc[m_eb, "perf"].to_numpy(), *ste.get(t, [])]
-        )
+        m_lx = lx_task == t
+        m_eb = (eb_task == t) & eb_ok
+        ref = np.concatenate([lx_perf[m_lx], eb_perf[m_eb], *ste.get(t, [])])
         if ref.size == 0:
             continue
         if clamp:
-            lx.loc[m_lx, "perf"], _ = l2m_clamp(lx.loc[m_lx, "perf"].to_numpy(), ref)
-            eb.loc[m_eb, "perf"], _ = l2m_clamp(eb.loc[m_eb, "perf"].to_numpy(), ref)
+            lx_perf[m_lx], _ = l2m_clamp(lx_perf[m_lx], ref)
+            eb_perf[m_eb], _ = l2m_clamp(eb_perf[m_eb], ref)
             ste[t] = [l2m_clamp(c, ref)[0] for c in ste.get(t, [])]
             ref = l2m_clamp(ref, ref)[0]
         lo, hi = float(ref.min()), float(ref.max())
         ranges[t] = (lo, hi)
         if normalize:
-            lx.loc[m_lx, "perf"] = l2m_normalize(
-                lx.loc[m_lx, "perf"].to_numpy(), lo, hi, scale, offset
-            )
-            eb.loc[m_eb, "perf"] = l2m_normalize(
-                eb.loc[m_eb, "perf"].to_numpy(), lo, hi, scale, offset
-            )
+            lx_perf[m_lx] = l2m_normalize(lx_perf[m_lx], lo, hi, scale, offset)
+            eb_perf[m_eb] = l2m_normalize(eb_perf[m_eb], lo, hi, scale, offset)
             if t in ste:
                 ste[t] = [l2m_normalize(c, lo, hi, scale, offset) for c in ste[t]]
+    lx["perf"] = lx_perf
+    eb["perf"] = eb_perf
     return L2MData(lx, eb, ste, ranges)
 
 
@@ -205,7 +219,15 @@ def _blocks(lx: pd.DataFrame) -> dict[int, np.ndarray]:
 
 
 def _eb_perf(eb: pd.DataFrame) -> pd.DataFrame:
-    return eb.pivot_table(index="eb", columns="task_id", values="perf", dropna=False)
+    """EB x task table of ``perf`` (``pivot_table(..., dropna=False)``, built with numpy)."""
+    ebs, e_idx = np.unique(eb["eb"].to_numpy(), return_inverse=True)
+    tasks, t_idx = np.unique(eb["task_id"].to_numpy(), return_inverse=True)
+    flat = e_idx.astype(np.int64) * len(tasks) + t_idx
+    if np.unique(flat).size != flat.size:  # repeated (eb, task) rows: pandas averages them
+        return eb.pivot_table(index="eb", columns="task_id", values="perf", dropna=False)
+    p = np.full((len(ebs), len(tasks)), np.nan)
+    p.ravel()[flat] = eb["perf"].to_numpy(dtype=float)
+    return pd.DataFrame(p, index=pd.Index(ebs, name="eb"), columns=pd.Index(tasks, name="task_id"))
 
 
 def terminal_performance(values: np.ndarray, fraction: float = TERMINAL_FRACTION) -> float:
@@ -236,14 +258,24 @@ def performance_maintenance(
     """
     if method not in {"mrlep", "mrtlp"}:
         raise ValueError(f"method must be 'mrlep' or 'mrtlp', got {method!r}")
-    perf = _eb_perf(eb)
-    col = {t: k for k, t in enumerate(perf.columns)}
-    row = {e: k for k, e in enumerate(perf.index)}
-    p = perf.to_numpy()
+    blocks = None
     if method == "mrtlp":
         if lx is None:
             raise ValueError("method='mrtlp' needs the LX frame")
         blocks = _blocks(lx)
+    return _performance_maintenance(_eb_perf(eb), schedule, method, blocks)
+
+
+def _performance_maintenance(
+    perf: pd.DataFrame,
+    schedule: pd.DataFrame,
+    method: str,
+    blocks: dict[int, np.ndarray] | None,
+) -> pd.Series:
+    """:func:`performance_maintenance` on the EB x task table (:func:`_eb_perf`)."""
+    col = {t: k for k, t in enumerate(perf.columns)}
+    row = {e: k for k, e in enumerate(perf.index)}
+    p = perf.to_numpy()
     out = {}
     for t, lbs in _task_lbs(schedule).items():
         if t not in col:
@@ -257,7 +289,7 @@ def performance_maintenance(
             if method == "mrlep":
                 ref = p[row[ref_e], col[t]] if ref_e in row else np.nan
             else:
-                ref = terminal_performance(blocks.get(ref_e - 1, np.empty(0)))
+                ref = terminal_performance(blocks.get(ref_e - 1, np.empty(0)))  # type: ignore[union-attr]
             vals.append(p[row[e], col[t]] - ref)
         vals = [v for v in vals if np.isfinite(v)]
         if vals:
@@ -277,7 +309,11 @@ def transfer(eb: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFrame:
         Frame ``kind ("FT"/"BT"), source, target, lb, after, before, contrast, ratio``
         in LB order (NaN where an EB is missing or a denominator is zero).
     """
-    perf = _eb_perf(eb)
+    return _transfer(_eb_perf(eb), schedule)
+
+
+def _transfer(perf: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFrame:
+    """:func:`transfer` on the EB x task table (:func:`_eb_perf`)."""
     col = {t: k for k, t in enumerate(perf.columns)}
     row = {e: k for k, e in enumerate(perf.index)}
     p = perf.to_numpy()
@@ -298,14 +334,31 @@ def transfer(eb: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFrame:
 
 def lifetime_transfer(values: pd.DataFrame, kind: str, measure: str = "contrast") -> float:
     """Lifetime FT or BT: mean over task pairs of each pair's first computable value."""
-    v = values[(values["kind"] == kind)].dropna(subset=[measure])
-    if v.empty:
+    x = values[measure].to_numpy(dtype=float)
+    keep = (values["kind"].to_numpy() == kind) & ~np.isnan(x)
+    if not keep.any():
         return float("nan")
-    return float(v.groupby(["source", "target"], observed=True)[measure].first().mean())
+    src = values["source"].to_numpy()[keep]
+    tgt = values["target"].to_numpy()[keep]
+    x = x[keep]
+    # first value of each (source, target) pair in row order, pairs in sorted order (as a
+    # sorted groupby(...).first()); lexsort is stable
+    order = np.lexsort((tgt, src))
+    src, tgt, x = src[order], tgt[order], x[order]
+    first = np.r_[True, (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])]
+    return float(pd.Series(x[first]).mean())
 
 
 def _task_curve(lx: pd.DataFrame, t: int) -> np.ndarray:
     return lx.loc[lx["task_id"] == t].sort_values(["lb", "exp"])["perf"].to_numpy(dtype=float)
+
+
+def _task_curves(lx: pd.DataFrame) -> dict[int, np.ndarray]:
+    """:func:`_task_curve` of every task of ``lx`` from one sort."""
+    x = lx.sort_values(["lb", "exp"], kind="stable")
+    task = x["task_id"].to_numpy()
+    perf = x["perf"].to_numpy(dtype=float)
+    return {int(t): perf[task == t] for t in np.unique(task)}
 
 
 def relative_performance(lx: pd.DataFrame, ste: Mapping[int, Sequence[np.ndarray]]) -> pd.Series:
@@ -314,9 +367,15 @@ def relative_performance(lx: pd.DataFrame, ste: Mapping[int, Sequence[np.ndarray
     ``RP_t`` = mean over expert runs of ``sum(LL[:m]) / sum(STE[:m])`` with ``LL`` the task's
     LXs over all its LBs in order and ``m`` the shorter length.
     """
+    return _relative_performance(_task_curves(lx), ste)
+
+
+def _relative_performance(
+    task_curves: Mapping[int, np.ndarray], ste: Mapping[int, Sequence[np.ndarray]]
+) -> pd.Series:
     out = {}
     for t, curves in ste.items():
-        ll = _task_curve(lx, t)
+        ll = task_curves.get(int(t), np.empty(0))
         vals = []
         for c in curves:
             m = min(ll.size, len(c))
@@ -346,9 +405,15 @@ def sample_efficiency(lx: pd.DataFrame, ste: Mapping[int, Sequence[np.ndarray]])
     (``ETS == 0``) is skipped; the value is 0 when the learner's saturation is below 20% of
     the expert's or its linear trend is negative. Averaged over expert runs.
     """
+    return _sample_efficiency(_task_curves(lx), ste)
+
+
+def _sample_efficiency(
+    task_curves: Mapping[int, np.ndarray], ste: Mapping[int, Sequence[np.ndarray]]
+) -> pd.Series:
     out = {}
     for t, curves in ste.items():
-        ll = _task_curve(lx, t)
+        ll = task_curves.get(int(t), np.empty(0))
         if ll.size < 2:
             continue
         slope = np.polyfit(np.arange(ll.size), ll, 1)[0]
@@ -375,7 +440,10 @@ def recovery_times(lx: pd.DataFrame, schedule: pd.DataFrame) -> dict[int, list[i
     Number of LXs until the performance is back at the previous LB's terminal learning
     performance: 0 if it starts there, ``len(block) + 1`` if it never gets there.
     """
-    blocks = _blocks(lx)
+    return _recovery_times(_blocks(lx), schedule)
+
+
+def _recovery_times(blocks: dict[int, np.ndarray], schedule: pd.DataFrame) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for t, lbs in _task_lbs(schedule).items():
         times = []
@@ -415,8 +483,12 @@ def cumulative_gain(lx: pd.DataFrame, tol: float = 0.0) -> float:
 
     A slope with ``|slope| <= tol`` (performance units per LX) counts as zero gain.
     """
+    return _cumulative_gain(_blocks(lx), tol)
+
+
+def _cumulative_gain(blocks: dict[int, np.ndarray], tol: float = 0.0) -> float:
     gains = []
-    for block in _blocks(lx).values():
+    for block in blocks.values():
         s = _slope(block)
         if np.isfinite(s):
             gains.append(0.0 if abs(s) <= tol else float(np.sign(s)))
@@ -430,10 +502,15 @@ def learn_burn(lx: pd.DataFrame) -> float:
     first); average learn rate = slope of the trend line over all LXs of the lifetime.
     NaN when the average learn rate is 0 (undefined).
     """
-    blocks = list(_blocks(lx).values())
-    burns = [_slope(b) for b in blocks[1:]]
+    return _learn_burn(_blocks(lx))
+
+
+def _learn_burn(blocks: dict[int, np.ndarray]) -> float:
+    """:func:`learn_burn` on :func:`_blocks` (blocks in LB order, LXs in time order)."""
+    arrays = list(blocks.values())
+    burns = [_slope(b) for b in arrays[1:]]
     burns = [b for b in burns if np.isfinite(b)]
-    alr = _slope(lx.sort_values(["lb", "exp"])["perf"].to_numpy(dtype=float))
+    alr = _slope(np.concatenate(arrays) if arrays else np.empty(0))
     if not burns or not np.isfinite(alr) or alr == 0:
         return float("nan")
     return float(np.mean(burns) / alr)
@@ -458,38 +535,55 @@ def l2m_metrics(
     *,
     clamp: bool = False,
     maintenance: str = "mrlep",
+    ste_lx: Mapping[int, Sequence[np.ndarray]] | None = None,
 ) -> tuple[dict[str, float], list[str]]:
     """All lifetime L2M metrics of one run (after :func:`l2m_preprocess`).
+
+    Args:
+        run: the lifelong learner's run.
+        ste_runs: single-task-expert runs of the same suite (for RP and SE).
+        clamp: apply appendix A's outlier clamp.
+        maintenance: PM reference, ``"mrlep"`` or ``"mrtlp"``.
+        ste_lx: ``ste_curves(ste_runs)`` computed once by the caller (a report scores many
+            runs against the same experts); ``None``: computed here from ``ste_runs``.
 
     Returns:
         ``(metrics, notes)``: metrics ``PM, FT_contrast, FT_ratio, BT_contrast, BT_ratio, PR,
         CG, LB, RP, SE`` (NaN where not computable) and notes saying why.
     """
+    if maintenance not in {"mrlep", "mrtlp"}:
+        raise ValueError(f"method must be 'mrlep' or 'mrtlp', got {maintenance!r}")
     notes: list[str] = []
     if run.episodes.empty:
         notes.append("no training episodes: LB-based L2M metrics are n/a")
     data = L2MData(
         learning_experiences(run.episodes, run.schedule),
         eval_blocks(run.eval, run.schedule),
-        ste_curves(ste_runs),
+        {int(t): list(cs) for t, cs in ste_lx.items()}
+        if ste_lx is not None
+        else ste_curves(ste_runs),
     )
     data = l2m_preprocess(data, clamp=clamp)
+    # derived once and shared by the metrics below
+    perf = _eb_perf(data.eb)
+    blocks = _blocks(data.lx)
     out: dict[str, float] = {}
-    pm = performance_maintenance(data.eb, run.schedule, method=maintenance, lx=data.lx)
+    pm = _performance_maintenance(perf, run.schedule, maintenance, blocks)
     out["PM"] = float(pm.mean()) if len(pm) else float("nan")
-    tr = transfer(data.eb, run.schedule)
+    tr = _transfer(perf, run.schedule)
     for kind in ("FT", "BT"):
         for measure in ("contrast", "ratio"):
             out[f"{kind}_{measure}"] = lifetime_transfer(tr, kind, measure)
-    pr = performance_recovery(recovery_times(data.lx, run.schedule))
+    pr = performance_recovery(_recovery_times(blocks, run.schedule))
     out["PR"] = float(pr.mean()) if len(pr) else float("nan")
     if not len(pr):
         notes.append("PR needs >= 3 learning blocks of a task (>= 3 cycles)")
-    out["CG"] = cumulative_gain(data.lx)
-    out["LB"] = learn_burn(data.lx)
+    out["CG"] = _cumulative_gain(blocks)
+    out["LB"] = _learn_burn(blocks)
     if data.ste:
-        rp = relative_performance(data.lx, data.ste)
-        se = sample_efficiency(data.lx, data.ste)
+        curves = _task_curves(data.lx)
+        rp = _relative_performance(curves, data.ste)
+        se = _sample_efficiency(curves, data.ste)
         out["RP"] = float(rp.mean()) if len(rp) else float("nan")
         out["SE"] = float(se.mean()) if len(se) else float("nan")
     else:

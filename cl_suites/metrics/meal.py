@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.ndimage import gaussian_filter1d
 
-from cl_suites.metrics.runs import MetricsInputError, metric_split
+from cl_suites.metrics.runs import MetricsInputError, metric_split, metric_split_wide
 
 
 def normalize_scores(
@@ -69,17 +69,26 @@ def score_matrix(
     seg = schedule[schedule["cycle"] == cycle].sort_values("start_step")
     if seg.empty:
         raise MetricsInputError(f"schedule has no cycle {cycle}")
-    frame = normalize_scores(metric_split(eval_frame, prefer_split), normalizers)
-    pivot = frame.pivot_table(index="total_step", columns="task_id", values="score").sort_index()
-    steps = pivot.index.to_numpy()
-    out = pd.DataFrame(index=seg["task_id"].to_numpy(), columns=pivot.columns, dtype=float)
-    for tid, end in zip(seg["task_id"], seg["end_step"], strict=False):
+    steps, tasks, wide = metric_split_wide(eval_frame, prefer_split)
+    if normalizers is not None:
+        norms = {int(k): float(v) for k, v in normalizers.items()}
+        bad = {k: v for k, v in norms.items() if not v > 0}
+        if bad:
+            raise MetricsInputError(f"score normalizer(s) must be > 0, got {bad}")
+        missing = sorted({int(t) for t in tasks} - set(norms))
+        if missing:
+            raise MetricsInputError(f"no score normalizer for task id(s) {missing}")
+        # same division as normalize_scores, per column (forward filling commutes with it)
+        wide = wide / np.array([norms[int(t)] for t in tasks], dtype=float)
+    row_ids = seg["task_id"].to_numpy()
+    vals = np.full((len(row_ids), len(tasks)), np.nan)
+    for tid, end in zip(row_ids, seg["end_step"], strict=False):
         if len(steps) == 0 or steps.max() < end:
             continue
         k = np.searchsorted(steps, end, side="right") - 1
         if k >= 0:
-            out.loc[tid] = pivot.iloc[: k + 1].ffill().iloc[-1].to_numpy()
-    return out
+            vals[row_ids == tid] = wide[k]
+    return pd.DataFrame(vals, index=row_ids, columns=pd.Index(tasks, name="task_id"))
 
 
 def average_performance(s: pd.DataFrame) -> float:

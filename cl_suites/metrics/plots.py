@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter
 
 from cl_suites.metrics.cora import CoraTable
@@ -34,7 +38,7 @@ def plot_continual_eval(
     title: str = "",
     ncols: int = 3,
     max_points: int = 400,
-) -> plt.Figure:
+) -> Figure:
     """Continual-evaluation figure from :func:`~cl_suites.metrics.cora.continual_eval_curves`.
 
     Args:
@@ -50,23 +54,43 @@ def plot_continual_eval(
     colour = {m: PALETTE[k % len(PALETTE)] for k, m in enumerate(methods)}
     ncols = max(1, min(ncols, len(tasks)))
     nrows = math.ceil(len(tasks) / ncols)
-    fig, axes = plt.subplots(
+    # fixed margins in inches (a layout engine would measure every tick label of every
+    # panel several times); a standalone Figure keeps no pyplot state
+    left, right, bottom, top = 0.75, 0.15, 0.95, (0.75 if title else 0.35)
+    hspace_in, wspace_in = 0.5, 0.45
+    panel_w, panel_h = 4.6 - wspace_in, 3.0 - hspace_in
+    w = left + right + ncols * panel_w + (ncols - 1) * wspace_in
+    h = bottom + top + nrows * panel_h + (nrows - 1) * hspace_in
+    fig = Figure(figsize=(w, h))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(
         nrows,
         ncols,
-        figsize=(4.6 * ncols, 3.0 * nrows + 0.9),
         squeeze=False,
         sharex=True,
-        layout="constrained",
+        gridspec_kw={
+            "left": left / w,
+            "right": 1 - right / w,
+            "bottom": bottom / h,
+            "top": 1 - top / h,
+            "wspace": wspace_in / panel_w,
+            "hspace": hspace_in / panel_h,
+        },
     )
     xmax = float(schedule["end_step"].max())
+    # one pass over the curves frame instead of a boolean filter per panel and line
+    groups = {
+        (str(m), int(t), str(sp)): g
+        for (m, t, sp), g in curves.groupby(["method", "task_id", "split"], observed=True)
+    }
+    spans = schedule[["task_id", "start_step", "end_step"]].to_numpy()
     for ax, tid in zip(axes.flat, tasks, strict=False):
-        for _, seg in schedule[schedule["task_id"] == tid].iterrows():
-            ax.axvspan(seg["start_step"], seg["end_step"], color="0.88", zorder=0, lw=0)
-        sub = curves[curves["task_id"] == tid]
+        for _, start, end in spans[spans[:, 0] == tid]:
+            ax.axvspan(start, end, color="0.88", zorder=0, lw=0)
         for m in methods:
             for split, style in (("train", "--"), ("test", "-")):
-                c = sub[(sub["method"] == m) & (sub["split"] == split)]
-                if c.empty:
+                c = groups.get((str(m), int(tid), split))
+                if c is None or c.empty:
                     continue
                 stride = max(1, len(c) // max_points)
                 c = c.iloc[::stride]
@@ -89,27 +113,28 @@ def plot_continual_eval(
         ax.set_ylabel("return", fontsize=9)
     for ax in axes[-1, :]:
         ax.set_xlabel("agent steps", fontsize=9)
-    handles = [plt.Line2D([], [], color=colour[m], lw=2, label=m) for m in methods]
+    handles = [Line2D([], [], color=colour[m], lw=2, label=m) for m in methods]
     handles += [
-        plt.Line2D([], [], color="k", ls="-", label="test split"),
-        plt.Line2D([], [], color="k", ls="--", label="train split"),
-        plt.Rectangle((0, 0), 1, 1, color="0.88", label="task trained"),
+        Line2D([], [], color="k", ls="-", label="test split"),
+        Line2D([], [], color="k", ls="--", label="train split"),
+        Rectangle((0, 0), 1, 1, color="0.88", label="task trained"),
     ]
     fig.legend(
         handles=handles,
-        loc="outside lower center",
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.05 / h),
         ncol=min(len(handles), 8),
         fontsize=9,
         frameon=False,
     )
     if title:
-        fig.suptitle(title, fontsize=12)
+        fig.suptitle(title, fontsize=12, y=1 - 0.12 / h, va="top")
     return fig
 
 
 def plot_heat_table(
     table: CoraTable, names: dict[int, str], title: str = "", digits: int = 1
-) -> plt.Figure:
+) -> Figure:
     """Heat map of an F (negative = green) or Z (positive = green) table with ± SEM text."""
     order = [c for c in table.mean.columns if c != "Avg"]
     if table.metric == "F":
@@ -122,17 +147,29 @@ def plot_heat_table(
     goodness = -mean if table.metric == "F" else mean
     lim = np.nanmax(np.abs(goodness)) if np.isfinite(goodness).any() else 1.0
     lim = lim if lim > 0 else 1.0
-    w = max(5.0, (0.95 if len(cl) <= 8 else 1.05) * len(cl) + 2.2)
-    h = max(3.0, 0.5 * len(rl) + 1.6)
-    fig, ax = plt.subplots(figsize=(w, h))
+    # fixed margins in inches around an axes sized by the cell count (tick labels up to
+    # ~14 characters, title up to ~55): tight_layout would lay out every cell text once
+    # more just to measure it
+    left, right, bottom, top = 1.3, 0.2, 1.1, (0.7 if title else 0.45)
+    ax_w = max(4.2, (0.95 if len(cl) <= 8 else 1.05) * len(cl))
+    ax_h = max(1.2, 0.5 * len(rl))
+    w, h = ax_w + left + right, ax_h + bottom + top
+    fig = Figure(figsize=(w, h))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
     masked = np.ma.masked_invalid(goodness)
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="white")
     ax.imshow(masked, cmap=cmap, norm=TwoSlopeNorm(0.0, -lim * 1.6, lim * 1.6), aspect="auto")
+    # cells without a value get a grey dash; all dashes are one marker artist (a text
+    # artist per cell costs ~2 ms to lay out and rasterise)
+    dash_r, dash_c = np.nonzero(~np.isfinite(mean))
+    if dash_r.size:
+        ax.plot(dash_c, dash_r, ls="", marker="_", ms=4, mew=0.9, color="0.5")
     for a in range(len(rl)):
         for b in range(len(cl)):
             m = mean[a, b]
             if not np.isfinite(m):
-                ax.text(b, a, "-", ha="center", va="center", fontsize=8, color="0.5")
                 continue
             s = sem[a, b]
             sep = "\n" if len(cl) <= 8 else " "
@@ -158,13 +195,13 @@ def plot_heat_table(
         else ("Zero-shot transfer Z (x10, green = positive transfer)")
     )
     ax.set_title(f"{title}\n{label}" if title else label, fontsize=10)
-    fig.tight_layout()
     return fig
 
 
-def figure_png(fig: plt.Figure, dpi: int = 110) -> bytes:
-    """Render a figure to PNG bytes and close it."""
+def figure_png(fig: Figure, dpi: int = 110) -> bytes:
+    """Render a figure to PNG bytes (and close it when pyplot manages it)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close(fig)
     return buf.getvalue()

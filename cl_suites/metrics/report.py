@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import base64
 import html
+import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +74,11 @@ def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
         return {int(k): float(v) for k, v in norms.items()}, None
     if run.suite.upper().startswith("MEAL"):
         return None, None
-    mx = run.eval.assign(a=run.eval["mean_return"].abs()).groupby("task_id", observed=True)["a"].max()
+    mx = (
+        run.eval.assign(a=run.eval["mean_return"].abs())
+        .groupby("task_id", observed=True)["a"]
+        .max()
+    )
     zero = sorted(int(t) for t in mx[mx == 0].index)
     norms = {int(t): (float(v) if v > 0 else 1.0) for t, v in mx.items()}
     note = (
@@ -105,6 +111,48 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
 
 
+def _render_continual(curves: pd.DataFrame, schedule: pd.DataFrame, names, title: str) -> bytes:
+    return figure_png(plot_continual_eval(curves, schedule, names, title=title))
+
+
+def _render_heat(table: cora.CoraTable, names, title: str) -> bytes:
+    return figure_png(plot_heat_table(table, names, title=title))
+
+
+class _Figures:
+    """Renders the report's PNGs, in worker processes when ``workers > 1``.
+
+    Figures are independent of each other and of the MEAL/L2M metrics, so rendering them
+    in a process pool overlaps matplotlib's rasterisation with the metric computation.
+    Each submitted figure gets a placeholder that :meth:`resolve` turns into its PNG (and
+    writes the file).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            # fork: the workers inherit the imported modules (no re-import of pandas and
+            # matplotlib); the jobs only touch their own arguments
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork")
+            )
+
+    def submit(self, path: Path, alt: str, fn: Callable[..., bytes], *args) -> dict:
+        job = self._pool.submit(fn, *args) if self._pool else None
+        return {"path": path, "alt": alt, "job": job, "fn": fn, "args": args}
+
+    @staticmethod
+    def resolve(item: dict) -> str:
+        job: Future | None = item["job"]
+        png = job.result() if job is not None else item["fn"](*item["args"])
+        item["path"].write_bytes(png)
+        return _img(png, item["alt"])
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _html_table(frame: pd.DataFrame) -> str:
     return frame.to_html(classes="tbl", border=0, escape=True)
 
@@ -127,6 +175,7 @@ def report_from_runs(
     seed: int = 0,
     n_points: int | None = None,
     progress: bool = True,
+    figure_workers: int | None = None,
 ) -> ReportResult:
     """Compute every metric for loaded runs and write the report (see module docstring).
 
@@ -137,7 +186,26 @@ def report_from_runs(
         seed: bootstrap seed (the report is deterministic).
         n_points: common grid size for curves (``None``: union of logged steps).
         progress: show tqdm progress bars.
+        figure_workers: processes that render the figures while the metrics are computed
+            (``None``: ``min(2, os.cpu_count())``; ``1``: render in this process).
     """
+    workers = min(2, os.cpu_count() or 1) if figure_workers is None else int(figure_workers)
+    figures = _Figures(workers)
+    try:
+        return _report(runs, out_dir, bootstrap_reps, seed, n_points, progress, figures)
+    finally:
+        figures.close()
+
+
+def _report(
+    runs: Sequence[RunData],
+    out_dir: str | os.PathLike[str],
+    bootstrap_reps: int,
+    seed: int,
+    n_points: int | None,
+    progress: bool,
+    figures: _Figures,
+) -> ReportResult:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
@@ -152,7 +220,7 @@ def report_from_runs(
     for r in learners:
         by_suite[r.suite].append(r)
     summary_rows = []
-    sections: list[str] = []
+    sections: list[list] = []
     for suite, suite_runs in tqdm(sorted(by_suite.items()), desc="suites", disable=not progress):
         suite_dir = out / "".join(c if c.isalnum() or c in "-_." else "_" for c in suite)
         suite_dir.mkdir(exist_ok=True)
@@ -175,13 +243,18 @@ def report_from_runs(
         )
         # --- continual evaluation
         curves = cora.continual_eval_curves(frame, window, n_points)
-        png = figure_png(
-            plot_continual_eval(curves, schedule, names, title=f"{suite}: continual evaluation")
-        )
         p = suite_dir / "continual_eval.png"
-        p.write_bytes(png)
+        fig = figures.submit(
+            p,
+            "continual evaluation",
+            _render_continual,
+            curves,
+            schedule,
+            names,
+            f"{suite}: continual evaluation",
+        )
         files.append(p)
-        sec += ["<h3>Continual evaluation</h3>", _img(png, "continual evaluation")]
+        sec += ["<h3>Continual evaluation</h3>", fig]
         fp = cora.final_performance(curves)
         fp_tab = fp.assign(
             cell=[fmt_mean_sem(m, s, 2) for m, s in zip(fp["mean"], fp["sem"], strict=False)],
@@ -195,6 +268,8 @@ def report_from_runs(
         cm = cora.cora_matrices(frame, schedule, window)
         notes += [f"{suite}: {n}" for n in cm.notes]
         methods = sorted({r.method for r in suite_runs})
+        ste = [e for e in experts if e.suite == suite]
+        ste_lx = l2m.ste_curves(ste)  # the experts' LX curves, shared by every run
         for method in tqdm(methods, desc=f"{suite} methods", disable=not progress, leave=False):
             mruns = [r for r in suite_runs if r.method == method]
             seeds = len(mruns)
@@ -211,10 +286,13 @@ def report_from_runs(
                 text = cora_text_table(tab, names)
                 stem = suite_dir / f"{method}_{metric}"
                 files += write_table(text, stem, f"{suite} {method}: {metric} (x10)")
-                png = figure_png(plot_heat_table(tab, names, title=f"{suite} - {method}"))
-                stem.with_suffix(".png").write_bytes(png)
-                files.append(stem.with_suffix(".png"))
-                sec.append(_img(png, f"{method} {metric}"))
+                p = stem.with_suffix(".png")
+                sec.append(
+                    figures.submit(
+                        p, f"{method} {metric}", _render_heat, tab, names, f"{suite} - {method}"
+                    )
+                )
+                files.append(p)
             # --- MEAL
             per_run_tasks = []
             for r in mruns:
@@ -242,10 +320,9 @@ def report_from_runs(
                 else:
                     rec[f"MEAL {key} IQM [95% CI]"] = "n/a"
             # --- L2M
-            ste = [e for e in experts if e.suite == suite]
             l2 = defaultdict(list)
             for r in mruns:
-                values, l2notes = l2m.l2m_metrics(r, ste)
+                values, l2notes = l2m.l2m_metrics(r, ste, ste_lx=ste_lx)
                 for n in l2notes:
                     msg = f"{suite}/{method}: L2M {n}"
                     if msg not in notes:
@@ -256,7 +333,7 @@ def report_from_runs(
                 m, s, _ = mean_sem(l2[k])
                 rec[f"L2M {k}"] = fmt_mean_sem(m, s, 3)
             summary_rows.append(rec)
-        sections.append("\n".join(sec))
+        sections.append(sec)
     summary = pd.DataFrame(summary_rows).set_index(["suite", "method"])
     files += write_table(summary, out / "summary", "Summary (mean ± SEM over seeds)")
     notes_md = out / "notes.md"
@@ -277,7 +354,10 @@ def report_from_runs(
         "<ul>" + "".join(f"<li class='note'>{html.escape(n)}</li>" for n in notes) + "</ul>"
         if notes
         else "<p>None.</p>",
-        *sections,
+        *(
+            "\n".join(x if isinstance(x, str) else figures.resolve(x) for x in sec)
+            for sec in sections
+        ),
         "</body></html>",
     ]
     html_path = out / "report.html"

@@ -259,13 +259,68 @@ def metric_split(eval_frame: pd.DataFrame, prefer: str = "test") -> pd.DataFrame
     Returns:
         Subset of ``eval_frame`` with one split per (run, task).
     """
-    has_pref = (
-        eval_frame.assign(_p=eval_frame["split"] == prefer)
-        .groupby(["run", "task_id"], observed=True)["_p"]
-        .transform("any")
+    return eval_frame[metric_split_mask(eval_frame, prefer)]
+
+
+def metric_split_mask(eval_frame: pd.DataFrame, prefer: str = "test") -> np.ndarray:
+    """Boolean row mask of :func:`metric_split` (numpy group codes, no groupby)."""
+    split = eval_frame["split"].to_numpy()
+    is_pref = np.asarray(split == prefer, dtype=bool)
+    # group code of every row's (run, task_id) pair; rows with a missing key form no group
+    # (as in a pandas groupby) and keep the preferred split
+    run_codes = pd.factorize(eval_frame["run"])[0]
+    task_codes, task_uniques = pd.factorize(eval_frame["task_id"])
+    n_tasks = max(len(task_uniques), 1)
+    missing = (run_codes < 0) | (task_codes < 0)
+    key = np.where(missing, 0, run_codes.astype(np.int64) * n_tasks + task_codes)
+    has_pref = np.bincount(key[is_pref & ~missing], minlength=key.max(initial=0) + 1) > 0
+    has_pref_row = has_pref[key] | missing
+    return np.where(has_pref_row, is_pref, np.asarray(split == "train", dtype=bool))
+
+
+def metric_split_wide(
+    eval_frame: pd.DataFrame, prefer: str = "test", value: str = "mean_return"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`metric_split` of one run as a (step x task) matrix, forward-filled over steps.
+
+    The same table as ``metric_split(eval_frame, prefer).pivot_table(index="total_step",
+    columns="task_id", values=value).sort_index().ffill()`` built with numpy (the pivot is
+    the hot spot of per-run metrics). Frames with repeated (step, task) rows or missing values
+    take the pandas path (its mean aggregation and NaN handling).
+
+    Returns:
+        ``(steps, task_ids, values)``: sorted agent steps ``(S,)``, sorted task ids ``(T,)``
+        and ``values`` ``(S, T)``; NaN before a task's first eval point.
+    """
+    keep = metric_split_mask(eval_frame, prefer)
+    steps_col = eval_frame["total_step"].to_numpy()[keep]
+    tasks_col = eval_frame["task_id"].to_numpy()[keep]
+    vals_col = eval_frame[value].to_numpy(dtype=float)[keep]
+    steps, s_idx = np.unique(steps_col, return_inverse=True)
+    tasks, t_idx = np.unique(tasks_col, return_inverse=True)
+    flat = s_idx.astype(np.int64) * len(tasks) + t_idx
+    fast = (
+        np.issubdtype(steps.dtype, np.number)
+        and np.issubdtype(tasks.dtype, np.number)
+        and np.isfinite(vals_col).all()
+        and np.unique(flat).size == flat.size
     )
-    keep = np.where(has_pref, eval_frame["split"] == prefer, eval_frame["split"] == "train")
-    return eval_frame[keep]
+    if not fast:
+        pivot = eval_frame[keep].pivot_table(index="total_step", columns="task_id", values=value)
+        pivot = pivot.sort_index().ffill()
+        return pivot.index.to_numpy(), pivot.columns.to_numpy(), pivot.to_numpy(dtype=float)
+    wide = np.full((len(steps), len(tasks)), np.nan)
+    wide.ravel()[flat] = vals_col
+    return steps, tasks, ffill_rows(wide)
+
+
+def ffill_rows(values: np.ndarray) -> np.ndarray:
+    """Forward-fill NaNs down the rows of a 2-D array (``DataFrame.ffill`` on axis 0)."""
+    if values.size == 0:
+        return values
+    rows = np.arange(values.shape[0])[:, None]
+    last = np.maximum.accumulate(np.where(np.isnan(values), 0, rows), axis=0)
+    return values[last, np.arange(values.shape[1])[None, :]]
 
 
 CATEGORY_COLUMNS = ("run", "method", "suite", "split", "task_name")

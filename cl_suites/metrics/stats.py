@@ -32,6 +32,23 @@ def mean_sem(values: np.ndarray | list[float]) -> tuple[float, float, int]:
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(n)), n
 
 
+def fast_iqm(scores: np.ndarray) -> float:
+    """Interquartile mean of all entries: the same arithmetic as rliable's ``aggregate_iqm``.
+
+    ``aggregate_iqm`` is ``scipy.stats.trim_mean(scores, 0.25, axis=None)``; scipy's
+    array-API and NaN-policy wrapper costs ~0.5 ms per call, which dominates a bootstrap that
+    calls it once per replicate. This is the body of ``trim_mean`` (partition at the two cut
+    points, mean of the middle half), so the result is bit-for-bit identical.
+    """
+    a = np.asarray(scores, dtype=float).ravel()
+    nobs = a.size
+    if nobs == 0:
+        return float("nan")
+    lowercut = int(0.25 * nobs)
+    uppercut = nobs - lowercut
+    return np.partition(a, (lowercut, uppercut - 1))[lowercut:uppercut].mean()
+
+
 def iqm_interval(
     scores: np.ndarray, reps: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
@@ -45,6 +62,9 @@ def iqm_interval(
 
     Returns:
         ``(iqm, low, high)``; with one run the interval collapses to the point estimate.
+
+    The point estimate uses ``rliable.metrics.aggregate_iqm``; the ``reps`` bootstrap
+    replicates use :func:`fast_iqm` (identical values, without scipy's per-call overhead).
     """
     x = np.asarray(scores, dtype=float)
     if x.ndim == 1:
@@ -52,7 +72,7 @@ def iqm_interval(
     if x.size == 0 or not np.isfinite(x).all():
         raise ValueError("iqm_interval needs a non-empty, finite (n_runs, n_tasks) array")
     point = float(rly_metrics.aggregate_iqm(x))
-    n_runs, n_tasks = x.shape
+    n_runs = x.shape[0]
     if n_runs == 1:
         return point, point, point
     # rliable 1.2's StratifiedBootstrap draws its indices from numpy's *global* RNG and
@@ -62,7 +82,7 @@ def iqm_interval(
     try:
         _, intervals = rly_library.get_interval_estimates(
             {"scores": x},
-            rly_metrics.aggregate_iqm,
+            fast_iqm,
             reps=reps,
             confidence_interval_size=confidence,
             random_state=np.random.RandomState(seed),

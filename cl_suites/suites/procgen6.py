@@ -27,7 +27,7 @@ def build(
     start_level: int = 0,
     num_test_levels: int = 0,
     games: tuple[str, ...] = GAMES,
-    num_threads: int = 4,
+    num_threads: int | None = None,
 ) -> TaskSequence:
     """The Procgen6 sequence with the paper's defaults (every count in agent steps).
 
@@ -40,10 +40,13 @@ def build(
         num_train_levels / start_level: the training levels (``[start_level, +200)``).
         num_test_levels: levels of the test split (0 = unlimited).
         games: the games in training order.
-        num_threads: procgen worker threads per batched env.
+        num_threads: procgen worker threads per env batch (``None``: chosen from the
+            batch size, see ``cl_suites.envs.procgen.default_num_threads``).
     """
     check_positive_int("steps_per_task", steps_per_task)
-    common = {"distribution_mode": distribution_mode, "num_threads": num_threads}
+    common = {"distribution_mode": distribution_mode}
+    if num_threads is not None:
+        common["num_threads"] = num_threads
     train = {**common, "num_levels": num_train_levels, "start_level": start_level}
     test = {**common, "num_levels": num_test_levels, "start_level": 0}
     tasks = tuple(
