@@ -83,26 +83,42 @@ class Evaluator:
     def evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
         """Evaluate every task and split now; one record per (task, split).
 
-        Records hold ``total_step, task_id, task_name, split, mean_return, std_return,
-        episodes, wall_time`` (``wall_time`` in seconds since the evaluator was built).
+        All (task, split) envs step in lockstep, so each ``policy`` call sees one batch
+        with the rows of every env that still has episodes to play (``task_ids`` tells
+        them apart). Records hold ``total_step, task_id, task_name, split, mean_return,
+        std_return, episodes, wall_time`` (``wall_time``: seconds since the evaluator was
+        built).
         """
         eval_index = total_step // self.every
-        records = []
-        for task_id, task in enumerate(self.sequence.tasks):
-            for split_id, split in enumerate(task.splits):
-                returns = self._run_episodes(task_id, split, policy, eval_index, split_id)
-                records.append(
-                    {
-                        "total_step": int(total_step),
-                        "task_id": task_id,
-                        "task_name": task.name,
-                        "split": split,
-                        "mean_return": float(np.mean(returns)),
-                        "std_return": float(np.std(returns)),
-                        "episodes": len(returns),
-                        "wall_time": round(time.monotonic() - self._start, 3),
-                    }
-                )
+        jobs = [
+            self._start_job(task_id, split, eval_index, split_id)
+            for task_id, task in enumerate(self.sequence.tasks)
+            for split_id, split in enumerate(task.splits)
+        ]
+        active = list(jobs)
+        while active:
+            obs = np.concatenate([job.obs for job in active])
+            task_ids = np.concatenate([job.task_ids for job in active])
+            actions = policy(obs, task_ids)
+            offset = 0
+            for job in active:
+                job.step(actions[offset : offset + job.env.num_envs])
+                offset += job.env.num_envs
+            active = [job for job in active if not job.finished]
+        wall_time = round(time.monotonic() - self._start, 3)
+        records = [
+            {
+                "total_step": int(total_step),
+                "task_id": job.task_id,
+                "task_name": self.sequence.tasks[job.task_id].name,
+                "split": job.split,
+                "mean_return": float(np.mean(job.returns)),
+                "std_return": float(np.std(job.returns)),
+                "episodes": len(job.returns),
+                "wall_time": wall_time,
+            }
+            for job in jobs
+        ]
         self.next_eval_step = (eval_index + 1) * self.every
         if self.run_log is not None:
             self.run_log.log_eval(records)
@@ -125,25 +141,38 @@ class Evaluator:
             )
         return self._envs[key]
 
-    def _run_episodes(
-        self, task_id: int, split: str, policy: Policy, eval_index: int, split_id: int
-    ) -> list[float]:
+    def _start_job(self, task_id: int, split: str, eval_index: int, split_id: int) -> _EvalJob:
         env = self._env(task_id, split)
-        n = env.num_envs
-        targets = np.array([(self.episodes + i) // n for i in range(n)])
-        counts = np.zeros(n, dtype=int)
-        running = np.zeros(n, dtype=np.float64)
-        returns: list[float] = []
         seed = task_seed(self.seed + _EVAL_SEED_OFFSET, eval_index, 2 * task_id + split_id)
         obs, _ = env.reset(seed=seed)
-        task_ids = np.full(n, task_id)
-        while (counts < targets).any():
-            actions = policy(obs, task_ids)
-            obs, rewards, terminations, truncations, _ = env.step(actions)
-            running += rewards
-            for i in np.flatnonzero(terminations | truncations):
-                if counts[i] < targets[i]:
-                    returns.append(float(running[i]))
-                    counts[i] += 1
-                running[i] = 0.0
-        return returns
+        return _EvalJob(task_id, split, env, obs, self.episodes)
+
+
+class _EvalJob:
+    """The episodes of one (task, split) at one evaluation point.
+
+    Each of the env's ``n`` sub-envs plays a fixed share of the episodes
+    (``(episodes + i) // n``), which avoids a bias towards short episodes.
+    """
+
+    def __init__(self, task_id: int, split: str, env: VectorEnv, obs: np.ndarray, episodes: int):
+        n = env.num_envs
+        self.task_id, self.split, self.env, self.obs = task_id, split, env, obs
+        self.task_ids = np.full(n, task_id)
+        self.targets = np.array([(episodes + i) // n for i in range(n)])
+        self.counts = np.zeros(n, dtype=int)
+        self.running = np.zeros(n, dtype=np.float64)
+        self.returns: list[float] = []
+
+    @property
+    def finished(self) -> bool:
+        return bool((self.counts >= self.targets).all())
+
+    def step(self, actions: np.ndarray) -> None:
+        self.obs, rewards, terminations, truncations, _ = self.env.step(actions)
+        self.running += rewards
+        for i in np.flatnonzero(terminations | truncations):
+            if self.counts[i] < self.targets[i]:
+                self.returns.append(float(self.running[i]))
+                self.counts[i] += 1
+            self.running[i] = 0.0

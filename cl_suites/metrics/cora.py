@@ -281,10 +281,17 @@ def cora_table(
     if len(v) == 0:
         return CoraTable(metric, mean, sem, cnt)
     cell = v.groupby(["i", "j"], observed=True)["value"].agg(["mean", "std", "count"])
-    for (i, j), row in cell.iterrows():
-        mean.loc[i, j] = row["mean"] * scale
-        sem.loc[i, j] = row["std"] / np.sqrt(row["count"]) * scale
-        cnt.loc[i, j] = int(row["count"])
+    pos = {label: k for k, label in enumerate(labels)}
+    ri = np.array([pos[i] for i in cell.index.get_level_values(0)], dtype=np.intp)
+    ci = np.array([pos[j] for j in cell.index.get_level_values(1)], dtype=np.intp)
+    count = cell["count"].to_numpy()
+    m_arr, s_arr, c_arr = mean.to_numpy().copy(), sem.to_numpy().copy(), cnt.to_numpy().copy()
+    m_arr[ri, ci] = cell["mean"].to_numpy(dtype=float) * scale
+    s_arr[ri, ci] = cell["std"].to_numpy(dtype=float) / np.sqrt(count.astype(float)) * scale
+    c_arr[ri, ci] = count.astype(int)
+    mean = pd.DataFrame(m_arr, index=labels, columns=labels)
+    sem = pd.DataFrame(s_arr, index=labels, columns=labels)
+    cnt = pd.DataFrame(c_arr, index=labels, columns=labels)
     n_tasks = len(order)
 
     def _agg(per_seed: pd.Series) -> tuple[float, float, int]:

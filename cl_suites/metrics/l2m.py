@@ -65,7 +65,7 @@ def eval_blocks(
         Frame ``eb, step, task_id, perf``; ``eb`` 0..K (K = number of segments), ``step`` the
         boundary in agent steps; ``perf`` NaN when the run ended before the boundary.
     """
-    steps, tasks, vals = _eval_block_matrix(eval_frame, schedule, prefer_split)
+    _steps, tasks, vals = _eval_block_matrix(eval_frame, schedule, prefer_split)
     n_eb, n_tasks = vals.shape
     bounds = _eb_bounds(schedule)
     return pd.DataFrame(

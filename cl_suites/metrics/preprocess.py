@@ -59,18 +59,42 @@ def _sorted_groups(eval_frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Frame sorted by (run, task_id, split, total_step) and the group code of each row."""
     run_codes = pd.factorize(eval_frame["run"])[0]
     split_codes = (eval_frame["split"].to_numpy() == "test").astype(np.int64)
-    order = np.lexsort(
-        (
-            eval_frame["total_step"].to_numpy(),
-            split_codes,
-            eval_frame["task_id"].to_numpy(),
-            run_codes,
-        )
-    )
-    frame = eval_frame.iloc[order].reset_index(drop=True)
+    task = eval_frame["task_id"].to_numpy()
+    step = eval_frame["total_step"].to_numpy()
+    order = _group_order(run_codes, task, split_codes, step)
+    if order is None:
+        order = np.lexsort((step, split_codes, task, run_codes))
+    if np.array_equal(order, np.arange(len(order))):
+        frame = eval_frame.reset_index(drop=True)
+    else:
+        frame = eval_frame.iloc[order].reset_index(drop=True)
     keys = np.stack([run_codes[order], frame["task_id"].to_numpy(), split_codes[order]], axis=1)
     new = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)]
     return frame, np.cumsum(new) - 1
+
+
+def _group_order(
+    run: np.ndarray, task: np.ndarray, split: np.ndarray, step: np.ndarray
+) -> np.ndarray | None:
+    """The stable lexsort order of (run, task, split, step) when every (run, task, split)
+    group is already contiguous with non-decreasing steps (how run logs are stored): only
+    the groups are reordered. ``None`` when the rows are not laid out like that."""
+    n = run.size
+    if n == 0:
+        return np.arange(0)
+    new = np.r_[True, (run[1:] != run[:-1]) | (task[1:] != task[:-1]) | (split[1:] != split[:-1])]
+    inner = ~new[1:]
+    if (step[1:][inner] < step[:-1][inner]).any():
+        return None
+    starts = np.flatnonzero(new)
+    g_order = np.lexsort((split[starts], task[starts], run[starts]))
+    gs = starts[g_order]
+    gk = np.stack([run[gs], task[gs], split[gs]], axis=1)
+    if (gk[1:] == gk[:-1]).all(axis=1).any():  # a group appears twice (not contiguous)
+        return None
+    lengths = np.diff(np.r_[starts, n])[g_order]
+    offsets = np.repeat(gs - np.r_[0, np.cumsum(lengths)[:-1]], lengths)
+    return offsets + np.arange(n)
 
 
 def smooth_eval(eval_frame: pd.DataFrame, window: int) -> pd.DataFrame:

@@ -74,11 +74,8 @@ def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
         return {int(k): float(v) for k, v in norms.items()}, None
     if run.suite.upper().startswith("MEAL"):
         return None, None
-    mx = (
-        run.eval.assign(a=run.eval["mean_return"].abs())
-        .groupby("task_id", observed=True)["a"]
-        .max()
-    )
+    # max |return| per task without copying the whole eval frame
+    mx = run.eval["mean_return"].abs().groupby(run.eval["task_id"], observed=True).max()
     zero = sorted(int(t) for t in mx[mx == 0].index)
     norms = {int(t): (float(v) if v > 0 else 1.0) for t, v in mx.items()}
     note = (
@@ -187,9 +184,10 @@ def report_from_runs(
         n_points: common grid size for curves (``None``: union of logged steps).
         progress: show tqdm progress bars.
         figure_workers: processes that render the figures while the metrics are computed
-            (``None``: ``min(2, os.cpu_count())``; ``1``: render in this process).
+            (``None`` or ``1``: render in this process; on a shared 2-core machine a pool of
+            2 measured no faster).
     """
-    workers = min(2, os.cpu_count() or 1) if figure_workers is None else int(figure_workers)
+    workers = 1 if figure_workers is None else int(figure_workers)
     figures = _Figures(workers)
     try:
         return _report(runs, out_dir, bootstrap_reps, seed, n_points, progress, figures)

@@ -262,13 +262,23 @@ def metric_split(eval_frame: pd.DataFrame, prefer: str = "test") -> pd.DataFrame
     return eval_frame[metric_split_mask(eval_frame, prefer)]
 
 
+def _codes(col: pd.Series) -> np.ndarray:
+    """``pd.factorize`` codes of a label column; O(1) per row for a constant column."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy()
+    arr = col.to_numpy()
+    if arr.size and not pd.isna(arr[0]) and (arr == arr[0]).all():
+        return np.zeros(arr.size, dtype=np.intp)
+    return pd.factorize(col)[0]
+
+
 def metric_split_mask(eval_frame: pd.DataFrame, prefer: str = "test") -> np.ndarray:
     """Boolean row mask of :func:`metric_split` (numpy group codes, no groupby)."""
     split = eval_frame["split"].to_numpy()
     is_pref = np.asarray(split == prefer, dtype=bool)
     # group code of every row's (run, task_id) pair; rows with a missing key form no group
     # (as in a pandas groupby) and keep the preferred split
-    run_codes = pd.factorize(eval_frame["run"])[0]
+    run_codes = _codes(eval_frame["run"])
     task_codes, task_uniques = pd.factorize(eval_frame["task_id"])
     n_tasks = max(len(task_uniques), 1)
     missing = (run_codes < 0) | (task_codes < 0)
