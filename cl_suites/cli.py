@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cl_suites.api import make_sequence
-from cl_suites.suites import SUITES, find_suite
+from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 LEARNERS = ("ppo", "vtrace")
@@ -22,8 +22,7 @@ console = Console(width=max(Console().width, 140))
 
 
 def _suite_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("steps_per_task", "cycles", "eval_every", "eval_episodes")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    return {k: getattr(args, k) for k in COMMON_KWARGS if getattr(args, k, None) is not None}
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -18,7 +18,30 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
 INFO_KEYS = ("task_id", "task_name", "cycle", "task_step", "total_step", "task_switched")
 
 
-class SB3VecEnv(VecEnv):
+class ForwardingVecEnv(VecEnv):
+    """An SB3 ``VecEnv`` over one batched env object ``self.vector_env``: attribute and
+    method access goes to that object (it is one env, not ``num_envs`` separate ones)."""
+
+    vector_env: Any
+
+    def close(self) -> None:
+        self.vector_env.close()
+
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        return [getattr(self.vector_env, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        setattr(self.vector_env, attr_name, value)
+
+    def env_method(self, method_name: str, *args, indices=None, **kwargs) -> list[Any]:
+        result = getattr(self.vector_env, method_name)(*args, **kwargs)
+        return [result] * len(self._get_indices(indices))
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+
+class SB3VecEnv(ForwardingVecEnv):
     """Lets stable-baselines3 train on a gymnasium ``VectorEnv`` (e.g. ``make_vec``'s).
 
     SB3 wants a list of per-env info dicts with ``terminal_observation`` and
@@ -88,19 +111,3 @@ class SB3VecEnv(VecEnv):
             out[i]["terminal_observation"] = final_obs[i] if has_final else obs[i]
             out[i]["TimeLimit.truncated"] = bool(not terminations[i])
         return out
-
-    def close(self) -> None:
-        self.vector_env.close()
-
-    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
-        return [getattr(self.vector_env, attr_name)] * len(self._get_indices(indices))
-
-    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
-        setattr(self.vector_env, attr_name, value)
-
-    def env_method(self, method_name: str, *args, indices=None, **kwargs) -> list[Any]:
-        result = getattr(self.vector_env, method_name)(*args, **kwargs)
-        return [result] * len(self._get_indices(indices))
-
-    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))

@@ -247,6 +247,7 @@ class SequenceCursor:
         self.total_step = 0
         self.task_step = 0
         self.done = False
+        self._segment_end = self.segments[0].end_step
 
     @property
     def segment(self) -> Segment:
@@ -256,10 +257,6 @@ class SequenceCursor:
     def task(self) -> TaskSpec:
         return self.sequence.tasks[self.segment.task_id]
 
-    @property
-    def budget_spent(self) -> bool:
-        return self.total_step >= self.segment.end_step
-
     def subscribe(self, callback: TaskSwitchCallback) -> Callable[[], None]:
         """Call ``callback(TaskSwitch)`` at every switch; returns a function that unsubscribes."""
         self._listeners.append(callback)
@@ -267,19 +264,22 @@ class SequenceCursor:
 
     def advance(self, agent_steps: int) -> bool:
         """Count ``agent_steps``; True when this spends the current segment's budget."""
+        if self.done or self.total_step >= self._segment_end:
+            self._refuse_advance()
+        self.total_step += agent_steps
+        self.task_step += agent_steps
+        return self.total_step >= self._segment_end
+
+    def _refuse_advance(self) -> None:
         if self.done:
             raise RuntimeError(
                 f"the {self.sequence.name} sequence is done (all {len(self.segments)} "
                 "segments played); create a new env or call reset(seed=...) to start over"
             )
-        if self.budget_spent:
-            raise RuntimeError(
-                f"task {self.segment.task_name!r} has spent its budget at step "
-                f"{self.total_step}; call reset() to start the next task"
-            )
-        self.total_step += agent_steps
-        self.task_step += agent_steps
-        return self.budget_spent
+        raise RuntimeError(
+            f"task {self.segment.task_name!r} has spent its budget at step "
+            f"{self.total_step}; call reset() to start the next task"
+        )
 
     def next_segment(self) -> Segment | None:
         """Leave the spent segment; returns the new one, or ``None`` at the end of the sequence."""
@@ -287,6 +287,7 @@ class SequenceCursor:
         if self.index + 1 < len(self.segments):
             self.index += 1
             self.task_step = 0
+            self._segment_end = self.segment.end_step
             current: Segment | None = self.segment
         else:
             self.done = True
@@ -323,6 +324,7 @@ class SequenceCursor:
         self.total_step = int(state["total_step"])
         self.task_step = int(state["task_step"])
         self.done = bool(state["done"])
+        self._segment_end = self.segment.end_step
 
 
 class ScheduleAccessors:
@@ -343,4 +345,3 @@ class ScheduleAccessors:
     def current_task(self) -> Segment:
         """The segment being trained now."""
         return self.cursor.segment
-

@@ -8,7 +8,6 @@ adapter only reshapes arrays and builds SB3's per-slot info dicts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from cl_suites.meal.batched import MealBatchedEnv
 
 require("stable_baselines3", extra="baselines")
 
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
+from cl_suites.core.sb3_adapter import ForwardingVecEnv  # noqa: E402
 
 SCHEDULE_KEYS = (
     "task_id",
@@ -31,7 +30,7 @@ SCHEDULE_KEYS = (
 )
 
 
-class MealSB3VecEnv(VecEnv):
+class MealSB3VecEnv(ForwardingVecEnv):
     """SB3 ``VecEnv`` over a ``MealBatchedEnv`` (``num_envs = M * num_agents`` slots).
 
     Like ``cl_suites.core.sb3_adapter.SB3VecEnv``, every slot's info dict carries
@@ -130,19 +129,3 @@ class MealSB3VecEnv(VecEnv):
                     slot_info["TimeLimit.truncated"] = bool(truncated[e][i])
                     infos.append(slot_info)
         return obs.reshape(self._obs_flat), rewards.reshape(-1), dones, infos
-
-    def close(self) -> None:
-        self.vector_env.close()
-
-    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
-        return [getattr(self.vector_env, attr_name)] * len(self._get_indices(indices))
-
-    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
-        setattr(self.vector_env, attr_name, value)
-
-    def env_method(self, method_name: str, *args, indices=None, **kwargs) -> list[Any]:
-        result = getattr(self.vector_env, method_name)(*args, **kwargs)
-        return [result] * len(self._get_indices(indices))
-
-    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))

@@ -167,7 +167,9 @@ def cora_matrices(
     pos_of = {t: p for p, t in enumerate(order)}
     smoothed = smoothed[smoothed["task_id"].isin(order)]
     bv = boundary_values(smoothed, schedule)
-    wide = bv.pivot_table(index=["run", "task_id"], columns="pos", values="value", dropna=False)
+    wide = bv.pivot_table(
+        index=["run", "task_id"], columns="pos", values="value", dropna=False, observed=False
+    )
     wide = wide.reindex(columns=range(-1, len(order)))
     absval = smoothed.assign(a=smoothed["smoothed_return"].abs())
     if norm_scope == "method":

@@ -224,7 +224,9 @@ def _eb_perf(eb: pd.DataFrame) -> pd.DataFrame:
     tasks, t_idx = np.unique(eb["task_id"].to_numpy(), return_inverse=True)
     flat = e_idx.astype(np.int64) * len(tasks) + t_idx
     if np.unique(flat).size != flat.size:  # repeated (eb, task) rows: pandas averages them
-        return eb.pivot_table(index="eb", columns="task_id", values="perf", dropna=False)
+        return eb.pivot_table(
+            index="eb", columns="task_id", values="perf", dropna=False, observed=False
+        )
     p = np.full((len(ebs), len(tasks)), np.nan)
     p.ravel()[flat] = eb["perf"].to_numpy(dtype=float)
     return pd.DataFrame(p, index=pd.Index(ebs, name="eb"), columns=pd.Index(tasks, name="task_id"))

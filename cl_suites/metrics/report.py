@@ -257,7 +257,13 @@ def _report(
         fp_tab = fp.assign(
             cell=[fmt_mean_sem(m, s, 2) for m, s in zip(fp["mean"], fp["sem"], strict=False)],
             task=[task_label(int(t), names) for t in fp["task_id"]],
-        ).pivot_table(index="task", columns=["method", "split"], values="cell", aggfunc="first")
+        ).pivot_table(
+            index="task",
+            columns=["method", "split"],
+            values="cell",
+            aggfunc="first",
+            observed=False,
+        )
         fp_tab.columns = [f"{m} ({s})" for m, s in fp_tab.columns]
         fp_tab = fp_tab.fillna("n/a")
         files += write_table(fp_tab, suite_dir / "final_performance", f"{suite}: final performance")

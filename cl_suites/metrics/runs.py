@@ -316,7 +316,9 @@ def metric_split_wide(
         and np.unique(flat).size == flat.size
     )
     if not fast:
-        pivot = eval_frame[keep].pivot_table(index="total_step", columns="task_id", values=value)
+        pivot = eval_frame[keep].pivot_table(
+            index="total_step", columns="task_id", values=value, observed=False
+        )
         pivot = pivot.sort_index().ffill()
         return pivot.index.to_numpy(), pivot.columns.to_numpy(), pivot.to_numpy(dtype=float)
     wide = np.full((len(steps), len(tasks)), np.nan)

@@ -11,9 +11,11 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from cl_suites.core.task import TaskSequence
+from cl_suites.core.task import TaskSequence, check_positive_int
 
 NAMESPACE = "CLSuite"
+COMMON_KWARGS: tuple[str, ...] = ("steps_per_task", "cycles", "eval_every", "eval_episodes")
+"""Keyword arguments every suite builder takes (all counts in agent steps or episodes)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,14 @@ class SuiteInfo:
         return all(importlib.util.find_spec(m) is not None for m in self.modules)
 
     def build(self, **kwargs: Any) -> TaskSequence:
-        """The suite's task sequence; ``kwargs`` override the paper defaults."""
+        """The suite's task sequence; ``kwargs`` override the paper defaults.
+
+        The common overrides (``steps_per_task``, ``cycles``, ``eval_every``,
+        ``eval_episodes``) must be positive integers (``ValueError`` naming the argument).
+        """
+        for name in COMMON_KWARGS:
+            if name in kwargs:
+                check_positive_int(name, kwargs[name])
         module_name, func_name = self.builder.split(":")
         return getattr(importlib.import_module(module_name), func_name)(**kwargs)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
+from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.envs.procgen import ACTION_SPACE, OBSERVATION_SPACE, ProcgenEnv, ProcgenVectorEnv
 
 GAMES: tuple[str, ...] = ("climber", "dodgeball", "ninja", "starpilot", "bigfish", "fruitbot")
@@ -43,7 +43,6 @@ def build(
         num_threads: procgen worker threads per env batch (``None``: chosen from the
             batch size, see ``cl_suites.envs.procgen.default_num_threads``).
     """
-    check_positive_int("steps_per_task", steps_per_task)
     common = {"distribution_mode": distribution_mode}
     if num_threads is not None:
         common["num_threads"] = num_threads

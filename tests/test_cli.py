@@ -1,0 +1,66 @@
+"""The cl-suites command line: list, info, run, report, and its errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from cl_suites import read_eval, read_metadata
+from cl_suites.cli import main
+
+
+def test_list_shows_every_suite_and_install_status(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for suite_id in (
+        "CLSuite/Atari6-v0",
+        "CLSuite/Procgen6-v0",
+        "CLSuite/MiniHack15-v0",
+        "CLSuite/CHORES-VaryRoom-v0",
+        "CLSuite/CHORES-MultiTraj-v0",
+        "CLSuite/Diagnostic-v0",
+        "CLSuite/MEAL-<N>-v0",
+    ):
+        assert suite_id in out
+    assert "0-climber" in out and "5,000,000" in out
+
+
+def test_info_prints_the_schedule(capsys):
+    assert main(["info", "Procgen6", "--num-envs", "64", "--steps-per-task", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "5-fruitbot" in out and "1,024" in out  # 1000 steps rounded up to 16 x 64
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["info", "Procgen7"], "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0"),
+        (["info", "Procgen6", "--cycles", "0"], "cycles must be a positive integer, got 0"),
+        (
+            ["run", "--suite", "MiniHack15", "--method", "random", "--steps-per-task", "-3"],
+            "steps_per_task must be a positive integer, got -3",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_line(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in " ".join(capsys.readouterr().out.split())
+
+
+def test_unknown_method_lists_the_valid_ones(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--suite", "Procgen6", "--method", "bogus"])
+    assert "choose from 'random', 'ft', 'ewc'" in capsys.readouterr().err
+
+
+def test_run_random_then_report(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--suite", "Procgen6", "--method", "random", "--run-dir", str(run_dir),
+            "--num-envs", "2", "--steps-per-task", "100", "--cycles", "1",
+            "--eval-every", "300", "--eval-episodes", "1"]  # fmt: skip
+    assert main(argv) == 0
+    assert read_metadata(run_dir)["method"] == "random"
+    assert sorted(read_eval(run_dir).total_step.unique()) == [0, 300, 600]
+    assert main(argv) == 2  # the directory already holds a run
+    assert "already holds a run" in capsys.readouterr().out
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.html").exists()
