@@ -39,9 +39,7 @@ def action_validator(space: gym.Space) -> Callable[[Any], bool]:
 
             def valid_batch(actions: Any) -> bool:
                 if isinstance(actions, np.ndarray) and actions.dtype.kind in "iu":
-                    return (
-                        actions.shape == shape and actions.min() >= 0 and actions.max() < high
-                    )
+                    return actions.shape == shape and actions.min() >= 0 and actions.max() < high
                 return space.contains(actions)
 
             return valid_batch
