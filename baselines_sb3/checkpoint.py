@@ -50,7 +50,6 @@ def env_state(venv: SequenceVectorEnv) -> dict[str, Any]:
         backend = None
     return {
         "cursor": venv.cursor.state_dict(),
-        "run_seed": venv._run_seed,
         "episodes": (venv._episodes.returns.copy(), venv._episodes.lengths.copy()),
         "backend": backend,
     }
@@ -59,7 +58,6 @@ def env_state(venv: SequenceVectorEnv) -> dict[str, Any]:
 def restore_env(venv: SequenceVectorEnv, state: dict[str, Any]) -> np.ndarray | None:
     """Put ``venv`` back at the checkpoint's position. Returns fresh observations when the
     task env had to be restarted (not picklable), else ``None``."""
-    venv._run_seed = state["run_seed"]
     venv.cursor.load_state_dict(state["cursor"])
     if venv.cursor.done:
         return None

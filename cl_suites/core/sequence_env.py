@@ -13,7 +13,6 @@ from cl_suites.core.task import (
     Segment,
     SequenceCursor,
     TaskSequence,
-    task_seed,
 )
 
 
@@ -110,8 +109,6 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self._valid_action = action_validator(self.action_space)
         self.cursor = SequenceCursor(sequence, num_envs=1)
         self._env: gym.Env | None = None
-        self._run_seed: int | None = None
-        self._switch_pending = False
         self._records_episodes = False
         self._segment_info: dict[str, Any] = {}
         self._episode_return = 0.0
@@ -122,19 +119,9 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        switched = False
-        if seed is not None or self._run_seed is None:
-            self._run_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31))
-            self.cursor.restart()
-            self._switch_pending = False
-            switched = True
-        elif self._switch_pending:
-            if self.cursor.done:
-                raise RuntimeError(
-                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
-                )
-            self._switch_pending = False
-            switched = True
+        switched = self.cursor.begin_episode(
+            seed, draw_seed=lambda: int(self.np_random.integers(2**31))
+        )
         if switched:
             obs, inner_info = self._activate(self.cursor.segment)
         else:
@@ -145,7 +132,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         return obs, {**inner_info, **self.cursor.info(task_switched=switched)}
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        if self._switch_pending or self._env is None:
+        if self.cursor.switch_pending or self._env is None:
             self._refuse_step()
         if not self._valid_action(action):
             check_action(self.action_space, action)
@@ -167,7 +154,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             truncated = True
             if self._episode_length:
                 info["episode"] = self._episode_stats()
-            self._switch_pending = True
+            cursor.switch_pending = True
             cursor.next_segment()
             info["sequence_done"] = cursor.done
         return obs, reward, terminated, truncated, info
@@ -206,5 +193,4 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         }
         for key in ("task_step", "total_step"):
             del self._segment_info[key]
-        assert self._run_seed is not None
-        return env.reset(seed=task_seed(self._run_seed, segment.cycle, segment.task_id))
+        return env.reset(seed=self.cursor.env_seed(segment))

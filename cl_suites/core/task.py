@@ -239,15 +239,46 @@ class SequenceCursor:
         self.num_envs = check_positive_int("num_envs", num_envs)
         self.segments = sequence.schedule(num_envs)
         self._listeners: list[TaskSwitchCallback] = []
+        self.run_seed: int | None = None
         self.restart()
 
     def restart(self) -> None:
-        """Go back to the start of the schedule (listeners are kept)."""
+        """Go back to the start of the schedule (listeners and run seed are kept)."""
         self.index = 0
         self.total_step = 0
         self.task_step = 0
         self.done = False
+        self.switch_pending = False
         self._segment_end = self.segments[0].end_step
+
+    def start(self, run_seed: int) -> None:
+        """Start the run over from step 0 with ``run_seed``."""
+        self.run_seed = int(run_seed)
+        self.restart()
+
+    def begin_episode(self, seed: int | None, draw_seed: Callable[[], int]) -> bool:
+        """What a ``reset(seed=...)`` of a sequence env starts; True when a task starts.
+
+        With a seed, or on the very first reset (seed from ``draw_seed()``), the run
+        starts over from step 0. After a segment spent its budget (``switch_pending``),
+        the next task starts. Otherwise the current task just begins a new episode.
+        """
+        if seed is not None or self.run_seed is None:
+            self.start(int(seed) if seed is not None else draw_seed())
+            return True
+        if self.switch_pending:
+            if self.done:
+                raise RuntimeError(
+                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
+                )
+            self.switch_pending = False
+            return True
+        return False
+
+    def env_seed(self, segment: Segment) -> int:
+        """The seed of ``segment``'s task env, derived from the run seed."""
+        assert self.run_seed is not None, "start() the cursor first"
+        return task_seed(self.run_seed, segment.cycle, segment.task_id)
 
     @property
     def segment(self) -> Segment:
@@ -310,20 +341,24 @@ class SequenceCursor:
             "sequence_done": self.done,
         }
 
-    def state_dict(self) -> dict[str, int | bool]:
-        """Position in the schedule, for checkpoints."""
+    def state_dict(self) -> dict[str, int | bool | None]:
+        """Position in the schedule and run seed, for checkpoints."""
         return {
             "index": self.index,
             "total_step": self.total_step,
             "task_step": self.task_step,
             "done": self.done,
+            "switch_pending": self.switch_pending,
+            "run_seed": self.run_seed,
         }
 
-    def load_state_dict(self, state: Mapping[str, int | bool]) -> None:
+    def load_state_dict(self, state: Mapping[str, int | bool | None]) -> None:
         self.index = int(state["index"])
         self.total_step = int(state["total_step"])
         self.task_step = int(state["task_step"])
         self.done = bool(state["done"])
+        self.switch_pending = bool(state["switch_pending"])
+        self.run_seed = state["run_seed"]
         self._segment_end = self.segment.end_step
 
 

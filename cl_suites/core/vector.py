@@ -16,7 +16,6 @@ from cl_suites.core.task import (
     SequenceCursor,
     TaskSequence,
     TaskSpec,
-    task_seed,
 )
 
 VectorizationMode = Literal["sync", "async"]
@@ -130,7 +129,6 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._valid_actions = action_validator(self.action_space)
         self._backend: VectorEnv | None = None
-        self._run_seed: int | None = None
         self._episodes = EpisodeTracker(self.num_envs)
         self._ones = np.ones(self.num_envs, dtype=bool)
         self._static_info: dict[str, np.ndarray] = {}
@@ -143,10 +141,9 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         """(Re)start the sequence from step 0. ``seed`` seeds the whole run."""
         if isinstance(seed, (list, tuple)):
             seed = seed[0]
-        self._run_seed = (
+        self.cursor.start(
             int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
         )
-        self.cursor.restart()
         obs, infos = self._activate(self.cursor.segment)
         return obs, self._add_sequence_info(infos, task_switched=True)
 
@@ -198,8 +195,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         check_spaces(self.sequence, task.name, backend)
         self._backend = backend
         self._episodes.reset()
-        assert self._run_seed is not None
-        return backend.reset(seed=task_seed(self._run_seed, segment.cycle, segment.task_id))
+        return backend.reset(seed=self.cursor.env_seed(segment))
 
     def _switch(self, obs: np.ndarray, infos: dict[str, Any]) -> dict[str, Any]:
         """Truncate every sub-env, move to the next segment and start its task."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.task import ScheduleAccessors, SequenceCursor, task_seed
+from cl_suites.core.task import ScheduleAccessors, SequenceCursor
 from cl_suites.meal.engine import BatchState, MealEngine, jax
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
 
@@ -92,11 +92,9 @@ class MealBatchedEnv(ScheduleAccessors):
         self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
         self._state: BatchState | None = None
         self._keys = None
-        self._run_seed: int | None = None
         self._t = 0
         self._returns = np.zeros((self.num_envs, self.num_agents))
         self._soups = np.zeros(self.num_envs, dtype=np.int64)
-        self._switch_pending = False
         self._need_reset = False
         self._episode_task = 0
         self._no = np.zeros((self.num_envs, self.num_agents), dtype=bool)
@@ -114,21 +112,9 @@ class MealBatchedEnv(ScheduleAccessors):
         """With ``seed`` (or on first use): restart the sequence from step 0. Without, after
         an episode end in ``autoreset=False`` mode: the next episode, or the next task
         after a switch (``task_switched=True``)."""
-        switched = False
-        if seed is not None or self._run_seed is None:
-            self._run_seed = (
-                int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
-            )
-            self.cursor.restart()
-            self._switch_pending = False
-            switched = True
-        elif self._switch_pending:
-            if self.cursor.done:
-                raise RuntimeError(
-                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
-                )
-            self._switch_pending = False
-            switched = True
+        switched = self.cursor.begin_episode(
+            seed, draw_seed=lambda: int(np.random.SeedSequence().entropy % 2**31)
+        )
         obs = self._begin_episode(new_task=switched)
         info = self.cursor.info(task_switched=switched)
         info.update(self._step_stats(np.zeros(self.num_envs, dtype=np.int64)))
@@ -166,7 +152,7 @@ class MealBatchedEnv(ScheduleAccessors):
             info["_episode"] = np.ones(self.num_envs, dtype=bool)
         info.update(self._step_stats(soups))
         if spent:
-            self._switch_pending = True
+            self.cursor.switch_pending = True
             self.cursor.next_segment()
         if ended:
             if self.autoreset and not self.cursor.done:
@@ -193,8 +179,7 @@ class MealBatchedEnv(ScheduleAccessors):
     def _begin_episode(self, new_task: bool) -> np.ndarray:
         segment = self.cursor.segment
         if new_task or self._keys is None:
-            assert self._run_seed is not None
-            seed = task_seed(self._run_seed, segment.cycle, segment.task_id)
+            seed = self.cursor.env_seed(segment)
             self._keys = self.engine.env_keys(seed, self.num_envs)
         else:
             self._keys = self._state.keys
