@@ -269,20 +269,10 @@ def _make_model(
         if hp.get("cnn_features_dim"):
             policy_kwargs["features_extractor_kwargs"] = {"features_dim": hp["cnn_features_dim"]}
     kw = dict(hp["learner"])
-    if learner == "ppo":
-        if kw.pop("lr_anneal", False):
-            kw["learning_rate"] = get_linear_fn(kw["learning_rate"], 0.0, 1.0)
-        return ContinualPPO(
-            policy_cls,
-            env,
-            cl_method=cl,
-            policy_kwargs=policy_kwargs,
-            seed=seed,
-            device=device,
-            verbose=0,
-            **kw,
-        )
-    return VTrace(
+    if learner == "ppo" and kw.pop("lr_anneal", False):
+        kw["learning_rate"] = get_linear_fn(kw["learning_rate"], 0.0, 1.0)
+    algorithm = ContinualPPO if learner == "ppo" else VTrace
+    return algorithm(
         policy_cls,
         env,
         cl_method=cl,
