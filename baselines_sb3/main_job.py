@@ -12,13 +12,12 @@ All steps count agent steps (``env.step`` calls summed over sub-envs).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch as th
 from stable_baselines3.common.callbacks import CallbackList
-from stable_baselines3.common.preprocessing import is_image_space
-from stable_baselines3.common.utils import get_linear_fn
 
 from baselines_sb3 import presets
 from baselines_sb3.callbacks import ContinualEvalCallback, ProgressBarCallback
@@ -30,17 +29,14 @@ from baselines_sb3.checkpoint import (
     truncate_logs,
 )
 from baselines_sb3.cl import METHODS, attach_method, make_method
-from baselines_sb3.learners import ContinualPPO, VTrace
-from baselines_sb3.networks import FEATURE_EXTRACTORS
-from baselines_sb3.policies import ContinualPolicy, ProgressCompressPolicy
-from baselines_sb3.wrappers import TaskIdObservation, VecClipReward
+from baselines_sb3.factory import LEARNERS, build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.core.task import TaskSequence
 from cl_suites.core.vector import SequenceVectorEnv
-from cl_suites.suites import find_suite
+from cl_suites.suites import SuiteInfo, find_suite
 
-LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
 JOB_OPTIONS: tuple[str, ...] = (
     "checkpoint_every",
     "vectorization_mode",
@@ -63,11 +59,106 @@ def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> 
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
 
 
+@dataclass
+class JobSpec:
+    """A main-job run resolved from its arguments, before anything is built.
+
+    Attributes:
+        suite: the catalog entry; ``sequence`` the suite's task sequence with the run's
+            kwargs (``suite_kwargs``), built without touching a simulator.
+        method / learner / preset: the resolved names (``learner`` never ``None``).
+        hp: ``presets.resolve`` output after the overrides (``learner``, ``method``,
+            ``network``, ``net_arch``, ``reward_clip``, ...).
+        job: job options (keys of ``JOB_OPTIONS``).
+        num_envs: sub-envs of the training env.
+        multi_head / task_id_input: policy options.
+    """
+
+    suite: SuiteInfo
+    method: str
+    learner: str
+    preset: str
+    hp: dict[str, Any]
+    job: dict[str, Any]
+    suite_kwargs: dict[str, Any]
+    sequence: TaskSequence
+    num_envs: int
+    multi_head: bool
+    task_id_input: bool
+
+    def config(self) -> dict[str, Any]:
+        """The resolved configuration as JSON-ready data (what ``--print-config`` shows)."""
+        return {
+            "suite": self.suite.id,
+            "method": self.method,
+            "learner": self.learner,
+            "preset": self.preset,
+            "num_envs": self.num_envs,
+            "suite_kwargs": dict(self.suite_kwargs),
+            "job": dict(self.job),
+            "hyperparameters": self.hyperparameters(),
+        }
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {
+            "learner": self.hp["learner"],
+            "method": self.hp["method"],
+            "multi_head": self.multi_head,
+            "task_id_input": self.task_id_input,
+            "network": self.hp["network"],
+            "net_arch": self.hp["net_arch"],
+            "reward_clip": self.hp["reward_clip"],
+        }
+
+
+def resolve_job(
+    *,
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    num_envs: int | None,
+    overrides: dict[str, Any] | None,
+) -> JobSpec:
+    """Resolve a run's configuration (presets + overrides) without building anything.
+
+    ``learner=None`` takes the suite's default learner under ``preset``
+    (``presets.default_learner``). Raises ``ValueError`` naming an unknown method, learner
+    or preset and the valid ones, and ``KeyError`` for an unknown suite.
+    """
+    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
+    _check_choice("method", method, list(METHODS))
+    _check_choice("preset", preset, presets.PRESETS)
+    info = find_suite(suite)
+    learner = learner or presets.default_learner(info.name, preset)
+    _check_choice("learner", learner, LEARNERS)
+    hp = presets.resolve(info.name, learner, method, preset)
+    job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
+    for key in list(overrides):
+        for section in ("learner", "method"):
+            if key in hp[section]:
+                hp[section][key] = overrides.pop(key)
+    suite_kwargs = {**hp["suite_defaults"], **overrides}
+    return JobSpec(
+        suite=info,
+        method=method,
+        learner=learner,
+        preset=preset,
+        hp=hp,
+        job=job,
+        suite_kwargs=suite_kwargs,
+        sequence=info.build(**suite_kwargs),
+        num_envs=int(num_envs or hp["num_envs"]),
+        multi_head=bool(job.get("multi_head", hp["multi_head"])),
+        task_id_input=bool(job.get("task_id_input", hp["task_id_input"])),
+    )
+
+
 def run_main_job(
     *,
     suite: str,
     method: str,
-    learner: str,
+    learner: str | None = None,
     preset: str,
     seed: int,
     run_dir: Path,
@@ -80,7 +171,7 @@ def run_main_job(
     Args:
         suite: suite name or id (``"Procgen6"``, ``"CLSuite/Diagnostic-v0"``).
         method: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``, ``pnc`` or ``clear``.
-        learner: ``ppo`` or ``vtrace``.
+        learner: ``ppo`` or ``vtrace``; ``None``: the suite's default under ``preset``.
         preset: ``paper`` or ``small`` (tiny budgets/networks for a few-minute CPU run).
         seed: run seed (envs, network init, sampling, evaluation).
         run_dir: output directory (metadata.json, eval.csv, episodes.csv, checkpoint/,
@@ -93,48 +184,41 @@ def run_main_job(
     Returns:
         ``run_dir``.
     """
-    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
     if str(suite).split("/")[-1].startswith("MEAL") or str(suite).startswith("MEAL"):
         from baselines_sb3.meal_job import run_meal_job
 
         return run_meal_job(
             suite=suite,
             method=method,
-            learner=learner,
+            learner=learner or "ppo",
             preset=preset,
             seed=seed,
             run_dir=run_dir,
             resume=resume,
             num_envs=num_envs,
-            overrides=overrides,
+            overrides={k: v for k, v in dict(overrides or {}).items() if v is not None},
         )
-    _check_choice("method", method, list(METHODS))
-    _check_choice("learner", learner, LEARNERS)
-    _check_choice("preset", preset, presets.PRESETS)
-    info = find_suite(suite)
+    spec = resolve_job(
+        suite=suite,
+        method=method,
+        learner=learner,
+        preset=preset,
+        num_envs=num_envs,
+        overrides=overrides,
+    )
     run_dir = Path(run_dir)
-    hp = presets.resolve(info.name, learner, method, preset)
-    job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    for key in list(overrides):
-        for section in ("learner", "method"):
-            if key in hp[section]:
-                hp[section][key] = overrides.pop(key)
-    multi_head = bool(job.get("multi_head", hp["multi_head"]))
-    task_id_input = bool(job.get("task_id_input", hp["task_id_input"]))
-    suite_kwargs = {**hp["suite_defaults"], **overrides}
-    sequence = info.build(**suite_kwargs)
-    n_envs = int(num_envs or hp["num_envs"])
+    sequence, job, hp, n_envs = spec.sequence, spec.job, spec.hp, spec.num_envs
     schedule = sequence.schedule(n_envs)
     total_steps = schedule[-1].end_step
     description = sequence.describe()
     metadata = {
-        "suite_id": info.id,
-        "suite": info.name,
-        "method": method,
-        "learner": learner,
-        "preset": preset,
+        "suite_id": spec.suite.id,
+        "suite": spec.suite.name,
+        "method": spec.method,
+        "learner": spec.learner,
+        "preset": spec.preset,
         "seed": int(seed),
-        "env_kwargs": suite_kwargs,
+        "env_kwargs": spec.suite_kwargs,
         "tasks": description["tasks"],
         "schedule": [s.as_dict() for s in schedule],
         "steps_per_task": [t.budget for t in sequence.tasks],
@@ -143,15 +227,7 @@ def run_main_job(
         "eval_episodes": sequence.eval_episodes,
         "num_envs": n_envs,
         "metric_settings": description["metric_settings"],
-        "hyperparameters": {
-            "learner": hp["learner"],
-            "method": hp["method"],
-            "multi_head": multi_head,
-            "task_id_input": task_id_input,
-            "network": hp["network"],
-            "net_arch": hp["net_arch"],
-            "reward_clip": hp["reward_clip"],
-        },
+        "hyperparameters": spec.hyperparameters(),
         "step_unit": "agent steps (env.step calls summed over sub-envs)",
     }
     ckpt = checkpoint_path(run_dir)
@@ -168,29 +244,27 @@ def run_main_job(
     th.manual_seed(seed)
     run_log = RunLog(run_dir, metadata, resume=resume)
     venv = SequenceVectorEnv(sequence, n_envs, job.get("vectorization_mode", "sync"))
-    env: Any = SB3VecEnv(venv)
-    env.seed(int(seed))
-    task_wrapper = None
-    if multi_head or task_id_input:
-        env = task_wrapper = TaskIdObservation(env, len(sequence.tasks))
-    if hp["reward_clip"] is not None:
-        env = VecClipReward(env, *hp["reward_clip"])
+    sb3_env = SB3VecEnv(venv)
+    sb3_env.seed(int(seed))
+    env, task_wrapper = wrap_env(
+        sb3_env, sequence, hp, multi_head=spec.multi_head, task_id_input=spec.task_id_input
+    )
 
     method_kwargs = dict(hp["method"])
-    if method == "clear" and job.get("replay_on_disk"):
+    if spec.method == "clear" and job.get("replay_on_disk"):
         method_kwargs["disk_dir"] = run_dir / "replay"
-    cl = make_method(method, seed=int(seed), **method_kwargs)
-    model = _make_model(
-        learner,
+    cl = make_method(spec.method, seed=int(seed), **method_kwargs)
+    model = build_model(
+        spec.learner,
         env,
         sequence,
         hp,
         cl,
-        int(seed),
-        multi_head,
-        task_id_input,
-        method,
-        job.get("device", "auto"),
+        method=spec.method,
+        seed=int(seed),
+        multi_head=spec.multi_head,
+        task_id_input=spec.task_id_input,
+        device=job.get("device", "auto"),
     )
     cl_callback = attach_method(model, cl, env)
     evaluator = Evaluator(
@@ -242,46 +316,6 @@ def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
         raise ValueError(
             f"refusing to resume {run_dir}: it is a different run ({'; '.join(diffs)})"
         )
-
-
-def _make_model(
-    learner: str,
-    env: Any,
-    sequence: Any,
-    hp: dict[str, Any],
-    cl: Any,
-    seed: int,
-    multi_head: bool,
-    task_id_input: bool,
-    method: str,
-    device: str,
-) -> Any:
-    policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
-    policy_kwargs: dict[str, Any] = {
-        "num_tasks": len(sequence.tasks),
-        "multi_head": multi_head,
-        "task_id_input": task_id_input,
-        "net_arch": list(hp["net_arch"]),
-    }
-    if is_image_space(sequence.observation_space, check_channels=False):
-        extractor = FEATURE_EXTRACTORS[hp["network"]]
-        policy_kwargs["features_extractor_class"] = extractor
-        if hp.get("cnn_features_dim"):
-            policy_kwargs["features_extractor_kwargs"] = {"features_dim": hp["cnn_features_dim"]}
-    kw = dict(hp["learner"])
-    if learner == "ppo" and kw.pop("lr_anneal", False):
-        kw["learning_rate"] = get_linear_fn(kw["learning_rate"], 0.0, 1.0)
-    algorithm = ContinualPPO if learner == "ppo" else VTrace
-    return algorithm(
-        policy_cls,
-        env,
-        cl_method=cl,
-        policy_kwargs=policy_kwargs,
-        seed=seed,
-        device=device,
-        verbose=0,
-        **kw,
-    )
 
 
 def _write_report(run_dir: Path, job: dict[str, Any]) -> None:

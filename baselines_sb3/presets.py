@@ -137,6 +137,13 @@ SMALL_METHODS: dict[str, dict[str, Any]] = {
 SMALL_NET = {"net_arch": [64], "cnn_features_dim": 64}
 
 
+def default_learner(suite: str, preset: str) -> str:
+    """The learner a run of ``suite`` under ``preset`` uses when none is named."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; valid: {', '.join(PRESETS)}")
+    return "ppo"
+
+
 def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any]:
     """The resolved hyperparameters of a run: ``learner``, ``method``, ``num_envs``,
     ``network``, ``net_arch``, ``reward_clip``, ``suite_defaults`` (suite kwargs the preset

@@ -154,7 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train (or play randomly) over a whole sequence")
     run.add_argument("--suite", required=True, help="e.g. Procgen6 or CLSuite/Procgen6-v0")
     run.add_argument("--method", choices=METHODS, default="ft")
-    run.add_argument("--learner", choices=LEARNERS, default="ppo")
+    run.add_argument(
+        "--learner",
+        choices=LEARNERS,
+        default=None,
+        help="learner (default: the suite's, see baselines_sb3.presets.default_learner)",
+    )
     run.add_argument("--preset", choices=PRESETS, default="paper")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--run-dir", help="run directory (default runs/<suite>-<method>-s<seed>)")
