@@ -150,6 +150,6 @@ def build(
         eval_every=eval_every,
         eval_episodes=eval_episodes,
         extra="minihack",
-        required_modules=("minihack", "nle"),
+        required_modules=("minihack", "nle", "cv2"),
         metric_settings={"smoothing_window": 20, "return_clip_min": None},
     )
