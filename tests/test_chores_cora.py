@@ -365,3 +365,23 @@ def test_a_cloudrendering_build_given_by_path_keeps_its_platform(tmp_path, monke
     monkeypatch.setenv("DISPLAY", ":0")
     assert resolve_thor_build(other).platform == "Linux64"
     assert resolve_thor_build(other).build_id.startswith("path-")
+
+
+def test_simulator_settings_are_alfreds(cool_data, tmp_path):
+    ChoresEnv(
+        COOL_TASK,
+        alfred_data_dir=cool_data,
+        controller_factory=FakeThorController,
+        goal_image_cache_dir=tmp_path / "goals",
+    )
+    assert FakeThorController.instances[-1].kwargs == {
+        "width": 300,  # ALFRED's 300x300 frames
+        "height": 300,
+        "quality": "High",  # CORA's ThorEnv(quality="High")
+        "gridSize": 0.25,  # ALFRED's AGENT_STEP_SIZE
+        "snapToGrid": True,
+        "rotateStepDegrees": 90,
+        "visibilityDistance": 1.5,  # ALFRED's VISIBILITY_DISTANCE
+        "renderDepthImage": False,
+        "renderInstanceSegmentation": False,
+    }
