@@ -155,11 +155,6 @@ def nethack_actions(names: tuple[str, ...]) -> tuple[Any, ...]:
     )
 
 
-def navigation_actions() -> tuple[Any, ...]:
-    """The 8 compass directions: ``tuple(nle.nethack.CompassDirection)``."""
-    return nethack_actions(MOVE_ACTIONS)
-
-
 class NetHackSeeding(gym.Wrapper):
     """Seed NetHack itself before every reset, from a generator seeded by ``reset(seed=s)``.
 
