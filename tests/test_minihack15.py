@@ -170,6 +170,8 @@ def test_a_masked_action_is_a_wasted_turn_that_never_reaches_nethack():
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(2)  # S: a real move
     assert "masked_action" not in info and not truncated and env.unwrapped._steps == 1
+    with pytest.raises(ValueError, match=r"action -1 is not in the action space Discrete\(11\)"):
+        env.step(-1)
     with pytest.raises(ValueError, match="more than the shared 8"):
         SharedActionSpace(make_minihack_env("Corridor-R2").env.env, 8, -0.001)
 

@@ -257,6 +257,8 @@ class SharedActionSpace(gym.Wrapper):
         return obs, {**info, "action_mask": self.action_mask}
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in the action space {self.action_space}")
         self._steps += 1
         capped = self._steps >= self.max_episode_steps
         if int(action) < self.valid_count:
