@@ -276,6 +276,12 @@ def test_render_rgb_array_is_the_ale_screen():
     assert env.render_mode == "rgb_array"
     assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8 and frame.any()
     env.close()
+    task = cl_suites.make_sequence("Atari6").tasks[2]  # the suite's factories take the keyword
+    for factory in (task.make_train, task.make_train_eval):
+        env = factory(render_mode="rgb_array")
+        env.reset(seed=0)
+        assert env.render().shape == (210, 160, 3)
+        env.close()
 
 
 def test_missing_ale_py_names_the_extra(monkeypatch):

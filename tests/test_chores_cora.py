@@ -243,6 +243,15 @@ def test_render_rgb_array_returns_the_simulator_frame(cool_data, tmp_path):
     np.testing.assert_array_equal(frame, FakeThorController.instances[-1].last_event.frame)
     with pytest.raises(ValueError, match=r"render_mode 'human' is unknown"):
         cool_env(cool_data, tmp_path, render_mode="human")
+    seq = chores_suite.build_multitraj(  # the suite's factories take the keyword
+        alfred_data_dir=cool_data,
+        controller_factory=FakeThorController,
+        goal_image_cache_dir=tmp_path / "goals",
+        render_size=64,
+    )
+    env = seq.tasks[0].make_test(render_mode="rgb_array")
+    env.reset()
+    assert env.render().shape == (64, 64, 3)
 
 
 # -- robustness -------------------------------------------------------------------------

@@ -396,6 +396,10 @@ def test_render_rgb_array_shows_the_whole_level():
     assert env.render_mode == "rgb_array"
     assert frame.shape == (21 * 16, 79 * 16, 3) and frame.dtype == np.uint8 and frame.any()
     assert make_minihack_env("Room-Random-5x5").render() is None
+    # the suite's factories take the keyword (interface 3)
+    test_env = cl_suites.make_sequence("MiniHack15").tasks[7].make_test(render_mode="rgb_array")
+    test_env.reset(seed=0)
+    assert test_env.render().shape == (21 * 16, 79 * 16, 3)
     with pytest.raises(ValueError, match="render_mode 'human' is not supported"):
         make_minihack_env("Room-Random-5x5", render_mode="human")
 
