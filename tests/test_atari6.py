@@ -11,10 +11,11 @@ import pytest
 
 import cl_suites
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.envs.atari import EpisodicLife, FireReset, has_fire, make_atari_env
+from cl_suites.envs.atari import WholeGames, available_games, has_fire, make_atari_env
 from cl_suites.suites.atari6 import GAMES
 
 pytest.importorskip("ale_py")
+sb3_atari = pytest.importorskip("stable_baselines3.common.atari_wrappers")
 
 OBS_SPACE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 
@@ -56,27 +57,33 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert (preprocessing.frame_skip, preprocessing.noop_max) == (4, 30)
     assert preprocessing.screen_size == (84, 84) and preprocessing.grayscale_obs
     assert _find(env, gym.wrappers.TimeLimit)._max_episode_steps == 10_000
-    assert _find(env, EpisodicLife) is not None
-    assert (_find(env, FireReset) is not None) == (game != "MsPacman") == has_fire(env)
+    assert _find(env, sb3_atari.EpisodicLifeEnv) is not None
+    # CORA's check is "FIRE" in the action meanings: with the full action space, every
+    # game is fire-reset (MsPacman included)
+    assert _find(env, sb3_atari.FireResetEnv) is not None and has_fire(env)
+    assert env.unwrapped.get_action_meanings()[:3] == ["NOOP", "FIRE", "UP"]
     obs, _ = env.reset(seed=1)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and obs.max() > 0
     frames = ale.getEpisodeFrameNumber()
     obs, _, terminated, truncated, _ = env.step(17)
     assert ale.getEpisodeFrameNumber() == frames + 4  # one agent step = 4 frames
     assert obs.shape == (4, 84, 84) and not (terminated or truncated)
-    evaluation = make_atari_env(game, training=False)
-    assert _find(evaluation, EpisodicLife) is None
+    evaluation = make_atari_env(game, training=False)  # CORA's training stack, whole games
+    assert isinstance(evaluation, WholeGames)
+    assert _find(evaluation, sb3_atari.EpisodicLifeEnv) is not None
+    assert _find(evaluation, sb3_atari.FireResetEnv) is not None
     assert evaluation.observation_space == OBS_SPACE
     env.close()
     evaluation.close()
 
 
 def test_noop_starts_vary_the_first_frame_with_the_seed():
-    env = make_atari_env("MsPacman", training=False)  # no FIRE: frames = no-ops
+    env = make_atari_env("MsPacman", training=False)
     starts, firsts = [], []
     for seed in range(6):
         obs, _ = env.reset(seed=seed)
-        starts.append(env.unwrapped.ale.getEpisodeFrameNumber())
+        # no-op frames, then FIRE and UP (one agent step = 4 frames each)
+        starts.append(env.unwrapped.ale.getEpisodeFrameNumber() - 2 * 4)
         firsts.append(obs.tobytes())
     assert all(1 <= n <= 30 for n in starts)
     assert len(set(starts)) == 6 and len(set(firsts)) == 6
@@ -164,12 +171,46 @@ def test_vector_path_replays_the_single_env_and_logs_whole_games():
     venv.close()
 
 
+def test_beamrider_eval_game_of_an_agent_that_never_fires_ends_before_the_cap():
+    # BeamRider waits for FIRE after a lost life. CORA evaluates in its training stack,
+    # which presses NOOP, FIRE, UP after every lost life, so a greedy agent that never
+    # fires still loses its 3 lives: the game ends after 992 agent steps in CORA's stack.
+    env = make_atari_env("BeamRider", training=False)
+    env.reset(seed=0)
+    lives, losses, steps, terminated, truncated = env.unwrapped.ale.lives(), 0, 0, False, False
+    while not (terminated or truncated):
+        _, _, terminated, truncated, info = env.step(0)  # NOOP, never FIRE
+        steps += 1
+        losses += env.unwrapped.ale.lives() < lives
+        lives = env.unwrapped.ale.lives()
+    assert (steps, terminated, truncated) == (992, True, False)
+    assert losses == 3 and lives == 0 and info["episode"]["l"] == 1000  # + 8 automatic presses
+    env.close()
+
+
+def test_life_loss_in_training_ends_the_episode_and_reset_presses_noop_fire_up():
+    env = make_atari_env("BeamRider", training=True)
+    env.reset(seed=0)
+    frames = env.unwrapped.ale.getEpisodeFrameNumber()
+    for _ in range(10_000):
+        _, _, terminated, truncated, info = env.step(0)
+        if terminated or truncated:
+            break
+    assert terminated and env.unwrapped.ale.lives() == 2 and "episode" not in info
+    lost_at = env.unwrapped.ale.getEpisodeFrameNumber()
+    assert lost_at > frames
+    env.reset()  # the same game goes on: NOOP, FIRE, UP = 3 agent steps = 12 frames
+    assert env.unwrapped.ale.getEpisodeFrameNumber() == lost_at + 12
+    assert env.unwrapped.ale.lives() == 2
+
+
 def test_evaluation_env_plays_whole_games_and_the_cap_truncates():
     env = make_atari_env("MsPacman", training=False, max_episode_steps=50)
     env.reset(seed=0)
-    for steps in range(1, 51):
+    for steps in range(1, 49):
         _, _, terminated, truncated, info = env.step(0)
-        assert not terminated and (truncated == (steps == 50))
+        # the cap counts the FIRE and UP pressed at reset, as CORA's TimeLimit does
+        assert not terminated and (truncated == (steps == 48))
     assert info["episode"]["l"] == 50
     assert env.unwrapped.ale.lives() == 3
 
@@ -218,11 +259,29 @@ def test_factories_pickle():
     assert factory.args == ("MsPacman",) and factory().observation_space == OBS_SPACE
 
 
-def test_unknown_game_names_the_game_and_the_ale_py_version():
+def test_unknown_game_names_the_game_the_ale_py_version_and_the_valid_games():
     import ale_py
 
-    with pytest.raises(ValueError, match=rf"'Pong2'.*ale-py {ale_py.__version__}"):
+    assert set(GAMES) <= set(available_games()) and "Pong" in available_games()
+    with pytest.raises(
+        ValueError, match=rf"'Pong2'.*ale-py {ale_py.__version__}; use one of: Adventure, .*Pong"
+    ):
         cl_suites.make_sequence("Atari6", games=("SpaceInvaders", "Pong2"))
+
+
+def test_render_rgb_array_is_the_ale_screen():
+    env = make_atari_env("Hero", render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert env.render_mode == "rgb_array"
+    assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8 and frame.any()
+    env.close()
+    task = cl_suites.make_sequence("Atari6").tasks[2]  # the suite's factories take the keyword
+    for factory in (task.make_train, task.make_train_eval):
+        env = factory(render_mode="rgb_array")
+        env.reset(seed=0)
+        assert env.render().shape == (210, 160, 3)
+        env.close()
 
 
 def test_missing_ale_py_names_the_extra(monkeypatch):

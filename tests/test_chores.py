@@ -28,7 +28,13 @@ from cl_suites.envs.chores import (
 from cl_suites.envs.chores.actions import ActionRunner, thor_action
 from cl_suites.envs.chores.data import parse_demonstration
 from cl_suites.envs.chores.goal_images import cache_path
-from cl_suites.envs.chores.rewards import Outcome, SubgoalReward, WorldState, goal_conditions
+from cl_suites.envs.chores.rewards import (
+    CoolingRewardFlags,
+    Outcome,
+    SubgoalReward,
+    WorldState,
+    goal_conditions,
+)
 from cl_suites.suites import chores as chores_suite
 
 A = {name: i for i, name in enumerate(ACTIONS)}
@@ -76,8 +82,14 @@ def make_env(task, data_dir, tmp_path, **kwargs):
     )
 
 
+def goal_cache(task, tmp_path, build="fake-build", quality="High", render_size=64):
+    return cache_path(
+        tmp_path / "goals", build, quality, render_size, 64, "train", task.train_demos[0]
+    )
+
+
 def prefill_goal_images(task, tmp_path, values=(10, 20, 30, 40)):
-    path = cache_path(tmp_path / "goals", "train", task.train_demos[0], 64, 64)
+    path = goal_cache(task, tmp_path)
     path.parent.mkdir(parents=True)
     np.save(path, np.stack([np.full((64, 64, 3), v, np.uint8) for v in values]))
 
@@ -245,13 +257,13 @@ def test_wrong_interactions_are_penalised(task, data_dir, tmp_path):
     assert reward == pytest.approx(-0.2)
 
 
-def test_goal_images_rendered_once_by_replay_and_cached(task, data_dir, tmp_path):
-    env = make_env(task, data_dir, tmp_path)
-    env.reset(seed=0)
+def test_goal_images_rendered_once_by_replay_at_construction_and_cached(task, data_dir, tmp_path):
+    env = make_env(task, data_dir, tmp_path)  # the replay runs here, not at reset
     fake = FakeThorController.instances[-1]
     replayed = [c["action"] for c in fake.calls if c["action"] in ("PickupObject", "PutObject")]
     assert replayed == ["PickupObject", "PutObject"]
-    path = cache_path(tmp_path / "goals", "train", task.train_demos[0], 64, 64)
+    env.reset(seed=0)
+    path = goal_cache(task, tmp_path)
     images = np.load(path)
     assert images.shape == (4, 64, 64, 3) and images.dtype == np.uint8
     # one image per subgoal, each taken after the subgoal's last plan step: all differ
@@ -259,7 +271,9 @@ def test_goal_images_rendered_once_by_replay_and_cached(task, data_dir, tmp_path
     env.close()
     assert fake.stopped
 
+    instances = len(FakeThorController.instances)
     env2 = make_env(task, data_dir, tmp_path)
+    assert len(FakeThorController.instances) == instances  # cached: no simulator needed
     obs, _ = env2.reset(seed=0)
     fake2 = FakeThorController.instances[-1]
     assert fake2 is not fake
@@ -301,7 +315,7 @@ def test_unsuccessful_actions_are_not_failures_unless_asked(task, data_dir, tmp_
 
 def test_step_cap_truncates(task, data_dir, tmp_path):
     prefill_goal_images(task, tmp_path)
-    assert make_env(task, data_dir, tmp_path).max_steps == 1000
+    assert make_env(task, data_dir, tmp_path).max_steps == 1002  # CORA's env: 1000 + 2
     assert make_env(task, data_dir, tmp_path).max_fails == 10
     env = make_env(task, data_dir, tmp_path, max_steps=5)
     env.reset(seed=0)
@@ -372,10 +386,9 @@ def test_missing_build_fails_fast_with_real_ai2thor(task, data_dir, tmp_path, no
     message = str(err.value)
     assert "CL_SUITES_THOR_BUILD" in message and "download_only=True" in message
     assert str(tmp_path / "home" / ".ai2thor" / "releases") in message
-    # through gym-style construction the error comes at the first reset, same class
-    env = SequenceEnv(chores_suite.build_varyroom(alfred_data_dir=data_dir))
+    # gym-style construction fails at construction too, with the same class
     with pytest.raises(ThorBuildNotFoundError):
-        env.reset(seed=0)
+        SequenceEnv(chores_suite.build_varyroom(alfred_data_dir=data_dir))
 
 
 def test_missing_build_and_data_reports_both(task, tmp_path, no_network):
@@ -396,7 +409,8 @@ def test_local_builds_are_found_without_network(tmp_path, monkeypatch, no_networ
     with pytest.raises(ThorBuildNotFoundError, match="not executable"):
         resolve_thor_build(exe)
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    assert resolve_thor_build(exe).controller_kwargs == {"local_executable_path": str(exe)}
+    build = resolve_thor_build(exe)
+    assert (build.external, build.platform, build.build_id) == (True, "Linux64", "local")
     assert resolve_thor_build(exe.parent).executable_path == exe  # the build folder works too
     monkeypatch.setenv("CL_SUITES_THOR_BUILD", str(tmp_path / "nope"))
     with pytest.raises(ThorBuildNotFoundError, match=r"\$CL_SUITES_THOR_BUILD"):
@@ -410,7 +424,7 @@ def test_local_builds_are_found_without_network(tmp_path, monkeypatch, no_networ
     (cached / name).write_text("")
     (cached / "metadata.json").write_text("{}")
     build = resolve_thor_build()
-    assert build.controller_kwargs["commit_id"] == commit
+    assert build.controller_kwargs["commit_id"] == commit == build.build_id
     assert build.controller_kwargs["platform"].name() == "CloudRendering"
 
 
@@ -454,7 +468,7 @@ def test_cool_subgoal_rewards_cooling_reopening_and_pickup():
     put = {"action": "PutObject", "objectId": "Cup|1", "receptacleObjectId": "Sink|1|SinkBasin"}
     demo = _demo("pick_cool_then_place_in_recep", [cool, goto, put])
     world = WorldState()
-    reward = SubgoalReward(demo, None, world)
+    reward = SubgoalReward(demo, None, world, CoolingRewardFlags())
     reward.reset(_meta())
     assert reward.step(Outcome("MoveAhead", True, _meta())) == pytest.approx(-0.1)
     assert reward.step(Outcome("CloseObject", True, _meta())) == 0.0  # not cold yet

@@ -96,6 +96,9 @@ class SB3VecEnv(ForwardingVecEnv):
                 values = infos[key]
                 for i in range(n):
                     out[i][key] = values[i].item() if hasattr(values[i], "item") else values[i]
+        if "action_mask" in infos:  # bool (n_actions,) per env: the current task's valid actions
+            for i in range(n):
+                out[i]["action_mask"] = infos["action_mask"][i]
         if "episode" in infos:
             mask = infos["_episode"]
             for i in np.flatnonzero(mask):

@@ -85,7 +85,11 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
     Every ``info`` carries ``task_id``, ``task_name``, ``cycle``, ``task_step``,
     ``total_step``, ``task_switched`` and ``sequence_done``. At the end of each episode
     (including one cut by a task switch) ``info["episode"] = {"r": return, "l": length}``
-    holds the true episode return in the simulator's reward units.
+    holds the true episode return in the simulator's reward units. When the sequence's
+    tasks restrict their actions (``TaskSequence.action_masks()`` is not ``None``, e.g.
+    MiniHack15), every ``info`` also holds ``action_mask``: bool ``(n_actions,)``, the
+    actions the current task accepts (sample with
+    ``env.action_space.sample(mask=info["action_mask"].astype(np.int8))``).
 
     Seeding: ``reset(seed=s)`` (re)starts the sequence from step 0; each task's
     environment is then seeded from ``(s, cycle, task_id)``, so the same seed gives the
@@ -111,6 +115,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self._env: gym.Env | None = None
         self._records_episodes = False
         self._segment_info: dict[str, Any] = {}
+        self._action_masks = sequence.action_masks()
         self._episode_return = 0.0
         self._episode_length = 0
 
@@ -129,7 +134,10 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         if switched or not self._records_episodes:
             # a records_episodes env (Atari) resets at every life loss mid-game
             self._episode_return, self._episode_length = 0.0, 0
-        return obs, {**inner_info, **self.cursor.info(task_switched=switched)}
+        info = {**inner_info, **self.cursor.info(task_switched=switched)}
+        if self._action_masks is not None:
+            info["action_mask"] = self._action_masks[self.cursor.segment.task_id]
+        return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self.cursor.switch_pending or self._env is None:
@@ -193,4 +201,6 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         }
         for key in ("task_step", "total_step"):
             del self._segment_info[key]
+        if self._action_masks is not None:
+            self._segment_info["action_mask"] = self._action_masks[segment.task_id]
         return env.reset(seed=self.cursor.env_seed(segment))

@@ -57,6 +57,10 @@ class TaskSpec:
             in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
             life loss but the reported return is the whole game's). Otherwise the
             sequence env records them itself.
+        valid_actions: the actions of the sequence's ``Discrete`` action space this task
+            accepts (sorted, e.g. ``(0, ..., 9)`` for MiniHack's KeyRoom), ``None`` when
+            every action is valid. Sequence envs report them as ``info["action_mask"]``;
+            what a task env does with another action is the suite's documented choice.
     """
 
     name: str
@@ -67,9 +71,18 @@ class TaskSpec:
     make_test_vec: VecEnvFactory | None = None
     make_train_eval: EnvFactory | None = None
     records_episodes: bool = False
+    valid_actions: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         check_positive_int(f"budget of task {self.name!r}", self.budget)
+        if self.valid_actions is not None:
+            actions = tuple(int(a) for a in self.valid_actions)
+            if not actions or list(actions) != sorted(set(actions)) or actions[0] < 0:
+                raise ValueError(
+                    f"valid_actions of task {self.name!r} must be sorted, distinct, "
+                    f"non-negative action indices, got {self.valid_actions!r}"
+                )
+            object.__setattr__(self, "valid_actions", actions)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -134,6 +147,9 @@ class TaskSequence:
         required_modules: importable modules the simulator needs (checked at env construction).
         metric_settings: suite-level settings the metrics read (``smoothing_window``,
             ``return_clip_min``, ...).
+        preflight: a cheap check run when a sequence env is constructed (after the
+            module check), e.g. that CHORES' data and simulator build exist; it raises
+            the suite's documented error. ``None``: no check.
     """
 
     name: str
@@ -146,6 +162,7 @@ class TaskSequence:
     extra: str | None = None
     required_modules: tuple[str, ...] = ()
     metric_settings: Mapping[str, Any] = field(default_factory=dict)
+    preflight: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -154,9 +171,37 @@ class TaskSequence:
         check_positive_int("cycles", self.cycles)
         check_positive_int("eval_every", self.eval_every)
         check_positive_int("eval_episodes", self.eval_episodes)
+        restricted = [t for t in self.tasks if t.valid_actions is not None]
+        if restricted:
+            if not isinstance(self.action_space, gym.spaces.Discrete):
+                raise ValueError(
+                    f"{self.name}: valid_actions need a Discrete action space, "
+                    f"got {self.action_space}"
+                )
+            n = int(self.action_space.n)
+            for task in restricted:
+                if task.valid_actions[-1] >= n:
+                    raise ValueError(
+                        f"valid_actions {task.valid_actions} of task {task.name!r} are not "
+                        f"all in the sequence's action space {self.action_space}"
+                    )
+
+    def action_masks(self) -> np.ndarray | None:
+        """Which actions each task accepts: bool ``(num_tasks, n_actions)``, row = task id.
+
+        ``None`` when no task restricts its actions (every action is valid everywhere).
+        """
+        if all(t.valid_actions is None for t in self.tasks):
+            return None
+        n = int(self.action_space.n)
+        masks = np.zeros((len(self.tasks), n), dtype=bool)
+        for task_id, task in enumerate(self.tasks):
+            masks[task_id, list(task.valid_actions or range(n))] = True
+        return masks
 
     def check_installed(self) -> None:
-        """Raise ``ImportError`` naming the extra to install when a simulator module is missing."""
+        """Raise ``ImportError`` naming the extra to install when a simulator module is
+        missing, then run the suite's ``preflight`` check (if any)."""
         missing = [m for m in self.required_modules if importlib.util.find_spec(m) is None]
         if missing:
             hint = f'pip install "cl-suites[{self.extra}]"' if self.extra else "install them"
@@ -164,6 +209,8 @@ class TaskSequence:
                 f"{self.name} needs the module(s) {', '.join(missing)}, which are not installed; "
                 f"run: {hint}"
             )
+        if self.preflight is not None:
+            self.preflight()
 
     def schedule(self, num_envs: int = 1) -> tuple[Segment, ...]:
         """Which task trains over which agent-step range, in training order.

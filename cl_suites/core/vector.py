@@ -97,6 +97,9 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     ``infos["episode"] = {"r", "l", "task_id"}``/``infos["_episode"]`` for finished
     episodes (``task_id`` is the task the episode was played on: at a switch step the
     other keys already describe the new task, whose first observations are returned).
+    When the tasks restrict their actions (``TaskSequence.action_masks()``),
+    ``infos["action_mask"]`` is bool ``(num_envs, n_actions)``: the current task's mask
+    in every row.
 
     Args:
         sequence: the task sequence.
@@ -133,6 +136,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self._ones = np.ones(self.num_envs, dtype=bool)
         self._static_info: dict[str, np.ndarray] = {}
         self._static_info_index = -1
+        self._action_masks = sequence.action_masks()
 
     # -- VectorEnv API ----------------------------------------------------------------
     def reset(
@@ -221,6 +225,10 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
                 if key not in ("task_step", "total_step"):
                     self._static_info[key] = np.full(n, value)
                     self._static_info["_" + key] = self._ones
+            if self._action_masks is not None:
+                mask = self._action_masks[cursor.segment.task_id]
+                self._static_info["action_mask"] = np.tile(mask, (n, 1))
+                self._static_info["_action_mask"] = self._ones
             # the next step of this segment reports task_switched=False again
             self._static_info_index = -1 if task_switched or cursor.done else cursor.index
         infos.update(self._static_info)

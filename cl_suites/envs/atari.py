@@ -1,23 +1,30 @@
-"""Atari games through ale-py with the DQN-era ("v4 NoFrameskip") preprocessing CORA used.
+"""Atari games through ale-py with the DQN-era ("v4 NoFrameskip") stack CORA trained and
+evaluated in (``continual_rl@f2754bb`` ``make_atari_task.py``, ``utils/env_wrappers.py``).
 
 One env step is one **agent step** = 4 emulator frames (frame skip 4). Budgets, caps and
 cadences in cl-suites count agent steps, never frames.
 
-The stack, innermost first (gymnasium / ale-py wrappers where they exist):
+The stack, innermost first (library wrappers wherever their semantics match CORA's):
 
 1. ``ALE/<Game>-v5`` made with ``frameskip=1``, ``repeat_action_probability=0`` (no sticky
    actions), ``full_action_space=True`` (``Discrete(18)``), grayscale screen;
-2. ``gymnasium.wrappers.AtariPreprocessing``: up to 30 no-op starts, frame skip 4 with a
-   max-pool over the last two frames, 84x84 grayscale (``cv2.INTER_AREA``);
+2. ``gymnasium.wrappers.AtariPreprocessing``: up to 30 no-op frames at reset, frame skip 4
+   with a max-pool over the last two frames, 84x84 grayscale (``cv2.INTER_AREA``);
 3. ``gymnasium.wrappers.TimeLimit``: 10,000 agent steps per game;
 4. ``gymnasium.wrappers.RecordEpisodeStatistics``: ``info["episode"]`` at the end of each
    whole game (all lives), with the game's unclipped return; its length ``"l"`` counts
-   agent steps including the automatic FIRE presses and post-life-loss no-ops;
-5. ``EpisodicLife`` (training only): a life loss ends the training episode, the next
-   ``reset()`` continues the same game;
-6. ``FireReset`` for games whose minimal action set has FIRE: press FIRE after every
-   (life) reset;
-7. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames.
+   agent steps including the automatic NOOP/FIRE/UP presses after each life loss;
+5. ``EpisodicLife`` (stable-baselines3's ``EpisodicLifeEnv``, plus: a seeded reset always
+   starts a new game): a life loss ends the *training* episode; the next ``reset()``
+   takes one NOOP step and the same game goes on;
+6. stable-baselines3's ``FireResetEnv`` when FIRE is in the game's action set, which with
+   the full action space is every game (CORA's check): FIRE then UP after every reset,
+   so after every lost life the agent sees NOOP, FIRE, UP pressed for it;
+7. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames;
+8. evaluation only, ``WholeGames``: CORA evaluates in this same stack and counts whole
+   games, so a lost life is not an episode end: the stack below is reset (NOOP, FIRE,
+   UP, a fresh frame stack) and the game goes on. An agent that never fires still loses
+   its lives and ends the game (BeamRider waits for FIRE after a lost life).
 
 Observations are ``uint8`` arrays of shape ``(4, 84, 84)`` (stack, height, width; the
 channels-first layout that stable-baselines3's ``CnnPolicy`` accepts as is); actions are
@@ -26,12 +33,14 @@ channels-first layout that stable-baselines3's ``CnnPolicy`` accepts as is); act
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.errors import require
+from cl_suites.errors import require, silence_legacy_gym_banner
 
 FRAME_SKIP = 4
 """Emulator frames per agent step."""
@@ -45,8 +54,6 @@ NUM_ACTIONS = 18
 OBSERVATION_SPACE = gym.spaces.Box(0, 255, (STACK_SIZE, SCREEN_SIZE, SCREEN_SIZE), np.uint8)
 ACTION_SPACE = gym.spaces.Discrete(NUM_ACTIONS)
 
-_NOOP, _FIRE = 0, 1  # indices in the full (18-action) ALE action set
-
 
 def _ale_py():
     ale_py = require("ale_py", extra="atari")
@@ -54,84 +61,94 @@ def _ale_py():
     return ale_py
 
 
+def available_games() -> tuple[str, ...]:
+    """The game names the installed ale-py provides (``ALE/<name>-v5`` ids), sorted."""
+    _ale_py()
+    return tuple(sorted(m.group(1) for k in gym.registry if (m := _ALE_ID.fullmatch(k))))
+
+
+_ALE_ID = re.compile(r"ALE/(\w+)-v5")
+
+
 def ale_env_id(game: str) -> str:
     """The ale-py id of ``game`` (``"SpaceInvaders"`` -> ``"ALE/SpaceInvaders-v5"``).
 
-    Raises ``ValueError`` naming the game and the installed ale-py version when the
-    installed ale-py does not provide it.
+    Raises ``ValueError`` naming the game, the installed ale-py version and the games it
+    provides when ``game`` is not one of them.
     """
     ale_py = _ale_py()
     env_id = f"ALE/{game}-v5"
     if env_id not in gym.registry:
         raise ValueError(
             f"Atari game {game!r} (id {env_id!r}) does not exist in the installed "
-            f"ale-py {ale_py.__version__}; use a game name such as 'SpaceInvaders'"
+            f"ale-py {ale_py.__version__}; use one of: {', '.join(available_games())}"
         )
     return env_id
 
 
 def has_fire(env: gym.Env) -> bool:
-    """True when FIRE is in the game's minimal action set (the game needs FIRE to start)."""
-    ale_py = _ale_py()
-    return ale_py.Action.FIRE in env.unwrapped.ale.getMinimalActionSet()
+    """True when FIRE is in the env's action set (CORA's fire-reset check); with the full
+    action space that is every game."""
+    return "FIRE" in env.unwrapped.get_action_meanings()
 
 
-class EpisodicLife(gym.Wrapper):
-    """End the *training* episode at a life loss; the game itself goes on.
+def _sb3_atari_wrappers():
+    silence_legacy_gym_banner()
+    return require("stable_baselines3.common.atari_wrappers", extra="atari")
 
-    A life loss returns ``terminated=True``; the following ``reset()`` then takes one
-    no-op step instead of restarting the game, so the agent plays every life. Only a
-    real game over (or the game's time limit) restarts the game. Episode statistics
-    recorded below this wrapper (``RecordEpisodeStatistics``) therefore cover whole
-    games. gymnasium 1.x has no such wrapper (``AtariPreprocessing(terminal_on_life_loss=
-    True)`` restarts the game at every life loss).
+
+@functools.cache
+def _episodic_life_class() -> type[gym.Wrapper]:
+    base = _sb3_atari_wrappers().EpisodicLifeEnv
+
+    class EpisodicLife(base):
+        """stable-baselines3's ``EpisodicLifeEnv`` (a life loss ends the training episode;
+        the next ``reset()`` takes one NOOP step and the game goes on), except that a
+        ``reset(seed=...)`` always starts a new game: a seeded reset must replay exactly,
+        whatever state the previous game was left in."""
+
+        def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+            if kwargs.get("seed") is not None:
+                self.was_real_done = True
+            return super().reset(**kwargs)
+
+    return EpisodicLife
+
+
+def _find(env: gym.Env, kind: type) -> gym.Env | None:
+    while True:
+        if isinstance(env, kind):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+class WholeGames(gym.Wrapper):
+    """Evaluation in the training stack: an episode is a whole game.
+
+    A life-loss "termination" from the episodic-life wrapper below is hidden: the stack is
+    reset at once (the episodic-life NOOP, FIRE and UP, a fresh frame stack: what a CORA
+    actor's env does after every lost life) and the step returns that observation with
+    ``terminated=False``. Only a real game over or the step cap ends the episode. If the
+    game ends during those automatic presses (its next game has then started), the step
+    reports ``terminated=True``.
     """
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self._lives = 0
-        self._game_over = True
+        self._life = _find(env, _sb3_atari_wrappers().EpisodicLifeEnv)
+        self._stats = _find(env, gym.wrappers.RecordEpisodeStatistics)
+        if self._life is None or self._stats is None:
+            raise ValueError("WholeGames needs EpisodicLifeEnv and RecordEpisodeStatistics below")
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._game_over = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
-        if 0 < lives < self._lives:
-            terminated = True
-        self._lives = lives
+        if terminated and not truncated and not self._life.was_real_done:
+            games = self._stats.episode_count
+            obs, _ = self.env.reset()
+            terminated = self._stats.episode_count > games
         return obs, reward, terminated, truncated, info
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        if self._game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed, options=options)
-        else:
-            obs, _, terminated, truncated, info = self.env.step(_NOOP)
-            if terminated or truncated:
-                obs, info = self.env.reset(options=options)
-        self._game_over = False
-        self._lives = self.env.unwrapped.ale.lives()
-        return obs, info
-
-
-class FireReset(gym.Wrapper):
-    """Press FIRE (then UP, as in the DQN-era wrappers) after every reset.
-
-    Use it only for games that need FIRE to start (see ``has_fire``). The two steps are
-    agent steps of the inner env (4 frames each); they are not counted in the sequence
-    budget, like the no-op starts.
-    """
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
-        for action in (_FIRE, 2):
-            obs, _, terminated, truncated, info = self.env.step(action)
-            if terminated or truncated:
-                obs, info = self.env.reset(options=options)
-        return obs, info
 
 
 def make_atari_env(
@@ -141,17 +158,19 @@ def make_atari_env(
     max_episode_steps: int = MAX_EPISODE_STEPS,
     noop_max: int = NOOP_MAX,
     repeat_action_probability: float = 0.0,
+    render_mode: str | None = None,
 ) -> gym.Env:
     """One preprocessed Atari game (see the module docstring for the wrapper stack).
 
     Args:
         game: ale-py game name, e.g. ``"SpaceInvaders"``.
-        training: True adds ``EpisodicLife`` (a life loss ends the training episode);
-            False gives the evaluation env, whose episodes are whole games.
+        training: True gives the training env (a life loss ends the training episode);
+            False the evaluation env, the same stack whose episodes are whole games.
         max_episode_steps: cap of one game in agent steps (1 agent step = 4 frames).
         noop_max: most no-op *emulator frames* at reset (their number is drawn in
             ``[1, noop_max]`` from the env's seeded RNG, as in the DQN-era wrappers).
         repeat_action_probability: sticky actions (CORA: 0).
+        render_mode: ``None`` or ``"rgb_array"`` (ALE's RGB screen, ``(210, 160, 3)``).
 
     Returns:
         An env with observations ``uint8 (4, 84, 84)`` and ``Discrete(18)`` actions;
@@ -163,6 +182,7 @@ def make_atari_env(
         repeat_action_probability=repeat_action_probability,
         full_action_space=True,
         obs_type="grayscale",
+        render_mode=render_mode,
         disable_env_checker=True,
     )
     fire = has_fire(env)
@@ -171,8 +191,8 @@ def make_atari_env(
     )
     env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     env = gym.wrappers.RecordEpisodeStatistics(env)
-    if training:
-        env = EpisodicLife(env)
+    env = _episodic_life_class()(env)
     if fire:
-        env = FireReset(env)
-    return gym.wrappers.FrameStackObservation(env, STACK_SIZE)
+        env = _sb3_atari_wrappers().FireResetEnv(env)
+    env = gym.wrappers.FrameStackObservation(env, STACK_SIZE)
+    return env if training else WholeGames(env)

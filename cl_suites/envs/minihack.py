@@ -1,15 +1,36 @@
-"""MiniHack navigation tasks as CORA plays them: pixels only, 8 compass actions.
+"""MiniHack navigation tasks as CORA ran them: pixels only, one 11-action space, masked per task.
 
-Each env is ``gym.make("MiniHack-<name>-v0", ...)`` with
+Each env is ``gym.make("MiniHack-<name>-v0", ...)`` with CORA's keywords
+(``make_minihack_task.py``): ``observation_keys=("pixel_crop",)``, ``reward_win=1``,
+``reward_lose=0``, ``penalty_step=-0.001``, ``penalty_time=0``, ``penalty_mode="constant"``,
+``character="mon-hum-neu-mal"`` and each env's own episode cap. One step is one agent
+step (NetHack has no frame skip).
 
-* ``observation_keys=("pixel_crop",)``, ``obs_crop_h = obs_crop_w = 5``: an RGB crop of
-  5x5 tiles of 16x16 pixels around the agent, ``uint8 (80, 80, 3)``, zero-padded by 2
-  pixels on every side to ``uint8 (84, 84, 3)`` (height, width, RGB);
-* ``actions = nle.nethack.CompassDirection`` (N, E, S, W, NE, SE, SW, NW): ``Discrete(8)``;
-* ``reward_win=1``, ``penalty_step=-0.001`` (MiniHack's defaults for the rest);
-* each env's own episode cap (``max_episode_steps`` of its MiniHack class).
+**Actions.** CORA gives every task MiniHack's own action set and one policy with 11
+outputs, of which each task uses the first ``k`` (``task_action_names``):
 
-One step is one agent step (NetHack has no frame skip).
+* Room, River, HideNSeek, CorridorBattle: the 8 compass directions (N, E, S, W, NE, SE,
+  SW, NW);
+* Corridor: the 8 directions + OPEN, KICK, SEARCH (11);
+* KeyRoom: the 8 directions + PICKUP, APPLY (10), with autopickup off.
+
+Every env here has the shared space ``Discrete(11)`` and reports ``info["action_mask"]``
+(bool ``(11,)``). An action outside the task's set is never sent to NetHack: the step is
+a wasted turn (the observation does not change, the reward is ``penalty_step``, as for a
+move into a wall, and it counts towards the episode cap), ``info["masked_action"]`` is
+True. A random agent samples valid actions with
+``env.action_space.sample(mask=info["action_mask"].astype(np.int8))``.
+
+**Characters.** CORA passes the monk to every task; MiniHack's KeyRoom reads the misspelt
+keyword ``charachter`` and so keeps its rogue, and CorridorBattle forces the knight.
+That is what CORA's runs played (``effective_character``), and what these envs play.
+
+**Observation** (``crop=``), ``uint8 (84, 84, 3)`` (height, width, RGB):
+
+* ``"code"`` (default, CORA's code): MiniHack's default 9x9-tile crop (144x144 pixels)
+  zero-padded by 2 pixels per side and resized to 84x84 with ``cv2.INTER_AREA``
+  (CORA's ``ImageTask``);
+* ``"paper"`` (CORA appendix C.3): a 5x5-tile crop (80x80) zero-padded to 84x84.
 
 Two deliberate differences from a bare ``gym.make``, both in gymnasium's semantics:
 
@@ -32,16 +53,31 @@ import numpy as np
 
 from cl_suites.errors import require
 
-CROP_TILES = 5
-"""``obs_crop_h = obs_crop_w``: tiles of the agent-centred crop."""
-CROP_PIXELS = 80
-PADDED_PIXELS = 84
-_PAD = (PADDED_PIXELS - CROP_PIXELS) // 2
+CROPS: dict[str, int] = {"code": 9, "paper": 5}
+"""``crop`` option -> tiles of the agent-centred crop (16 pixels per tile)."""
+TILE_PIXELS = 16
+PADDING = 2
+"""Zero pixels added on every side of the crop (CORA's ``MiniHackObsWrapper``)."""
+SCREEN_SIZE = 84
 REWARD_WIN = 1.0
+REWARD_LOSE = 0.0
 PENALTY_STEP = -0.001
-NUM_ACTIONS = 8
+PENALTY_TIME = 0.0
+CORA_CHARACTER = "mon-hum-neu-mal"
+"""The character CORA passes to every task (see ``effective_character``)."""
 
-OBSERVATION_SPACE = gym.spaces.Box(0, 255, (PADDED_PIXELS, PADDED_PIXELS, 3), np.uint8)
+MOVE_ACTIONS: tuple[str, ...] = ("N", "E", "S", "W", "NE", "SE", "SW", "NW")
+"""``nle.nethack.CompassDirection`` names, in MiniHack's order."""
+ACTION_SETS: dict[str, tuple[str, ...]] = {
+    "navigation": MOVE_ACTIONS,
+    "corridor": (*MOVE_ACTIONS, "OPEN", "KICK", "SEARCH"),
+    "keyroom": (*MOVE_ACTIONS, "PICKUP", "APPLY"),
+}
+"""Action set of each task family (names of ``CompassDirection`` / ``Command`` members)."""
+NUM_ACTIONS = max(len(names) for names in ACTION_SETS.values())
+"""Size of the shared action space (11): the policy's output size in CORA."""
+
+OBSERVATION_SPACE = gym.spaces.Box(0, 255, (SCREEN_SIZE, SCREEN_SIZE, 3), np.uint8)
 ACTION_SPACE = gym.spaces.Discrete(NUM_ACTIONS)
 
 
@@ -78,12 +114,45 @@ def minihack_env_id(name: str) -> str:
     return env_id
 
 
-def navigation_actions() -> tuple[Any, ...]:
-    """The shared 8-action navigation set: ``tuple(nle.nethack.CompassDirection)``."""
-    _minihack()
-    from nle.nethack import CompassDirection
+def task_family(name: str) -> str:
+    """``"corridor"`` (Corridor-R*), ``"keyroom"`` (KeyRoom*) or ``"navigation"`` (the rest,
+    CorridorBattle included): the key of the task's action set in ``ACTION_SETS``."""
+    if name.startswith("Corridor-"):
+        return "corridor"
+    if name.startswith("KeyRoom"):
+        return "keyroom"
+    return "navigation"
 
-    return tuple(CompassDirection)
+
+def task_action_names(name: str) -> tuple[str, ...]:
+    """The NetHack actions of task ``name``, in the order of the shared space's indices."""
+    return ACTION_SETS[task_family(name)]
+
+
+def valid_actions(name: str) -> tuple[int, ...]:
+    """The indices of the shared ``Discrete(11)`` space that task ``name`` accepts."""
+    return tuple(range(len(task_action_names(name))))
+
+
+def effective_character(name: str) -> str:
+    """The character CORA's runs played in task ``name``: the monk CORA asks for, except
+    KeyRoom (MiniHack reads the misspelt ``charachter`` keyword there, so its default
+    rogue stays) and CorridorBattle (which always plays a knight)."""
+    if name.startswith("KeyRoom"):
+        return "rog-hum-cha-mal"
+    if name.startswith("CorridorBattle"):
+        return "kni-hum-law-fem"
+    return CORA_CHARACTER
+
+
+def nethack_actions(names: tuple[str, ...]) -> tuple[Any, ...]:
+    """``CompassDirection`` / ``Command`` members for action ``names``."""
+    _minihack()
+    from nle.nethack import Command, CompassDirection
+
+    return tuple(
+        CompassDirection[n] if n in CompassDirection.__members__ else Command[n] for n in names
+    )
 
 
 class NetHackSeeding(gym.Wrapper):
@@ -122,40 +191,153 @@ class TruncateOnAbort(gym.Wrapper):
 
 
 class PaddedPixelCrop(gym.ObservationWrapper):
-    """``obs["pixel_crop"]`` ``(80, 80, 3)`` zero-padded to ``(84, 84, 3)``."""
+    """``obs["pixel_crop"]`` zero-padded by 2 pixels per side, then resized to 84x84 with
+    ``cv2.INTER_AREA`` when it is not 84x84 already: ``uint8 (84, 84, 3)``."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
         self.observation_space = OBSERVATION_SPACE
-        self._buffer = np.zeros(OBSERVATION_SPACE.shape, dtype=np.uint8)
+        crop = env.observation_space["pixel_crop"].shape[0] + 2 * PADDING
+        self._resize = crop != SCREEN_SIZE
+        self._padded = np.zeros((crop, crop, 3), dtype=np.uint8)
+        if self._resize:
+            self._cv2 = require("cv2", extra="minihack")
 
     def observation(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        out = self._buffer.copy()
-        out[_PAD : _PAD + CROP_PIXELS, _PAD : _PAD + CROP_PIXELS] = observation["pixel_crop"]
-        return out
+        padded = self._padded.copy()
+        padded[PADDING:-PADDING, PADDING:-PADDING] = observation["pixel_crop"]
+        if not self._resize:
+            return padded
+        size = (SCREEN_SIZE, SCREEN_SIZE)
+        return self._cv2.resize(padded, size, interpolation=self._cv2.INTER_AREA)
 
 
-def make_minihack_env(name: str, **kwargs: Any) -> gym.Env:
+def _episode_cap(env: gym.Env) -> int:
+    """The episode cap in agent steps: NLE's ``max_episode_steps``, or a tighter
+    ``TimeLimit`` (``gym.make(..., max_episode_steps=n)`` adds one)."""
+    cap = int(env.unwrapped._max_episode_steps)
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            cap = min(cap, int(env._max_episode_steps))
+        env = env.env
+    return cap
+
+
+class SharedActionSpace(gym.Wrapper):
+    """The shared ``Discrete(num_actions)`` over a task that accepts its first ``k`` actions.
+
+    An action ``>= k`` is not sent to NetHack: the step returns the last observation,
+    ``masked_reward`` (the task's ``penalty_step``), ``terminated=False``, and
+    ``info["masked_action"] = True``. Every step, masked or not, counts towards the
+    episode cap (``max_episode_steps``: the MiniHack env's own, or the ``TimeLimit`` that
+    ``gym.make(..., max_episode_steps=n)`` adds), which this wrapper enforces as
+    ``truncated``. Every ``info`` holds ``action_mask`` (bool ``(num_actions,)``).
+    """
+
+    def __init__(self, env: gym.Env, num_actions: int, masked_reward: float):
+        super().__init__(env)
+        self.valid_count = int(env.action_space.n)
+        if self.valid_count > num_actions:
+            raise ValueError(
+                f"{env.unwrapped} has {self.valid_count} actions, more than the shared "
+                f"{num_actions}"
+            )
+        self.action_space = gym.spaces.Discrete(num_actions)
+        self.action_mask = np.arange(num_actions) < self.valid_count
+        self.masked_reward = float(masked_reward)
+        self.max_episode_steps = _episode_cap(env)
+        self._last_obs: Any = None
+        self._steps = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._last_obs, self._steps = obs, 0
+        return obs, {**info, "action_mask": self.action_mask}
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in the action space {self.action_space}")
+        self._steps += 1
+        capped = self._steps >= self.max_episode_steps
+        if int(action) < self.valid_count:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self._last_obs = obs
+            truncated = bool(truncated or (capped and not terminated))
+            return obs, reward, terminated, truncated, {**info, "action_mask": self.action_mask}
+        info = {"action_mask": self.action_mask, "masked_action": True}
+        return self._last_obs, self.masked_reward, False, capped, info
+
+
+class LevelRender(gym.Wrapper):
+    """``render_mode="rgb_array"``: ``render()`` returns the whole level as RGB tiles,
+    ``uint8 (21 * 16, 79 * 16, 3)`` (MiniHack's ``pixel`` view of the current glyphs).
+    NLE's own render modes print to stdout, so the mode is not passed to NLE."""
+
+    def __init__(self, env: gym.Env, render_mode: str | None):
+        super().__init__(env)
+        self._render_mode = render_mode
+
+    @property
+    def render_mode(self) -> str | None:
+        return self._render_mode
+
+    def render(self) -> np.ndarray | None:
+        if self._render_mode is None:
+            return None
+        core = self.env.unwrapped
+        glyphs = core.last_observation[core._observation_keys.index("glyphs")]
+        return core._glyph_mapper.to_rgb(glyphs)
+
+
+RENDER_MODES: tuple[str, ...] = ("rgb_array",)
+
+
+def make_minihack_env(
+    name: str,
+    *,
+    crop: str = "code",
+    render_mode: str | None = None,
+    **kwargs: Any,
+) -> gym.Env:
     """One MiniHack navigation task with CORA's settings (see the module docstring).
 
     Args:
         name: task name without prefix and version, e.g. ``"Room-Random-5x5"``.
+        crop: ``"code"`` (CORA's code: 9x9 tiles, padded, resized to 84) or ``"paper"``
+            (5x5 tiles, 80x80 padded to 84).
+        render_mode: ``None`` or ``"rgb_array"`` (``render()`` returns the whole level).
         **kwargs: extra MiniHack options (override the defaults above, e.g.
-            ``max_episode_steps``).
+            ``max_episode_steps``). ``character`` has no effect on KeyRoom and
+            CorridorBattle (see ``effective_character``).
 
     Returns:
-        An env with ``uint8 (84, 84, 3)`` observations and ``Discrete(8)`` actions.
+        An env with ``uint8 (84, 84, 3)`` observations and the shared ``Discrete(11)``
+        action space (``info["action_mask"]`` says which actions this task accepts).
     """
+    if crop not in CROPS:
+        raise ValueError(f"crop {crop!r} is unknown; use one of {tuple(CROPS)}")
+    if render_mode not in (None, *RENDER_MODES):
+        raise ValueError(f"render_mode {render_mode!r} is not supported; use one of {RENDER_MODES}")
     env_id = minihack_env_id(name)
-    options = {
+    options: dict[str, Any] = {
         "observation_keys": ("pixel_crop",),
-        "obs_crop_h": CROP_TILES,
-        "obs_crop_w": CROP_TILES,
-        "actions": navigation_actions(),
+        "obs_crop_h": CROPS[crop],
+        "obs_crop_w": CROPS[crop],
+        "actions": nethack_actions(task_action_names(name)),
         "reward_win": REWARD_WIN,
+        "reward_lose": REWARD_LOSE,
         "penalty_step": PENALTY_STEP,
+        "penalty_time": PENALTY_TIME,
+        "penalty_mode": "constant",
+        "character": CORA_CHARACTER,
+        "savedir": None,
         "fix_moon_phase": True,
+        **({"autopickup": False} if task_family(name) == "keyroom" else {}),
         **kwargs,
     }
     env = gym.make(env_id, disable_env_checker=True, **options)
-    return PaddedPixelCrop(TruncateOnAbort(NetHackSeeding(env)))
+    env = PaddedPixelCrop(TruncateOnAbort(NetHackSeeding(env)))
+    env = SharedActionSpace(env, NUM_ACTIONS, masked_reward=options["penalty_step"])
+    return LevelRender(env, render_mode)

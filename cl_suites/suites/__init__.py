@@ -97,7 +97,7 @@ SUITES: dict[str, SuiteInfo] = {
             extra="minihack",
             modules=("minihack", "nle"),
             paper="CORA (Powers et al., 2022), section 3.3",
-            description="15 MiniHack train->test pairs, pixel_crop 84x84x3, 8 actions",
+            description="15 MiniHack train->test pairs, 84x84x3 pixels, 11 actions masked per task",
         ),
         SuiteInfo(
             name="Diagnostic",

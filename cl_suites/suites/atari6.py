@@ -11,8 +11,9 @@ and cycle. Set ``steps_per_task=12_500_000`` for "50M frames".
 Observations ``uint8 (4, 84, 84)`` (stack of 4 grayscale frames, channels first),
 actions ``Discrete(18)`` (full action space) for every game; see ``cl_suites.envs.atari``
 for the preprocessing. Training episodes end at a life loss; the reported
-``info["episode"]`` returns are whole games in unclipped game points, and evaluation
-plays whole games.
+``info["episode"]`` returns are whole games in unclipped game points. Evaluation plays
+whole games in the same stack, as CORA does: after every lost life NOOP, FIRE and UP are
+pressed (every game is fire-reset: its full action set has FIRE).
 """
 
 from __future__ import annotations
@@ -86,6 +87,6 @@ def build(
         eval_every=eval_every,
         eval_episodes=eval_episodes,
         extra="atari",
-        required_modules=("ale_py", "cv2"),
+        required_modules=("ale_py", "cv2", "stable_baselines3"),
         metric_settings={"smoothing_window": 20, "return_clip_min": None},
     )

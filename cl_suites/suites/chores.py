@@ -10,8 +10,14 @@ The memorization sequences (the first three) are evaluated on the training setti
 Budgets count agent steps: 1M per task, 2 cycles, evaluation every 50k steps with 10
 episodes. Metrics smooth over 5 evaluation points and clip returns at -10.
 
-Building a sequence touches neither the simulator nor the data; each task's env checks
-both when it is constructed (see ``cl_suites.envs.chores.ChoresEnv``).
+Evaluation plays every episode as CORA does, in a freshly built env: demonstration 0
+of the split (so MultiTraj is evaluated on its first training and first test
+demonstration) with the cooling rewards payable again.
+
+Building a sequence touches neither the simulator nor the data. Constructing a sequence
+env (``gym.make``, ``make_vec``) checks that the data and a simulator build exist
+(``TaskSequence.preflight``); each task's env replays its demonstrations when it is
+constructed (see ``cl_suites.envs.chores.ChoresEnv``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from typing import Any
 
 from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.envs.chores import ACTION_SPACE, OBSERVATION_SPACE, ChoresEnv
-from cl_suites.envs.chores.tasks import has_test_split, sequence_tasks
+from cl_suites.envs.chores.env import MAX_STEPS, check_setup
+from cl_suites.envs.chores.tasks import ChoresTask, has_test_split, sequence_tasks
 from cl_suites.envs.chores.thor import ControllerFactory
 
 METRIC_SETTINGS = {"smoothing_window": 5, "return_clip_min": -10}
@@ -39,7 +46,7 @@ def build_sequence(
     thor_local_executable_path: str | os.PathLike | None = None,
     controller_factory: ControllerFactory | None = None,
     goal_image_cache_dir: str | os.PathLike | None = None,
-    max_steps: int = 1000,
+    max_steps: int = MAX_STEPS,
     max_fails: int = 10,
     render_size: int = 300,
     **env_options: Any,
@@ -53,7 +60,8 @@ def build_sequence(
         eval_every / eval_episodes: evaluation cadence and episodes per task and split.
         alfred_data_dir / thor_local_executable_path / controller_factory /
             goal_image_cache_dir / max_steps / max_fails / render_size / env_options:
-            passed to every ``ChoresEnv``.
+            passed to every ``ChoresEnv`` (e.g. ``interaction_targets="per_action"``,
+            ``cooling_rewards="per_episode"``, ``quality=...``).
     """
     env_kwargs = {
         "alfred_data_dir": alfred_data_dir,
@@ -66,14 +74,25 @@ def build_sequence(
         **env_options,
     }
     test = has_test_split(variant)
+    evaluation = {**env_kwargs, "evaluation": True}
+    chores_tasks = sequence_tasks(variant)
     tasks = tuple(
         TaskSpec(
             name=task.name,
             budget=steps_per_task,
             make_train=partial(ChoresEnv, task, "train", **env_kwargs),
-            make_test=partial(ChoresEnv, task, "test", **env_kwargs) if test else None,
+            make_train_eval=partial(ChoresEnv, task, "train", **evaluation),
+            make_test=partial(ChoresEnv, task, "test", **evaluation) if test else None,
         )
-        for task in sequence_tasks(variant)
+        for task in chores_tasks
+    )
+    preflight = partial(
+        _preflight,
+        chores_tasks,
+        test,
+        alfred_data_dir,
+        thor_local_executable_path,
+        controller_factory,
     )
     return TaskSequence(
         name=f"CHORES-{variant}",
@@ -84,9 +103,29 @@ def build_sequence(
         eval_every=eval_every,
         eval_episodes=eval_episodes,
         extra="chores",
-        required_modules=("ai2thor",),
+        required_modules=("ai2thor", "cv2"),
         metric_settings=dict(METRIC_SETTINGS),
+        preflight=preflight,
     )
+
+
+def _preflight(
+    tasks: tuple[ChoresTask, ...],
+    test: bool,
+    alfred_data_dir: str | os.PathLike | None,
+    thor_local_executable_path: str | os.PathLike | None,
+    controller_factory: ControllerFactory | None,
+) -> None:
+    """Raise the ``ChoresSetupError`` of the first task whose data or build is missing."""
+    for task in tasks:
+        for split in ("train", "test") if test else ("train",):
+            check_setup(
+                task.demo_folder(split),
+                task.demos(split),
+                alfred_data_dir,
+                thor_local_executable_path,
+                controller_factory,
+            )
 
 
 def build_varyroom(**kwargs: Any) -> TaskSequence:

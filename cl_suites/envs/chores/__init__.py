@@ -10,6 +10,7 @@ from cl_suites.envs.chores.env import ACTION_SPACE, OBSERVATION_SPACE, ChoresEnv
 from cl_suites.envs.chores.errors import (
     AlfredDataNotFoundError,
     ChoresSetupError,
+    DemonstrationReplayError,
     ThorBuildNotFoundError,
 )
 from cl_suites.envs.chores.goal_images import CACHE_ENV_VAR
@@ -28,6 +29,7 @@ __all__ = [
     "ChoresEnv",
     "ChoresSetupError",
     "ChoresTask",
+    "DemonstrationReplayError",
     "ThorBuildNotFoundError",
     "resolve_thor_build",
     "sequence_tasks",

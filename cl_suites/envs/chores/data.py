@@ -3,6 +3,7 @@
 Layout (the CORA trajectory archive, unzipped)::
 
     <data dir>/train/<task folder>/<trial id>/traj_data.json
+    <data dir>/train/<task folder>/<trial id>/raw_images/<image>.png   (when present)
     <data dir>/valid_seen/<task folder>/<trial id>/traj_data.json
 
 The data directory is the ``alfred_data_dir=`` argument, else the environment variable
@@ -48,6 +49,20 @@ class LowAction:
 
 
 @dataclass(frozen=True)
+class ImageRecord:
+    """One entry of ``traj_data.json``'s ``images``: a frame recorded while the plan ran,
+    during low-level action ``low_idx`` of subgoal ``high_idx``."""
+
+    high_idx: int
+    low_idx: int
+    image_name: str
+
+
+TARGET_RULES: tuple[str, ...] = ("cora", "per_action")
+"""How interactions pick their object (``Demonstration.target``)."""
+
+
+@dataclass(frozen=True)
 class Demonstration:
     """The parts of an ALFRED ``traj_data.json`` a CHORES episode needs."""
 
@@ -63,19 +78,63 @@ class Demonstration:
     """``planner_action`` of each high-level subgoal, without the final ``End``."""
     low_actions: tuple[LowAction, ...]
     pddl_params: dict[str, Any]
+    images: tuple[ImageRecord, ...] = ()
 
     @property
     def num_subgoals(self) -> int:
         return len(self.subgoals)
 
-    def targets(self, high_idx: int) -> dict[str, str]:
-        """Action name -> object id of the first interaction of that kind in subgoal
-        ``high_idx`` (the task-relevant object an interaction action is applied to)."""
-        found: dict[str, str] = {}
-        for low in self.low_actions:
-            if low.high_idx == high_idx and low.object_id and low.name not in found:
-                found[low.name] = low.object_id
-        return found
+    def last_image(self, high_idx: int) -> ImageRecord | None:
+        """The last recorded frame of subgoal ``high_idx`` (CORA's goal frame), if any."""
+        return next((im for im in reversed(self.images) if im.high_idx == high_idx), None)
+
+    def last_low_index(self, high_idx: int) -> int | None:
+        """The low-level action CORA's env takes its target from: ``low_idx`` of the
+        subgoal's last recorded frame, or (without ``images``) its last low action."""
+        image = self.last_image(high_idx)
+        if image is not None:
+            return image.low_idx
+        indices = [i for i, low in enumerate(self.low_actions) if low.high_idx == high_idx]
+        return indices[-1] if indices else None
+
+    def target(self, high_idx: int, action: str, rule: str = "cora") -> str | None:
+        """The object interaction ``action`` acts on during subgoal ``high_idx``.
+
+        ``rule="cora"`` (CORA's env): one object per subgoal, the object of the subgoal's
+        last low-level action (``last_low_index``), whatever the interaction; ``None``
+        when that action has no object (e.g. a GotoLocation subgoal ends with a move).
+        ``rule="per_action"``: the object of the subgoal's first low-level ``action``.
+        """
+        if rule == "cora":
+            index = self.last_low_index(high_idx)
+            return None if index is None else self.low_actions[index].object_id
+        if rule == "per_action":
+            return next(
+                (
+                    low.object_id
+                    for low in self.low_actions
+                    if low.high_idx == high_idx and low.name == action and low.object_id
+                ),
+                None,
+            )
+        raise ValueError(f"interaction_targets {rule!r} is unknown; use one of {TARGET_RULES}")
+
+    def stored_goal_images(self) -> list[Path] | None:
+        """Paths of the frames CORA uses as goal images, one per subgoal (the last
+        recorded frame of each, under ``raw_images/``, ``.png`` or ``.jpg``), or ``None``
+        when the data does not hold them all."""
+        paths = []
+        for high_idx in range(self.num_subgoals):
+            image = self.last_image(high_idx)
+            if image is None:
+                return None
+            stem = self.path.parent / "raw_images" / Path(image.image_name).stem
+            found = next((p for p in (stem.with_suffix(".png"), stem.with_suffix(".jpg"))
+                          if p.is_file()), None)  # fmt: skip
+            if found is None:
+                return None
+            paths.append(found)
+        return paths
 
 
 def resolve_data_dir(alfred_data_dir: str | os.PathLike | None = None) -> Path:
@@ -145,11 +204,16 @@ def parse_demonstration(traj: dict[str, Any], demo_id: str, path: Path) -> Demon
         subgoals=tuple(high),
         low_actions=lows,
         pddl_params=dict(traj["pddl_params"]),
+        images=tuple(
+            ImageRecord(int(im["high_idx"]), int(im["low_idx"]), str(im["image_name"]))
+            for im in traj.get("images") or ()
+        ),
     )
 
 
 def load_demonstration(data_dir: Path, folder: str, demo_id: str) -> Demonstration:
-    """Read and parse one demonstration."""
+    """Read and parse one demonstration (``AlfredDataNotFoundError`` naming the file when
+    it is missing or not an ALFRED ``traj_data.json``)."""
     path = demo_path(data_dir, folder, demo_id)
     try:
         with open(path) as f:
@@ -158,4 +222,14 @@ def load_demonstration(data_dir: Path, folder: str, demo_id: str) -> Demonstrati
         raise AlfredDataNotFoundError(
             f"CHORES demonstration {str(path)!r} is missing.\n{DATA_HELP}"
         ) from e
-    return parse_demonstration(traj, demo_id, path)
+    except (OSError, ValueError) as e:
+        raise AlfredDataNotFoundError(
+            f"CHORES demonstration {str(path)!r} is not readable JSON ({e})"
+        ) from e
+    try:
+        return parse_demonstration(traj, demo_id, path)
+    except (KeyError, TypeError, ValueError) as e:
+        raise AlfredDataNotFoundError(
+            f"CHORES demonstration {str(path)!r} is not an ALFRED traj_data.json "
+            f"(missing or bad field: {e})"
+        ) from e

@@ -62,13 +62,23 @@ VALID_ACTIONS: dict[str, frozenset[str]] = {
 
 @dataclass
 class WorldState:
-    """Object state changes THOR does not track itself (ALFRED's bookkeeping)."""
+    """Object state changes THOR does not track itself (ALFRED's bookkeeping), cleared at
+    every episode start (ALFRED's ``ThorEnv.reset_states``)."""
 
     cleaned: set[str] = field(default_factory=set)
     cooled: set[str] = field(default_factory=set)
     heated: set[str] = field(default_factory=set)
-    cooled_rewarded: bool = False
-    reopen_rewarded: bool = False
+
+
+@dataclass
+class CoolingRewardFlags:
+    """Whether the CoolObject subgoal's two intermediate rewards (the object got cold,
+    the fridge was reopened) were paid. ALFRED and CORA keep them on the simulator
+    wrapper and never reset them, so each is paid once per env lifetime; the env decides
+    how long one object lives (``ChoresEnv(cooling_rewards=...)``)."""
+
+    cooled: bool = False
+    reopened: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,10 +159,17 @@ class SubgoalReward:
         goal_finished: the whole task's goal conditions hold.
     """
 
-    def __init__(self, demo: Demonstration, nav: NavGrid | None, world: WorldState):
+    def __init__(
+        self,
+        demo: Demonstration,
+        nav: NavGrid | None,
+        world: WorldState,
+        cooling: CoolingRewardFlags | None = None,
+    ):
         self.demo = demo
         self.nav = nav
         self.world = world
+        self.cooling = cooling if cooling is not None else CoolingRewardFlags()
         self.reset({})
 
     def reset(self, metadata: Mapping[str, Any]) -> None:
@@ -247,13 +264,13 @@ class SubgoalReward:
         cool_id = self._later_put_object()
         if cool_id is None or cool_id not in self.world.cooled:
             return 0.0, False
-        if not self.world.cooled_rewarded:  # intermediate: the object got cold
-            self.world.cooled_rewarded = True
+        if not self.cooling.cooled:  # intermediate: the object got cold
+            self.cooling.cooled = True
             return positive, False
         if outcome.action == "OpenObject":  # intermediate: fridge reopened
             fridge = get_object(self.subgoal["objectId"], outcome.metadata)
-            if fridge is not None and fridge.get("isOpen") and not self.world.reopen_rewarded:
-                self.world.reopen_rewarded = True
+            if fridge is not None and fridge.get("isOpen") and not self.cooling.reopened:
+                self.cooling.reopened = True
                 return positive, False
             return 0.0, False
         if outcome.action == "PickupObject" and _held_id(outcome.metadata) == cool_id:
