@@ -11,11 +11,17 @@ import pytest
 
 import cl_suites
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.envs.atari import WholeGames, available_games, has_fire, make_atari_env
+from cl_suites.envs.atari import (
+    EpisodicLife,
+    FireReset,
+    WholeGames,
+    available_games,
+    has_fire,
+    make_atari_env,
+)
 from cl_suites.suites.atari6 import GAMES
 
 pytest.importorskip("ale_py")
-sb3_atari = pytest.importorskip("stable_baselines3.common.atari_wrappers")
 
 OBS_SPACE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 
@@ -57,10 +63,10 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert (preprocessing.frame_skip, preprocessing.noop_max) == (4, 30)
     assert preprocessing.screen_size == (84, 84) and preprocessing.grayscale_obs
     assert _find(env, gym.wrappers.TimeLimit)._max_episode_steps == 10_000
-    assert _find(env, sb3_atari.EpisodicLifeEnv) is not None
+    assert _find(env, EpisodicLife) is not None
     # CORA's check is "FIRE" in the action meanings: with the full action space, every
     # game is fire-reset (MsPacman included)
-    assert _find(env, sb3_atari.FireResetEnv) is not None and has_fire(env)
+    assert _find(env, FireReset) is not None and has_fire(env)
     assert env.unwrapped.get_action_meanings()[:3] == ["NOOP", "FIRE", "UP"]
     obs, _ = env.reset(seed=1)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8 and obs.max() > 0
@@ -70,8 +76,8 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert obs.shape == (4, 84, 84) and not (terminated or truncated)
     evaluation = make_atari_env(game, training=False)  # CORA's training stack, whole games
     assert isinstance(evaluation, WholeGames)
-    assert _find(evaluation, sb3_atari.EpisodicLifeEnv) is not None
-    assert _find(evaluation, sb3_atari.FireResetEnv) is not None
+    assert _find(evaluation, EpisodicLife) is not None
+    assert _find(evaluation, FireReset) is not None
     assert evaluation.observation_space == OBS_SPACE
     env.close()
     evaluation.close()
