@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def _start_wandb(run_dir: Path, project: str) -> Any:
         raise TrackingError("--wandb needs the wandb package: pip install wandb") from e
     id_file = run_dir / WANDB_DIR / "run-id"
     id_file.parent.mkdir(parents=True, exist_ok=True)
-    run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+    run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:8]
     id_file.write_text(run_id + "\n")
     meta_path = run_dir / "metadata.json"
     config = json.loads(meta_path.read_text()) if meta_path.exists() else {}

@@ -628,11 +628,21 @@ def _one_line(e: BaseException) -> str:
     return " ".join(text.split()) or type(e).__name__
 
 
+def _close_progress_bars() -> None:
+    """End progress bars an error left open, so the error starts on its own line."""
+    tqdm_module = sys.modules.get("tqdm.std")
+    if tqdm_module is not None:
+        for bar in list(getattr(tqdm_module.tqdm, "_instances", ())):
+            with contextlib.suppress(Exception):
+                bar.close()
+
+
 def report_error(e: BaseException) -> int:
     """Print ``e`` as one line on stderr; the exit code."""
     from cl_suites.core.fsutil import RunDiskError
     from cl_suites.core.runlock import RunDirLockedError
 
+    _close_progress_bars()
     if isinstance(e, (KeyboardInterrupt, RunInterrupted)):
         text = _one_line(e) if isinstance(e, RunInterrupted) else "interrupted"
         err_console.print(f"[yellow]{escape(text)}[/yellow]")

@@ -4,9 +4,9 @@ The lock is an advisory ``fcntl.flock`` held on an open descriptor, so the kerne
 the moment the holding process ends, however it ends (``kill -9`` included): a lock file
 left behind by a dead process is *stale* and the next writer takes it over with a message.
 The file records who holds the lock (``{"pid", "host", "started"}``) so that a second
-writer is refused with one line naming them. The lock is re-entrant within a process
-(``RunLog`` and ``truncate_logs`` may both take it) and is released by the last holder,
-which removes the file.
+writer is refused with one line naming them. Within one process a second exclusive
+holder is refused too; ``RunDirLock(run_dir, reentrant=True)`` (what ``truncate_logs``
+uses) joins a lock the process already holds. The last holder removes the file.
 
 ``flock`` is per host on most network file systems; two machines writing to one run
 directory on NFS are not guaranteed to see each other's lock.
@@ -68,6 +68,10 @@ def _read_holder(fd: int) -> dict[str, Any]:
 class RunDirLock:
     """Exclusive lock on a run directory (created if missing).
 
+    Args:
+        run_dir: the run directory.
+        reentrant: join the lock if this process already holds it (else refuse).
+
     Use as a context manager or with :meth:`acquire` / :meth:`release`::
 
         with RunDirLock("runs/ppo-s0"):
@@ -79,8 +83,9 @@ class RunDirLock:
         RunDiskError: the directory cannot be created or written.
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str]):
+    def __init__(self, run_dir: str | os.PathLike[str], reentrant: bool = False):
         self.run_dir = Path(run_dir)
+        self.reentrant = reentrant
         self.path = self.run_dir / LOCK_FILE
         self._key: str | None = None
 
@@ -98,6 +103,8 @@ class RunDirLock:
             raise (disk_error(e, self.path, hint=_UNTOUCHED) or e) from e
         key = os.path.realpath(self.run_dir)
         with _HELD_GUARD:
+            if key in _HELD and not self.reentrant:
+                raise RunDirLockedError(self.run_dir, _read_holder(_HELD[key].fd))
             if key in _HELD:
                 _HELD[key].count += 1
             else:

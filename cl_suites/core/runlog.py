@@ -238,7 +238,7 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
         rows dropped per file name (all reasons together).
     """
     run_dir = Path(run_dir)
-    with RunDirLock(run_dir):
+    with RunDirLock(run_dir, reentrant=True):
         return {
             name: sum(repair_table(run_dir / name, columns, max_step).values())
             for name, columns in ((EVAL_FILE, EVAL_COLUMNS), (EPISODES_FILE, EPISODE_COLUMNS))
@@ -267,12 +267,20 @@ class _CsvAppender:
             if tuple(header) != columns:
                 raise CorruptRunLogError(f"{path} has columns {header}, expected {list(columns)}")
             self.newline = _newline_of(first).decode()
-        try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise (disk_error(e, path) or e) from e
+        self._fd = -1
+        self._open()
         if is_new:
             self._append([dict(zip(columns, columns, strict=True))])
+
+    def _open(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        try:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o644)
+        except OSError as e:
+            raise (disk_error(e, self.path) or e) from e
 
     def _append(self, rows: Iterable[Mapping[str, Any]]) -> None:
         buffer = io.StringIO()
@@ -280,8 +288,15 @@ class _CsvAppender:
             buffer, fieldnames=self.columns, extrasaction="raise", lineterminator=self.newline
         )
         writer.writerows(rows)
-        if buffer.tell():
-            append_text(self._fd, self.path, buffer.getvalue())
+        if not buffer.tell():
+            return
+        try:  # truncate_logs replaces the file: follow it
+            replaced = os.stat(self.path).st_ino != os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            self._open()
+        append_text(self._fd, self.path, buffer.getvalue())
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
         self._append(rows)
