@@ -399,7 +399,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             message = "random-agent runs cannot be resumed; delete it and run again"
         elif (run_dir / METADATA_FILE).exists():
             command = _resume_command(args.argv, run_dir)
-            message = f"continue from its last checkpoint with: {command}"
+            message = f"continue it with: {command}"
         else:
             message = "it had not started; run the same command again"
         raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
@@ -649,7 +649,9 @@ def report_error(e: BaseException) -> int:
         return EXIT_INTERRUPTED
     if isinstance(e, (RunDiskError, RunDirLockedError, MemoryError)):
         code, text = EXIT_FAILED, _one_line(e)
-    elif isinstance(e, BAD_INPUT):
+    elif isinstance(e, BAD_INPUT) or (
+        isinstance(e, TypeError) and "unexpected keyword argument" in str(e)
+    ):
         code, text = EXIT_BAD_INPUT, _one_line(e)
     elif isinstance(e, OSError):
         code, text = EXIT_FAILED, _one_line(e)

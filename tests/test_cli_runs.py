@@ -293,7 +293,7 @@ def test_ctrl_c_leaves_a_resumable_run_and_prints_the_exact_command(
     run_dir = tmp_path / "cut"
     assert main(["run", *TINY, "--tensorboard", "--run-dir", str(run_dir)]) == 130
     err = one_line_error(capsys)
-    assert err.startswith(f"interrupted; the run in {run_dir} is safe: continue from its last")
+    assert err.startswith(f"interrupted; the run in {run_dir} is safe: continue it with: ")
     command = err.split("with: ", 1)[1].strip()
     words = shlex.split(command)
     assert words[:2] == ["cl-suites", "run"] and words[-1] == "--resume"

@@ -111,7 +111,7 @@ class _FileArray:
         self.row_bytes = int(np.prod(shape[2:], dtype=np.int64)) * self.dtype.itemsize
         self.slot_bytes = self.row_bytes * shape[1]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         os.ftruncate(self.fd, self.slot_bytes * shape[0])
         self.nbytes = 0  # resident bytes
 

@@ -8,12 +8,15 @@ One run = one directory::
                       suite's metric settings
       eval.csv        one row per (eval point, task, split)
       episodes.csv    one row per finished training episode
-      tb/             optional TensorBoard scalars (when tensorboard is installed)
+      .lock           while a writer holds the directory (``RunDirLock``)
+      tb/             optional TensorBoard scalars
 
-Both tables are CSV, appended and flushed row by row, so ``pandas.read_csv`` reads them
-while the run is still going and a killed run loses nothing that was written. All step
-counts are **agent steps** (``env.step`` calls summed over sub-envs), never emulator
-frames.
+Both tables are CSV (``\\n`` line endings), appended whole rows at a time (one
+``os.write`` per batch, fsynced), so ``pandas.read_csv`` reads them while the run is still
+going and a killed run loses nothing that was written and leaves no torn row; a torn last
+line from an older writer or a full disk is dropped on resume (:func:`repair_table`).
+All step counts are **agent steps** (``env.step`` calls summed over sub-envs), never
+emulator frames.
 """
 
 from __future__ import annotations
