@@ -254,11 +254,9 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
 
     if run_dir.exists() and not run_dir.is_dir():
         raise CLIError(f"--run-dir {run_dir} is a file, not a directory")
-    entries = (
-        sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
-        if (run_dir.is_dir())
-        else []
-    )
+    entries = []
+    if run_dir.is_dir():
+        entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
     has_run = (run_dir / METADATA_FILE).exists()
     if resume:
         if not run_dir.exists():
@@ -615,7 +613,7 @@ def _setup_log_messages() -> None:
             log.addHandler(_NoteHandler())
 
 
-BAD_INPUT = (CLIError, ValueError, KeyError, LookupError, FileExistsError, ImportError)
+BAD_INPUT = (CLIError, ValueError, KeyError, FileExistsError, ImportError)
 
 
 def _one_line(e: BaseException) -> str:

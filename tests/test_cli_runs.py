@@ -19,6 +19,7 @@ import torch as th
 from cl_suites import cli
 from cl_suites.cli import main
 from cl_suites.config import parse_value
+from cl_suites.core.fsutil import RunDiskError
 from cl_suites.core.runlog import read_eval, read_metadata
 
 th.set_num_threads(1)
@@ -211,6 +212,12 @@ def test_a_new_run_never_writes_into_a_foreign_directory(tmp_path, capsys):
         (PermissionError(13, "Permission denied", "/x/out"), 1, "Permission denied: /x/out"),
         (ValueError("metadata.json is not an object"), 2, "error: metadata.json is not an object"),
         (KeyboardInterrupt(), 130, "interrupted"),
+        (
+            RunDiskError("/r/checkpoint/state.pt", "disk full", needed=10, free=0),
+            1,
+            "error: disk full at /r/checkpoint/state.pt (10 B needed, 0 B free); the last good "
+            "checkpoint is intact; fix this and rerun with --resume to continue",
+        ),
     ],
 )
 def test_every_exception_is_one_line_and_debug_shows_the_traceback(
