@@ -31,7 +31,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecTransposeImage
 
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.runlog import EPISODES_FILE, EVAL_FILE
+from cl_suites.core.fsutil import atomic_write
+from cl_suites.core.runlog import truncate_logs as truncate_logs  # lives in the run log
 from cl_suites.core.vector import SequenceVectorEnv
 
 CHECKPOINT_DIR = "checkpoint"
@@ -106,10 +107,7 @@ def save_checkpoint(
         "rng": rng_state(),
         **(extra or {}),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    th.save(state, tmp)
-    tmp.replace(path)
+    atomic_write(path, lambda f: th.save(state, f))  # disk errors: one-line RunDiskError
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -145,28 +143,6 @@ def apply_checkpoint(
         model._last_obs = fresh
         model._last_episode_starts = np.ones(venv.num_envs, dtype=bool)
     set_rng_state(state["rng"])
-
-
-def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
-    """Drop the rows of ``eval.csv``/``episodes.csv`` with ``total_step > max_step`` (text
-    lines kept byte for byte). Returns the number of rows dropped per file."""
-    dropped = {}
-    for name in (EVAL_FILE, EPISODES_FILE):
-        path = Path(run_dir) / name
-        if not path.exists():
-            continue
-        lines = path.read_text().splitlines(keepends=True)
-        if not lines:
-            continue
-        kept = [lines[0]] + [
-            ln for ln in lines[1:] if ln.strip() and int(ln.split(",", 1)[0]) <= max_step
-        ]
-        dropped[name] = len(lines) - len(kept)
-        if dropped[name]:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(kept))
-            tmp.replace(path)
-    return dropped
 
 
 class CheckpointCallback(BaseCallback):

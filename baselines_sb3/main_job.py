@@ -29,7 +29,9 @@ from baselines_sb3.checkpoint import (
     truncate_logs,
 )
 from baselines_sb3.cl import METHODS, attach_method, make_method
+from baselines_sb3.cl.clear import replay_storage
 from baselines_sb3.factory import LEARNERS, build_model, wrap_env
+from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.sb3_adapter import SB3VecEnv
@@ -46,6 +48,8 @@ JOB_OPTIONS: tuple[str, ...] = (
     "progress",
     "device",
     "report",
+    "tensorboard",
+    "wandb",
 )
 """``overrides`` keys consumed by the job itself; every other key goes to the suite builder,
 except keys of the learner or method preset (``learning_rate``, ``lam``, ...), which
@@ -251,8 +255,9 @@ def run_main_job(
     )
 
     method_kwargs = dict(hp["method"])
-    if spec.method == "clear" and job.get("replay_on_disk"):
-        method_kwargs["disk_dir"] = run_dir / "replay"
+    if spec.method == "clear":  # RAM if the buffer fits, else run_dir/replay (or refuse)
+        storage = replay_storage(job.get("replay_on_disk"))
+        method_kwargs.update(disk_dir=run_dir / "replay", storage=storage)
     cl = make_method(spec.method, seed=int(seed), **method_kwargs)
     model = build_model(
         spec.learner,
@@ -266,6 +271,7 @@ def run_main_job(
         task_id_input=spec.task_id_input,
         device=job.get("device", "auto"),
     )
+    configure_logger(model, run_dir, job, run_log=run_log)  # --tensorboard / --wandb
     cl_callback = attach_method(model, cl, env)
     evaluator = Evaluator(
         sequence,

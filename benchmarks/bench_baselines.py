@@ -19,12 +19,17 @@ interleaved with the others, and the best run of each is compared.
 * CLEAR buffer: resident bytes per stored transition vs raw uint8 observation bytes
   (Procgen 64x64x3), and the disk-backed mode filled with 1M Procgen transitions
   (resident set of the process measured with psutil/resource).
+* ``--memmap-compare N``: the disk buffer's ``pwrite`` storage vs an ``np.memmap`` of the
+  same file, each filled with N Procgen transitions in its own process (peak RSS of each).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -117,12 +122,60 @@ def buffer_memory(skip_disk: bool) -> None:
         buf.close()
 
 
+def fill(storage: str, transitions: int) -> None:
+    """Fill ``transitions`` Procgen transitions into a disk buffer (``pwrite``) or an
+    ``np.memmap`` of the same layout; print this process's peak RSS in GiB."""
+    chunk = np.random.default_rng(0).integers(0, 255, (20, 64, 64, 3), dtype=np.uint8)
+    slots = transitions // 20
+    with tempfile.TemporaryDirectory() as d:
+        if storage == "memmap":
+            array = np.memmap(
+                os.path.join(d, "obs.bin"), np.uint8, "w+", shape=(slots, 20, 64, 64, 3)
+            )
+            for i in range(slots):
+                array[i] = chunk
+            array.flush()
+        else:
+            space = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+            buf = ReservoirBuffer(transitions, 20, space, 15, disk_dir=d)
+            for i in range(slots):
+                buf.obs[""].write_slot(i, chunk)
+            buf.close()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+
+
+def memmap_compare(transitions: int) -> None:
+    rss = {}
+    for storage in ("pwrite", "memmap"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--fill", storage, str(transitions)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rss[storage] = float(out.stdout.split()[-1])
+    gib = transitions * 64 * 64 * 3 / 2**30
+    print(
+        f"CLEAR disk buffer, {transitions:,} Procgen transitions ({gib:.1f} GiB): peak RSS "
+        f"pwrite {rss['pwrite']:.2f} GiB vs np.memmap {rss['memmap']:.2f} GiB "
+        f"(= {rss['memmap'] / rss['pwrite']:.1f}x)"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12_000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-disk", action="store_true")
+    p.add_argument("--memmap-compare", type=int, default=0, metavar="TRANSITIONS")
+    p.add_argument("--fill", nargs=2, metavar=("STORAGE", "TRANSITIONS"), help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.fill:
+        fill(a.fill[0], int(a.fill[1]))
+        return
+    if a.memmap_compare:
+        memmap_compare(a.memmap_compare)
+        return
     runs: dict[str, object] = {
         "ppo": lambda: ppo_rate(None, a.steps),
         **{m: (lambda m=m: ppo_rate(m, a.steps)) for m in ("ewc", "online-ewc", "l2", "mas")},

@@ -1,26 +1,103 @@
-"""The ``cl-suites`` command: list suites, show schedules, run sequences, write reports."""
+"""The ``cl-suites`` command: list suites, show schedules, run sequences, write reports.
+
+Every subcommand is one entry of ``COMMANDS`` (a :class:`Command`: help line, a function
+adding its arguments, a function running it). ``main`` turns every error into one line on
+stderr and an exit code: 0 success, 1 the command failed (disk full, locked run
+directory, an unexpected error), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM; an
+interrupted ``run`` prints the command that resumes it). ``--debug`` (or
+``CL_SUITES_DEBUG=1``) shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import importlib.util
+import json
+import logging
+import os
+import shlex
+import signal
 import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from cl_suites.api import make_sequence
+from cl_suites.config import (
+    PRECEDENCE,
+    RUN_DEFAULTS,
+    ConfigError,
+    RunConfig,
+    check_num_envs,
+    check_options,
+    check_seed,
+    is_meal_suite,
+    load_config_file,
+    merge,
+)
 from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 LEARNERS = ("ppo", "vtrace")
 PRESETS = ("paper", "small")
+DEBUG_ENV = "CL_SUITES_DEBUG"
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 console = Console(width=max(Console().width, 140))
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
+class CLIError(Exception):
+    """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
+
+
+class RunInterrupted(Exception):
+    """A ``run`` stopped by Ctrl-C / SIGTERM (the message says how to resume it)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: ``cl-suites <name> ...``."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str | None = None
+
+
+# -- argument types ------------------------------------------------------------------------
+def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return check(text)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = check.__name__.removeprefix("check_")
+    return parse
+
+
+_seed = _argtype(check_seed)
+_num_envs = _argtype(check_num_envs)
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: X)`` for every option that has a default (not for ``None``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, []) or "default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+# -- list / info ---------------------------------------------------------------------------
 def _suite_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in COMMON_KWARGS if getattr(args, k, None) is not None}
 
@@ -33,7 +110,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         try:
             sequence = suite.build()
         except (ImportError, ModuleNotFoundError) as e:  # a suite module not shipped
-            table.add_row(suite.id, f"[red]{e}[/red]", "", "", "", suite.extra, "no")
+            table.add_row(suite.id, f"[red]{escape(str(e))}[/red]", "", "", "", suite.extra, "no")
             continue
         names = ", ".join(f"{i}-{t.name}" for i, t in enumerate(sequence.tasks))
         table.add_row(
@@ -56,20 +133,40 @@ def cmd_list(args: argparse.Namespace) -> int:
             "[green]yes[/green]" if importlib.util.find_spec("jax") else "[red]no[/red]",
         )
     console.print(table)
-    return 0
+    return EXIT_OK
+
+
+def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[str], Any, str]:
+    """``(id, description lines, TaskSequence, step unit)`` of a suite name (MEAL included)."""
+    if is_meal_suite(suite):
+        from cl_suites.meal import build_suite
+        from cl_suites.meal.suite import parse_meal_id
+
+        n = parse_meal_id(suite)
+        meal = build_suite(n, **overrides)
+        lines = [
+            f"{n} Overcooked kitchens, {meal.num_agents} agents, episodes of "
+            f"{meal.episode_len} steps (PettingZoo: cl_suites.make_parallel)",
+            "defined in: MEAL (Tomilin et al.), sections 4-5; extra: meal",
+        ]
+        return f"CLSuite/MEAL-{n}-v0", lines, meal.sequence, "env steps"
+    info = find_suite(suite)
+    sequence = info.build(**overrides)
+    lines = [info.description, f"defined in: {info.paper}; extra: {info.extra}"]
+    return info.id, lines, sequence, "agent steps"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    suite = find_suite(args.suite)
-    sequence = make_sequence(args.suite, **_suite_overrides(args))
-    console.print(f"[bold]{suite.id}[/bold]: {suite.description}")
-    console.print(f"defined in: {suite.paper}; extra: {suite.extra}")
+    suite_id, lines, sequence, unit = _describe_suite(args.suite, _suite_overrides(args))
+    console.print(f"[bold]{suite_id}[/bold]: {escape(lines[0])}")
+    for line in lines[1:]:
+        console.print(escape(line))
     console.print(
         f"{len(sequence.tasks)} tasks x {sequence.cycles} cycles, eval every "
-        f"{sequence.eval_every:,} agent steps with {sequence.eval_episodes} episodes per "
-        f"task and split; metric settings: {dict(sequence.metric_settings)}"
+        f"{sequence.eval_every:,} {unit} with {sequence.eval_episodes} episodes per "
+        f"task and split; metric settings: {escape(str(dict(sequence.metric_settings)))}"
     )
-    table = Table(title=f"schedule with {args.num_envs} sub-env(s)")
+    table = Table(title=f"schedule with {args.num_envs} sub-env(s), in {unit}")
     for column in ("#", "cycle", "task", "splits", "start step", "end step"):
         table.add_column(column, justify="right")
     for seg in sequence.schedule(args.num_envs):
@@ -77,61 +174,343 @@ def cmd_info(args: argparse.Namespace) -> int:
         table.add_row(
             str(seg.index),
             str(seg.cycle),
-            f"{seg.task_id}-{seg.task_name}",
+            f"{seg.task_id}-{escape(seg.task_name)}",
             splits,
             f"{seg.start_step:,}",
             f"{seg.end_step:,}",
         )
     console.print(table)
-    return 0
+    return EXIT_OK
+
+
+# -- run -----------------------------------------------------------------------------------
+JOB_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "--tensorboard",
+        "tensorboard",
+        {
+            "action": argparse.BooleanOptionalAction,
+            "help": "training scalars (losses, entropy, lr, CL penalty, steps/s) and eval "
+            "returns to TensorBoard in RUN_DIR/tb (default: off)",
+        },
+    ),
+    (
+        "--wandb",
+        "wandb",
+        {
+            "nargs": "?",
+            "const": True,
+            "metavar": "PROJECT",
+            "help": "the same scalars to Weights & Biases, project PROJECT (default project: "
+            "cl-suites); WANDB_MODE=offline logs without a network",
+        },
+    ),
+)
+"""Job options with their own flag: ``(flag, option key, argparse kwargs)``. Any other job
+option is set with ``--set KEY=VALUE``."""
+
+LIB_LOGGERS = ("cl_suites", "baselines_sb3")
+
+
+def _run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's configuration: defaults < preset < --config < --set < explicit flags."""
+    file_config = load_config_file(args.config) if args.config else None
+    flags: dict[str, Any] = {
+        "suite": args.suite,
+        "method": args.method,
+        "learner": args.learner,
+        "preset": args.preset,
+        "seed": args.seed,
+        "run_dir": args.run_dir,
+        "num_envs": args.num_envs,
+        "vectorization_mode": args.vectorization_mode,
+        **_suite_overrides(args),
+        **{key: getattr(args, key) for _, key, _ in JOB_FLAGS},
+    }
+    config = merge(file_config, args.set, flags)
+    for key, valid in (("method", METHODS), ("learner", LEARNERS), ("preset", PRESETS)):
+        value = getattr(config, key)
+        if value is not None and value not in valid:
+            raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
+    if config.is_meal:
+        from cl_suites.meal.suite import parse_meal_id
+
+        parse_meal_id(config.suite)
+    else:
+        find_suite(config.suite)
+    check_options(config)
+    return config
+
+
+def _default_run_dir(config: RunConfig) -> Path:
+    suite_name = config.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
+    return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
+
+
+def _check_run_dir(run_dir: Path, resume: bool) -> None:
+    """Refuse, before anything is written, a run directory the run cannot use."""
+    from cl_suites.core.runlock import LOCK_FILE
+    from cl_suites.core.runlog import METADATA_FILE, read_metadata
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CLIError(f"--run-dir {run_dir} is a file, not a directory")
+    entries = []
+    if run_dir.is_dir():
+        entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
+    has_run = (run_dir / METADATA_FILE).exists()
+    if resume:
+        if not run_dir.exists():
+            raise CLIError(f"cannot resume {run_dir}: the directory does not exist")
+        if not entries:
+            raise CLIError(
+                f"cannot resume {run_dir}: the directory is empty (no run to continue); "
+                "drop --resume to start a new run there"
+            )
+        if not has_run:
+            shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
+            raise CLIError(
+                f"cannot resume {run_dir}: it is not a cl-suites run directory (no "
+                f"{METADATA_FILE}; it holds {shown})"
+            )
+        metadata = read_metadata(run_dir)
+        if not isinstance(metadata, dict) or "suite_id" not in metadata:
+            raise CLIError(
+                f"cannot resume {run_dir}: its {METADATA_FILE} is not a cl-suites run's "
+                "(no suite_id)"
+            )
+        return
+    if has_run:
+        raise CLIError(
+            f"run directory {run_dir} already holds a run; add --resume to continue it or "
+            "choose another --run-dir"
+        )
+    if entries:
+        raise CLIError(
+            f"refusing to start a run in {run_dir}: the directory is not empty and holds no "
+            "cl-suites run; choose another --run-dir"
+        )
+
+
+def _resolve(config: RunConfig) -> Any:
+    """``baselines_sb3.main_job.resolve_job`` for the config (everything checked, nothing
+    built or written)."""
+    from baselines_sb3.main_job import resolve_job
+
+    return resolve_job(
+        suite=config.suite,
+        method=config.method,
+        learner=config.learner,
+        preset=config.preset,
+        num_envs=config.num_envs,
+        overrides=dict(config.options),
+    )
+
+
+def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+    """What ``--print-config`` prints."""
+    head = {"seed": config.seed, "run_dir": str(run_dir)}
+    if config.method == "random":
+        info = find_suite(config.suite)
+        options = dict(config.options)
+        job = {k: options.pop(k) for k in ("vectorization_mode", "progress") if k in options}
+        return {
+            "suite": info.id,
+            "method": "random",
+            **head,
+            "num_envs": config.num_envs or 8,
+            "suite_kwargs": options,
+            "job": job,
+        }
+    resolved = _resolve(config).config()
+    return {
+        **{k: resolved.pop(k) for k in ("suite", "method") if k in resolved},
+        **head,
+        **resolved,
+    }
+
+
+def _check_replay_memory(spec: Any, run_dir: Path) -> None:
+    """CLEAR's memory guard as a dry run, so a buffer that fits nowhere is refused before
+    the run directory is created."""
+    from baselines_sb3.cl.clear import CLEAR, replay_storage
+
+    method = CLEAR(
+        **spec.hp["method"],
+        disk_dir=run_dir / "replay",
+        storage=replay_storage(spec.job.get("replay_on_disk")),
+    )
+    method.plan_storage(
+        int(spec.hp["learner"].get("n_steps", 20)),
+        spec.sequence.observation_space,
+        int(spec.sequence.action_space.n),
+        quiet=True,
+    )
+
+
+def _resume_command(argv: list[str], run_dir: Path) -> str:
+    words = [a for a in argv if a != "--print-config"]
+    if "--resume" not in words:
+        words.append("--resume")
+    if not any(a == "--run-dir" or a.startswith("--run-dir=") for a in words):
+        words += ["--run-dir", str(run_dir)]
+    return shlex.join(["cl-suites", *words])
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (cluster schedulers, ``kill``) like Ctrl-C while a run trains."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    overrides = _suite_overrides(args)
-    suite_name = args.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
-    run_dir = Path(args.run_dir or f"runs/{suite_name}-{args.method}-s{args.seed}")
-    if args.resume and args.run_dir is None:
-        raise SystemExit("--resume needs --run-dir RUN_DIR")
-    if args.method == "random":
-        if args.resume:
-            raise SystemExit("random-agent runs are not resumable; start a new --run-dir")
+    config = _run_config(args)
+    run_dir = Path(config.run_dir) if config.run_dir else _default_run_dir(config)
+    if args.print_config:
+        print(json.dumps(_resolved_config(config, run_dir), indent=2, default=str))
+        return EXIT_OK
+    if config.method == "random" and args.resume:
+        raise CLIError("random-agent runs are not resumable; start a new --run-dir")
+    _check_run_dir(run_dir, args.resume)
+    if config.method != "random" and not config.is_meal:
+        spec = _resolve(config)  # every bad value fails here, before the run dir exists
+        if spec.method == "clear":
+            _check_replay_memory(spec, run_dir)
+    try:
+        with _sigterm_as_interrupt():
+            _start(config, run_dir, args.resume)
+    except KeyboardInterrupt:
+        from cl_suites.core.runlog import METADATA_FILE
+
+        if config.method == "random":
+            message = "random-agent runs cannot be resumed; delete it and run again"
+        elif (run_dir / METADATA_FILE).exists():
+            command = _resume_command(args.argv, run_dir)
+            message = f"continue it with: {command}"
+        else:
+            message = "it had not started; run the same command again"
+        raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
+    console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
+    return EXIT_OK
+
+
+def _start(config: RunConfig, run_dir: Path, resume: bool) -> None:
+    options = dict(config.options)
+    if config.method == "random":
         from cl_suites.training import run_random_agent
 
         run_random_agent(
-            args.suite,
-            seed=args.seed,
+            config.suite,
+            seed=config.seed,
             run_dir=run_dir,
-            num_envs=args.num_envs or 8,
-            vectorization_mode=args.vectorization_mode,
-            **overrides,
+            num_envs=config.num_envs or 8,
+            vectorization_mode=options.pop("vectorization_mode", "sync"),
+            progress=options.pop("progress", True),
+            **options,
         )
-    else:
-        from baselines_sb3.main_job import run_main_job
+        return
+    from baselines_sb3.main_job import run_main_job
 
-        run_main_job(
-            suite=args.suite,
-            method=args.method,
-            learner=args.learner,
-            preset=args.preset,
-            seed=args.seed,
-            run_dir=run_dir,
-            resume=args.resume,
-            num_envs=args.num_envs,
-            overrides=overrides,
-        )
-    console.print(f"run written to [bold]{run_dir}[/bold]")
-    return 0
+    run_main_job(
+        suite=config.suite,
+        method=config.method,
+        learner=config.learner,
+        preset=config.preset,
+        seed=config.seed,
+        run_dir=run_dir,
+        resume=resume,
+        num_envs=config.num_envs,
+        overrides=options,
+    )
 
 
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    d = RUN_DEFAULTS
+    what = run.add_argument_group("what to run (also settable in --config / --set)")
+    what.add_argument("--suite", help="e.g. Procgen6, CLSuite/Procgen6-v0 or MEAL-20")
+    what.add_argument("--method", choices=METHODS, help=f"CL method (default: {d['method']})")
+    what.add_argument(
+        "--learner",
+        choices=LEARNERS,
+        help="learner (default: the suite's, see baselines_sb3.presets.default_learner)",
+    )
+    what.add_argument(
+        "--preset", choices=PRESETS, help=f"hyperparameter preset (default: {d['preset']})"
+    )
+    what.add_argument(
+        "--seed", type=_seed, help=f"run seed, an integer in [0, 2**32 - 1] (default: {d['seed']})"
+    )
+    what.add_argument("--run-dir", help="run directory (default: runs/<suite>-<method>-s<seed>)")
+    what.add_argument(
+        "--num-envs", type=_num_envs, help="parallel sub-envs (default: the preset's)"
+    )
+    what.add_argument(
+        "--vectorization-mode",
+        choices=("sync", "async"),
+        help="batching of simulators without a native batched backend (default: sync)",
+    )
+    what.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+
+    cfg = run.add_argument_group("configuration")
+    cfg.add_argument("--config", metavar="FILE", help="a .toml or .yaml file of key = value")
+    cfg.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any suite, job, learner or method option (repeatable), e.g. "
+        "--set device=cpu --set checkpoint_every=100000 --set learning_rate=3e-4",
+    )
+    cfg.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved configuration as JSON and exit (nothing is run or written)",
+    )
+
+    tracking = run.add_argument_group("tracking")
+    for flag, key, kwargs in JOB_FLAGS:
+        tracking.add_argument(flag, dest=key, **kwargs)
+    _add_suite_kwargs(run)
+
+
+RUN_EPILOG = f"""\
+precedence (lowest first): {PRECEDENCE}.
+
+examples:
+  cl-suites run --suite Diagnostic --method ewc --preset small
+  cl-suites run --config my-run.toml --set learning_rate=3e-4 --tensorboard
+  cl-suites run --suite Procgen6 --method clear --learner vtrace --print-config
+  cl-suites run --run-dir runs/Procgen6-clear-s0 --suite Procgen6 --method clear --resume
+"""
+
+
+# -- report --------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
     from cl_suites.metrics.report import build_report, format_summary_markdown
 
     result = build_report([Path(p) for p in args.run_dirs], Path(args.out))
     console.print(format_summary_markdown(result))
     console.print(f"report written to [bold]{result.html}[/bold]")
-    return 0
+    return EXIT_OK
 
 
+def _report_arguments(report: argparse.ArgumentParser) -> None:
+    report.add_argument("run_dirs", nargs="+", help="run directories")
+    report.add_argument("--out", default="report", help="output directory")
+
+
+# -- the parser ----------------------------------------------------------------------------
 def _add_suite_kwargs(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("suite overrides (default: the paper's values)")
     group.add_argument("--steps-per-task", type=int, help="training budget per task, agent steps")
@@ -140,56 +519,165 @@ def _add_suite_kwargs(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-episodes", type=int, help="episodes per task and split")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cl-suites", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sub.add_parser("list", help="every suite, its tasks, budgets and install status")
-
-    info = sub.add_parser("info", help="a suite's schedule")
-    info.add_argument("suite", help="e.g. CLSuite/Procgen6-v0 or Procgen6")
-    info.add_argument("--num-envs", type=int, default=1)
+def _info_arguments(info: argparse.ArgumentParser) -> None:
+    info.add_argument("suite", help="e.g. CLSuite/Procgen6-v0, Procgen6 or MEAL-20")
+    info.add_argument("--num-envs", type=_num_envs, default=1, help="sub-envs of the schedule")
     _add_suite_kwargs(info)
 
-    run = sub.add_parser("run", help="train (or play randomly) over a whole sequence")
-    run.add_argument("--suite", required=True, help="e.g. Procgen6 or CLSuite/Procgen6-v0")
-    run.add_argument("--method", choices=METHODS, default="ft")
-    run.add_argument(
-        "--learner",
-        choices=LEARNERS,
-        default=None,
-        help="learner (default: the suite's, see baselines_sb3.presets.default_learner)",
-    )
-    run.add_argument("--preset", choices=PRESETS, default="paper")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--run-dir", help="run directory (default runs/<suite>-<method>-s<seed>)")
-    run.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    run.add_argument("--num-envs", type=int, help="parallel sub-envs")
-    run.add_argument(
-        "--vectorization-mode",
-        choices=("sync", "async"),
-        default="sync",
-        help="batching of simulators without a native batched backend",
-    )
-    _add_suite_kwargs(run)
 
-    report = sub.add_parser("report", help="metrics, plots and tables from run directories")
-    report.add_argument("run_dirs", nargs="+", help="run directories")
-    report.add_argument("--out", default="report", help="output directory")
+COMMANDS: dict[str, Command] = {
+    "list": Command("every suite, its tasks, budgets and install status", lambda p: None, cmd_list),
+    "info": Command("a suite's schedule", _info_arguments, cmd_info),
+    "run": Command(
+        "train (or play randomly) over a whole sequence",
+        _run_arguments,
+        cmd_run,
+        description="Train a baseline (or a random agent) over a whole suite and write a run\n"
+        "directory (metadata.json, eval.csv, episodes.csv, checkpoint/, report/).",
+    ),
+    "report": Command(
+        "metrics, plots and tables from run directories", _report_arguments, cmd_report
+    ),
+}
+"""The subcommands, in ``--help`` order. A new one is one entry here."""
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("cl-suites")
+    except importlib.metadata.PackageNotFoundError:  # a source checkout
+        from cl_suites import __version__
+
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cl-suites",
+        description="cl-suites: list suites, show schedules, run sequences, write reports.",
+        formatter_class=_HelpFormatter,
+        epilog=f"errors end in one line; --debug or {DEBUG_ENV}=1 shows the traceback",
+    )
+    parser.add_argument("--version", action="version", version=f"cl-suites {version()}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub_parser = sub.add_parser(
+            name,
+            help=command.help,
+            description=command.description or command.help,
+            parents=[common],
+            formatter_class=_HelpFormatter,
+            epilog=RUN_EPILOG if name == "run" else None,
+        )
+        command.add_arguments(sub_parser)
     return parser
 
 
-COMMANDS = {"list": cmd_list, "info": cmd_info, "run": cmd_run, "report": cmd_report}
+# -- warnings, log messages and errors -----------------------------------------------------
+THIRD_PARTY_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
+    (DeprecationWarning, "", r"gym(3)?(\.|$)"),  # legacy gym / gym3 under procgen2
+    (UserWarning, "", r"gym(3)?(\.|$)"),
+    (FutureWarning, r"random_state is deprecated", r"arch(\.|$)"),  # arch under rliable
+    (RuntimeWarning, r"os\.fork\(\) was called", ""),  # JAX, when a worker process forks
+    (UserWarning, r"The given NumPy array is not writable", ""),  # torch on JAX arrays
+    (DeprecationWarning, "", r"pkg_resources(\.|$)"),
+)
+"""``(category, message regex, module regex)`` of warnings users cannot act on; each is
+matched by its emitting module or its exact message, so warnings of cl-suites' own code
+still show."""
+
+
+def quiet_third_party_warnings() -> None:
+    for category, message, module in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category, module=module)
+
+
+class _NoteHandler(logging.Handler):
+    """Library log messages as ``note: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"[yellow]note:[/yellow] {escape(record.getMessage())}")
+
+
+def _setup_log_messages() -> None:
+    """Show the library's warnings (stale lock taken over, replay buffer moved to disk,
+    torn log lines dropped) as ``note: ...`` lines on stderr."""
+    for name in LIB_LOGGERS:
+        log = logging.getLogger(name)
+        if not any(isinstance(h, _NoteHandler) for h in log.handlers):
+            log.addHandler(_NoteHandler())
+
+
+BAD_INPUT = (CLIError, ValueError, KeyError, FileExistsError, ImportError)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, KeyError) and e.args:
+        text = str(e.args[0])
+    elif isinstance(e, OSError) and e.strerror and e.filename:
+        text = f"{e.strerror}: {e.filename}"
+    else:
+        text = str(e)
+    return " ".join(text.split()) or type(e).__name__
+
+
+def _close_progress_bars() -> None:
+    """End progress bars an error left open, so the error starts on its own line."""
+    tqdm_module = sys.modules.get("tqdm.std")
+    if tqdm_module is not None:
+        for bar in list(getattr(tqdm_module.tqdm, "_instances", ())):
+            with contextlib.suppress(Exception):
+                bar.close()
+
+
+def report_error(e: BaseException) -> int:
+    """Print ``e`` as one line on stderr; the exit code."""
+    from cl_suites.core.fsutil import RunDiskError
+    from cl_suites.core.runlock import RunDirLockedError
+
+    _close_progress_bars()
+    if isinstance(e, (KeyboardInterrupt, RunInterrupted)):
+        text = _one_line(e) if isinstance(e, RunInterrupted) else "interrupted"
+        err_console.print(f"[yellow]{escape(text)}[/yellow]")
+        return EXIT_INTERRUPTED
+    if isinstance(e, (RunDiskError, RunDirLockedError, MemoryError)):
+        code, text = EXIT_FAILED, _one_line(e)
+    elif isinstance(e, BAD_INPUT) or (
+        isinstance(e, TypeError) and "unexpected keyword argument" in str(e)
+    ):
+        code, text = EXIT_BAD_INPUT, _one_line(e)
+    elif isinstance(e, OSError):
+        code, text = EXIT_FAILED, _one_line(e)
+    else:
+        code = EXIT_FAILED
+        text = (
+            f"unexpected {type(e).__name__}: {_one_line(e)} (rerun with --debug or "
+            f"{DEBUG_ENV}=1 for the traceback)"
+        )
+    if isinstance(e, MemoryError) and not str(e):
+        text = "out of memory (MemoryError); use a smaller preset, budget or buffer"
+    err_console.print(f"[red]error:[/red] {escape(text)}")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_third_party_warnings()
+    _setup_log_messages()
     args = build_parser().parse_args(argv)
+    args.argv = argv
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        return COMMANDS[args.command](args)
-    except (KeyError, ValueError, ImportError, FileExistsError) as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        console.print(f"[red]error:[/red] {message}")
-        return 2
+        return COMMANDS[args.command].run(args)
+    except (Exception, KeyboardInterrupt) as e:
+        if debug:
+            raise
+        return report_error(e)
 
 
 if __name__ == "__main__":

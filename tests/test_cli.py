@@ -43,7 +43,8 @@ def test_info_prints_the_schedule(capsys):
 )
 def test_bad_input_is_one_clear_line(argv, message, capsys):
     assert main(argv) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    err = capsys.readouterr().err
+    assert message in " ".join(err.split()) and err.count("\n") == 1  # one line, on stderr
 
 
 def test_unknown_method_lists_the_valid_ones(capsys):
@@ -61,6 +62,6 @@ def test_run_random_then_report(tmp_path, capsys):
     assert read_metadata(run_dir)["method"] == "random"
     assert sorted(read_eval(run_dir).total_step.unique()) == [0, 300, 600]
     assert main(argv) == 2  # the directory already holds a run
-    assert "already holds a run" in capsys.readouterr().out
+    assert "already holds a run" in capsys.readouterr().err
     assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.html").exists()

@@ -17,10 +17,25 @@ the observation arrays live in a flat file read and written with positional I/O
 (``os.pread``/``os.pwrite``, a memmap without mapping), so resident memory stays bounded by
 the small per-transition arrays whatever the buffer size. Frame-stacked observations are
 stored as given (one copy per transition); de-duplicating stacked frames is not done.
+
+Memory guard (``storage="auto"``, the default): before the buffer is allocated its size is
+compared with the memory this process may still use (``MemAvailable``, capped by the
+cgroup limit). A buffer whose arrays need more than ``RAM_FRACTION`` of it keeps its
+observations on disk under ``disk_dir`` (with a message), and when there is no
+``disk_dir`` or not enough free disk either, CLEAR refuses before training starts with
+the sizes and the options to change (:class:`ReplayMemoryError`). CORA's Procgen6 buffer
+(5M transitions of 64x64x3 uint8) needs 57.2 GiB of observations.
+
+``np.memmap`` is not used for the disk buffer: pages written through a shared mapping are
+counted in the process's resident set until the kernel reclaims them, so filling 1M
+Procgen transitions (12 GiB) through a memmap grows the resident set far past the
+benchmark's 2 GiB bound, while ``pwrite`` goes through the page cache without mapping
+anything (``benchmarks/bench_baselines.py`` measures both).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +47,60 @@ from gymnasium import spaces
 
 from baselines_sb3.cl.base import ContinualMethod, Rollout, logits_and_values
 from baselines_sb3.vtrace import vtrace_targets
+from cl_suites.core.fsutil import format_bytes, free_bytes
+
+logger = logging.getLogger(__name__)
+
+STORAGES: tuple[str, ...] = ("auto", "ram", "disk")
+RAM_FRACTION = 0.75
+"""``storage="auto"`` keeps the buffer in RAM when its arrays need at most this fraction of
+the memory still available to the process."""
+
+
+class ReplayMemoryError(MemoryError):
+    """The replay buffer fits neither in memory nor on disk as configured (the message gives
+    the sizes and the options to change)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process may still allocate: ``MemAvailable`` of
+    ``/proc/meminfo``, capped by the cgroup's limit minus its usage; ``None`` where
+    neither can be read (then the guard assumes the buffer fits)."""
+    candidates = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        try:
+            limit = Path(limit_file).read_text().strip()
+            usage = int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            candidates.append(max(int(limit) - usage, 0))
+    return min(candidates) if candidates else None
+
+
+def replay_storage(option: bool | str | None) -> str:
+    """The ``storage`` of a CLEAR buffer from the job option ``replay_on_disk``:
+    ``None``/``"auto"`` -> ``"auto"``, ``True`` -> ``"disk"``, ``False`` -> ``"ram"``."""
+    if option is None or option == "auto":
+        return "auto"
+    if isinstance(option, bool):
+        return "disk" if option else "ram"
+    if option in STORAGES:
+        return str(option)
+    raise ValueError(f"replay_on_disk must be true, false or 'auto', got {option!r}")
 
 
 class _FileArray:
@@ -42,7 +111,7 @@ class _FileArray:
         self.row_bytes = int(np.prod(shape[2:], dtype=np.int64)) * self.dtype.itemsize
         self.slot_bytes = self.row_bytes * shape[1]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         os.ftruncate(self.fd, self.slot_bytes * shape[0])
         self.nbytes = 0  # resident bytes
 
@@ -132,6 +201,21 @@ class ReservoirBuffer:
         self.rng = np.random.default_rng(seed)
         self.seen = 0  # unrolls offered so far
         self.size = 0  # unrolls stored
+
+    @staticmethod
+    def nbytes(
+        capacity: int, unroll_length: int, observation_space: spaces.Space, num_actions: int
+    ) -> tuple[int, int]:
+        """``(observation_bytes, other_bytes)`` a buffer of these settings allocates: the
+        observation arrays (what ``disk_dir`` moves to disk) and the per-transition
+        actions, logits, values, rewards and starts (always in RAM)."""
+        transitions = int(capacity) // int(unroll_length) * int(unroll_length)
+        obs = 0
+        for sp in _obs_spaces(observation_space).values():
+            itemsize = 8 if isinstance(sp, spaces.Discrete) else np.dtype(sp.dtype).itemsize
+            obs += int(np.prod(sp.shape or (), dtype=np.int64)) * itemsize
+        other = 4 + 4 * int(num_actions) + 4 + 4 + 1  # action, logits, value, reward, start
+        return transitions * obs, transitions * other
 
     # -- reservoir ------------------------------------------------------------------------
     def offer(self) -> int | None:
@@ -230,7 +314,10 @@ class CLEAR(ContinualMethod):
         replay_ratio: fraction of each batch that is replay (0.5: 50/50).
         replay_unroll: length of replayed windows (default: the learner's ``n_steps``,
             at most 20).
-        disk_dir: keep replayed observations on disk (bounded RAM).
+        disk_dir: where observations go when they are kept on disk.
+        storage: ``"auto"`` (RAM when the buffer fits the free memory, else ``disk_dir``,
+            else refuse; see the module docstring), ``"ram"`` or ``"disk"`` (needs
+            ``disk_dir``).
         seed: reservoir / sampling seed.
     """
 
@@ -245,11 +332,17 @@ class CLEAR(ContinualMethod):
         replay_ratio: float = 0.5,
         replay_unroll: int | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
+        storage: str = "auto",
         seed: int = 0,
     ):
         super().__init__()
         if not 0.0 <= replay_ratio < 1.0:
             raise ValueError(f"replay_ratio must be in [0, 1), got {replay_ratio}")
+        if storage not in STORAGES:
+            raise ValueError(f"unknown storage {storage!r}; valid: {', '.join(STORAGES)}")
+        if storage == "disk" and disk_dir is None:
+            raise ValueError("CLEAR storage='disk' needs disk_dir")
+        self.storage = storage
         self.buffer_size = int(buffer_size)
         self.policy_cloning, self.value_cloning = float(policy_cloning), float(value_cloning)
         self.replay_ratio = float(replay_ratio)
@@ -269,14 +362,70 @@ class CLEAR(ContinualMethod):
         self.ent_coef = float(getattr(model, "ent_coef", 0.01))
         self.reduction = getattr(model, "loss_reduction", "mean")
         if self.buffer is None:
-            self.buffer = ReservoirBuffer(
-                self.buffer_size,
-                n_steps,
-                policy.observation_space,
-                int(policy.action_space.n),
-                self.disk_dir,
-                self.seed,
+            on_disk = self.plan_storage(n_steps, policy.observation_space, policy.action_space.n)
+            self._build_buffer(n_steps, policy, on_disk)
+
+    def _build_buffer(self, n_steps: int, policy, on_disk: bool) -> None:
+        self.buffer = ReservoirBuffer(
+            self.buffer_size,
+            n_steps,
+            policy.observation_space,
+            int(policy.action_space.n),
+            self.disk_dir if on_disk else None,
+            self.seed,
+        )
+
+    def plan_storage(
+        self,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        quiet: bool = False,
+    ) -> bool:
+        """Whether the buffer's observations go to disk (see the module docstring); raises
+        :class:`ReplayMemoryError` before anything is allocated when it fits nowhere.
+        ``quiet``: no message when the buffer goes to disk (a dry run)."""
+        obs_bytes, other_bytes = ReservoirBuffer.nbytes(
+            self.buffer_size, unroll_length, observation_space, int(num_actions)
+        )
+        if self.storage == "disk":
+            return True
+        free = available_memory()
+        budget = None if free is None else int(free * RAM_FRACTION)
+        size = f"CLEAR replay buffer of {self.buffer_size:,} transitions"
+        if budget is None or obs_bytes + other_bytes <= budget:
+            return False
+        memory = (
+            f"needs {format_bytes(obs_bytes + other_bytes)} of RAM "
+            f"({format_bytes(obs_bytes)} of observations) but only {format_bytes(free)} of "
+            f"memory is free (the buffer may use {RAM_FRACTION:.0%})"
+        )
+        smaller = "lower buffer_size (--set buffer_size=N)"
+        if self.storage == "ram":
+            raise ReplayMemoryError(
+                f"{size} {memory}; {smaller}, or keep it on disk (--set replay_on_disk=true)"
             )
+        if self.disk_dir is None:
+            raise ReplayMemoryError(f"{size} {memory}; {smaller}, or pass disk_dir=DIR")
+        disk_free = free_bytes(self.disk_dir)
+        if other_bytes > budget or (disk_free is not None and obs_bytes > disk_free):
+            disk = f"{format_bytes(disk_free)} free" if disk_free is not None else "unknown"
+            raise ReplayMemoryError(
+                f"{size} {memory}, and on disk its {format_bytes(obs_bytes)} of observations "
+                f"do not fit either ({self.disk_dir}: {disk}); {smaller}"
+            )
+        if quiet:
+            return True
+        logger.warning(
+            "%s %s: keeping its observations on disk in %s (%s of %s free); "
+            "--set replay_on_disk=false forces RAM",
+            size,
+            memory,
+            self.disk_dir,
+            format_bytes(obs_bytes),
+            format_bytes(disk_free) if disk_free is not None else "?",
+        )
+        return True
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         obs = (
@@ -355,8 +504,17 @@ class CLEAR(ContinualMethod):
         return loss
 
     def state_dict(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.state_dict() if self.buffer is not None else None}
+        if self.buffer is None:
+            return {"buffer": None}
+        return {"buffer": self.buffer.state_dict(), "on_disk": self.buffer.disk_dir is not None}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("buffer") is not None and self.buffer is not None:
-            self.buffer.load_state_dict(state["buffer"])
+        if state.get("buffer") is None or self.buffer is None:
+            return
+        on_disk = bool(state.get("on_disk", self.buffer.disk_dir is not None))
+        if on_disk and self.disk_dir is None:
+            raise ValueError("the checkpoint's CLEAR buffer is on disk: pass disk_dir")
+        if on_disk != (self.buffer.disk_dir is not None):  # keep the checkpoint's storage
+            self.buffer.close()
+            self._build_buffer(self.buffer.unroll_length, self.policy, on_disk)
+        self.buffer.load_state_dict(state["buffer"])

@@ -8,12 +8,15 @@ One run = one directory::
                       suite's metric settings
       eval.csv        one row per (eval point, task, split)
       episodes.csv    one row per finished training episode
-      tb/             optional TensorBoard scalars (when tensorboard is installed)
+      .lock           while a writer holds the directory (``RunDirLock``)
+      tb/             optional TensorBoard scalars
 
-Both tables are CSV, appended and flushed row by row, so ``pandas.read_csv`` reads them
-while the run is still going and a killed run loses nothing that was written. All step
-counts are **agent steps** (``env.step`` calls summed over sub-envs), never emulator
-frames.
+Both tables are CSV (``\\n`` line endings), appended whole rows at a time (one
+``os.write`` per batch, fsynced), so ``pandas.read_csv`` reads them while the run is still
+going and a killed run loses nothing that was written and leaves no torn row; a torn last
+line from an older writer or a full disk is dropped on resume (:func:`repair_table`).
+All step counts are **agent steps** (``env.step`` calls summed over sub-envs), never
+emulator frames.
 """
 
 from __future__ import annotations
@@ -21,14 +24,19 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import importlib.metadata
+import io
 import json
+import logging
 import os
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from cl_suites.core.fsutil import append_text, disk_error, write_text_atomic
+from cl_suites.core.runlock import RunDirLock
 
 EVAL_COLUMNS: tuple[str, ...] = (
     "total_step",
@@ -46,6 +54,8 @@ EVAL_COLUMNS: tuple[str, ...] = (
 EPISODE_COLUMNS: tuple[str, ...] = ("total_step", "task_id", "episode_return", "episode_length")
 """Columns of ``episodes.csv``: ``total_step`` is the agent step at which the episode
 ended, ``episode_length`` is in agent steps."""
+
+logger = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.json"
 EVAL_FILE = "eval.csv"
@@ -84,49 +94,250 @@ def package_versions(names: Iterable[str] = _VERSIONED_PACKAGES) -> dict[str, st
     return versions
 
 
+_INT, _FLOAT, _STR = "int", "float", "str"
+COLUMN_TYPES: dict[str, str] = {
+    "total_step": _INT,
+    "task_id": _INT,
+    "task_name": _STR,
+    "split": _STR,
+    "mean_return": _FLOAT,
+    "std_return": _FLOAT,
+    "episodes": _INT,
+    "wall_time": _FLOAT,
+    "episode_return": _FLOAT,
+    "episode_length": _INT,
+}
+"""How a row's cells must parse (``int`` cells may be written as ``12.0``)."""
+
+
+def _parse_row(line: str, columns: tuple[str, ...]) -> int | None:
+    """The row's ``total_step`` when every cell of ``line`` parses, else ``None``."""
+    try:
+        cells = next(csv.reader([line]))
+    except (csv.Error, StopIteration):
+        return None
+    if len(cells) != len(columns):
+        return None
+    step = None
+    for name, cell in zip(columns, cells, strict=True):
+        kind = COLUMN_TYPES.get(name, _STR)
+        if kind == _STR:
+            continue
+        try:
+            value = float(cell)
+        except ValueError:
+            return None
+        if kind == _INT:
+            if not value.is_integer():
+                return None
+            if name == "total_step":
+                step = int(value)
+    return step if step is not None else 0
+
+
+def _newline_of(header: bytes) -> bytes:
+    return b"\r\n" if header.endswith(b"\r\n") else b"\n"
+
+
+def repair_table(
+    path: str | os.PathLike[str], columns: tuple[str, ...], max_step: int | None = None
+) -> dict[str, int]:
+    """Make a run table safe to append to, and cut it back to a checkpoint.
+
+    Drops a last line without its newline (a torn write), every row that does not parse
+    (wrong number of cells, a number that is not one) and, when ``max_step`` is given,
+    every row with ``total_step > max_step``. Kept lines are rewritten in the file's own
+    line-ending convention (the header's). Torn and unparsable rows are reported through
+    the ``cl_suites.core.runlog`` logger (a warning naming them).
+
+    Returns:
+        ``{"torn": n, "unparsable": n, "after_step": n}``: rows dropped per reason.
+
+    Raises:
+        CorruptRunLogError: the header is not ``columns``.
+        RunDiskError: the repaired file cannot be written.
+    """
+    path = Path(path)
+    dropped = {"torn": 0, "unparsable": 0, "after_step": 0}
+    if not path.exists():
+        return dropped
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop()  # b"" when the file ends with a newline
+    if torn:
+        dropped["torn"] = 1
+    if not lines:  # not even a whole header: start the table over
+        if torn:
+            _note(path, f"dropped a torn header line {torn[:60]!r}")
+            write_text_atomic(path, "")
+        return dropped
+    header, rows = lines[0], lines[1:]
+    newline = _newline_of(header + b"\n")
+    names = next(csv.reader([header.decode(errors="replace").rstrip("\r")]), [])
+    if tuple(names) != columns:
+        raise CorruptRunLogError(f"{path} has columns {names}, expected {list(columns)}")
+    kept, bad = [header.rstrip(b"\r")], []
+    for number, raw in enumerate(rows, start=2):
+        line = raw.rstrip(b"\r").decode(errors="replace")
+        step = _parse_row(line, columns)
+        if step is None:
+            bad.append(f"line {number}: {line[:60]!r}")
+        elif max_step is not None and step > max_step:
+            dropped["after_step"] += 1
+        else:
+            kept.append(raw.rstrip(b"\r"))
+    dropped["unparsable"] = len(bad)
+    notes = []
+    if torn:
+        notes.append(f"a torn last line without newline {torn[:60]!r}")
+    if bad:
+        more = " ..." if len(bad) > 3 else ""
+        notes.append(f"{len(bad)} unparsable row(s) ({'; '.join(bad[:3])}{more})")
+    if notes:
+        _note(path, "dropped " + " and ".join(notes))
+    if any(dropped.values()):
+        write_text_atomic(path, (newline.join(kept) + newline).decode(errors="replace"))
+    return dropped
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line without its newline off ``path`` (reads only the file's tail)."""
+    size = path.stat().st_size if path.exists() else 0
+    if size == 0:
+        return
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        start, tail = size, b""
+        while start > 0 and b"\n" not in tail:
+            step = min(start, 1 << 16)
+            start -= step
+            f.seek(start)
+            tail = f.read(step) + tail
+    cut = start + tail.rfind(b"\n") + 1
+    with open(path, "rb") as f:
+        f.seek(cut)
+        torn = f.read(60)
+    _note(path, f"dropped a torn last line without newline {torn!r}")
+    try:
+        os.truncate(path, cut)
+    except OSError as e:
+        raise (disk_error(e, path) or e) from e
+
+
+def _note(path: Path, message: str) -> None:
+    logger.warning("%s: %s", path, message)
+
+
+def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
+    """Cut ``eval.csv`` and ``episodes.csv`` back to a checkpoint at agent step ``max_step``.
+
+    Rows with ``total_step > max_step`` were written after the checkpoint and will be
+    written again by the resumed run; torn last lines and unparsable rows are dropped with
+    a warning (see :func:`repair_table`). Holds the run directory's lock while it works.
+
+    Returns:
+        rows dropped per file name (all reasons together).
+    """
+    run_dir = Path(run_dir)
+    with RunDirLock(run_dir, reentrant=True):
+        return {
+            name: sum(repair_table(run_dir / name, columns, max_step).values())
+            for name, columns in ((EVAL_FILE, EVAL_COLUMNS), (EPISODES_FILE, EPISODE_COLUMNS))
+        }
+
+
 class _CsvAppender:
-    """Appends dict rows to a CSV file with a fixed header, flushing after every write."""
+    """Appends dict rows to a CSV file with a fixed header.
+
+    Each ``write`` is one ``os.write`` of complete lines on an ``O_APPEND`` descriptor,
+    fsynced, cut back if the disk fills up half-way (:func:`append_text`): a row is never
+    split across writes, and a crash leaves at most whole rows. New files use ``\\n``
+    line endings; an existing file keeps its own (its header's).
+    """
 
     def __init__(self, path: Path, columns: tuple[str, ...]):
         self.path = path
         self.columns = columns
         is_new = not path.exists() or path.stat().st_size == 0
+        self.newline = "\n"
         if not is_new:
-            with path.open(newline="") as f:
-                header = next(csv.reader(f), [])
+            _drop_torn_tail(path)
+            with path.open("rb") as f:
+                first = f.readline()
+            header = next(csv.reader([first.decode(errors="replace").rstrip("\r\n")]), [])
             if tuple(header) != columns:
                 raise CorruptRunLogError(f"{path} has columns {header}, expected {list(columns)}")
-        self._file = path.open("a", newline="")
-        self._writer = csv.DictWriter(self._file, fieldnames=columns, extrasaction="raise")
+            self.newline = _newline_of(first).decode()
+        self._fd = -1
+        self._open()
         if is_new:
-            self._writer.writeheader()
-            self._file.flush()
+            self._append([dict(zip(columns, columns, strict=True))])
+
+    def _open(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        try:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o644)
+        except OSError as e:
+            raise (disk_error(e, self.path) or e) from e
+
+    def _append(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(
+            buffer, fieldnames=self.columns, extrasaction="raise", lineterminator=self.newline
+        )
+        writer.writerows(rows)
+        if not buffer.tell():
+            return
+        try:  # truncate_logs replaces the file: follow it
+            replaced = os.stat(self.path).st_ino != os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            self._open()
+        append_text(self._fd, self.path, buffer.getvalue())
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        for row in rows:
-            self._writer.writerow(row)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._append(rows)
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+ScalarSink = Callable[[Mapping[str, float], int], None]
+"""``sink(values, step)``: scalars (name -> value) at agent step ``step``."""
 
 
 class RunLog:
-    """Writer for one run directory.
+    """Writer for one run directory, and the directory's only writer.
+
+    Opening takes the run directory's lock (:class:`~cl_suites.core.runlock.RunDirLock`):
+    a second ``RunLog`` on the same directory in another process is refused with a
+    one-line :class:`~cl_suites.core.runlock.RunDirLockedError` naming the pid and host
+    that hold it; a lock left by a dead process is taken over with a warning. ``close``
+    releases it.
 
     Opening an existing directory with ``resume=True`` appends to its tables; rows
-    already on disk are kept. With ``resume=False`` an existing, non-empty run
-    directory is refused so that no run is overwritten by accident.
+    already on disk are kept (a torn last line is dropped with a warning). With
+    ``resume=False`` an existing run directory is refused so that no run is overwritten by
+    accident. Disk errors (full, read-only) raise a one-line
+    :class:`~cl_suites.core.fsutil.RunDiskError`.
 
     Args:
         run_dir: directory of the run (created if missing).
         metadata: JSON-serialisable run description (suite id, kwargs, seed, method,
             schedule, ...). ``start_time`` and ``versions`` are added.
         resume: continue an existing run directory.
-        tensorboard: also write TensorBoard scalars under ``run_dir/tb`` when
-            tensorboard is installed (silently skipped otherwise).
+        tensorboard: also write the eval returns and training-episode returns as
+            TensorBoard scalars under ``run_dir/tb`` (needs the ``tensorboard`` package).
+            The main job leaves this off and routes the same scalars through the SB3
+            logger's writers instead (``baselines_sb3.tracking``).
     """
 
     def __init__(
@@ -138,39 +349,78 @@ class RunLog:
         tensorboard: bool = False,
     ):
         self.run_dir = Path(run_dir)
-        meta_path = self.run_dir / METADATA_FILE
-        if meta_path.exists() and not resume:
-            raise FileExistsError(
-                f"run directory {self.run_dir} already holds a run; pass resume=True "
-                "(CLI: --resume) to continue it or choose another directory"
-            )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if resume and meta_path.exists():
-            self.metadata = read_metadata(self.run_dir)
-        else:
-            self.metadata = dict(metadata or {})
-            self.metadata.setdefault(
-                "start_time", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-            )
-            self.metadata.setdefault("versions", package_versions())
-            tmp = meta_path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(self.metadata, indent=2, default=_json_default))
-            tmp.replace(meta_path)
-        self._eval = _CsvAppender(self.run_dir / EVAL_FILE, EVAL_COLUMNS)
-        self._episodes = _CsvAppender(self.run_dir / EPISODES_FILE, EPISODE_COLUMNS)
-        self._tb = _make_tb_writer(self.run_dir / "tb") if tensorboard else None
+        self._lock = RunDirLock(self.run_dir).acquire()
+        self._sinks: list[ScalarSink] = []
+        self._closers: list[Callable[[], None]] = []
+        self._eval = self._episodes = None
+        try:
+            meta_path = self.run_dir / METADATA_FILE
+            if meta_path.exists() and not resume:
+                raise FileExistsError(
+                    f"run directory {self.run_dir} already holds a run; pass resume=True "
+                    "(CLI: --resume) to continue it or choose another directory"
+                )
+            if resume and meta_path.exists():
+                self.metadata = read_metadata(self.run_dir)
+            else:
+                self.metadata = dict(metadata or {})
+                self.metadata.setdefault(
+                    "start_time",
+                    _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                )
+                self.metadata.setdefault("versions", package_versions())
+                write_text_atomic(
+                    meta_path, json.dumps(self.metadata, indent=2, default=_json_default)
+                )
+            self._eval = _CsvAppender(self.run_dir / EVAL_FILE, EVAL_COLUMNS)
+            self._episodes = _CsvAppender(self.run_dir / EPISODES_FILE, EPISODE_COLUMNS)
+            if tensorboard:
+                self._add_tensorboard(self.run_dir / "tb")
+        except BaseException:
+            self.close()
+            raise
+
+    def add_scalar_sink(self, sink: ScalarSink, close: Callable[[], None] | None = None) -> None:
+        """Also send the eval returns (``eval/<task_id>-<task_name>/<split>``) and the mean
+        training-episode return per task and logging call
+        (``train/episode_return/<task_id>``) to ``sink(values, step)``; ``close`` is
+        called by :meth:`close`."""
+        self._sinks.append(sink)
+        if close is not None:
+            self._closers.append(close)
+
+    def _add_tensorboard(self, path: Path) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:
+            raise ImportError(
+                "RunLog(tensorboard=True) needs the tensorboard package: "
+                'pip install "cl-suites[baselines]"'
+            ) from e
+        writer = SummaryWriter(str(path))
+
+        def sink(values: Mapping[str, float], step: int) -> None:
+            for key, value in values.items():
+                writer.add_scalar(key, value, step)
+            writer.flush()
+
+        self.add_scalar_sink(sink, writer.close)
+
+    def _emit(self, values: Mapping[str, float], step: int) -> None:
+        for sink in self._sinks:
+            sink(values, step)
 
     def log_eval(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append evaluation records (mappings with the keys of ``EVAL_COLUMNS``)."""
         records = list(records)
         self._eval.write(records)
-        if self._tb is not None:
+        if self._sinks:
+            by_step: dict[int, dict[str, float]] = {}
             for r in records:
-                self._tb.add_scalar(
-                    f"eval/{r['task_id']}-{r['task_name']}/{r['split']}",
-                    r["mean_return"],
-                    r["total_step"],
-                )
+                key = f"eval/{r['task_id']}-{r['task_name']}/{r['split']}"
+                by_step.setdefault(int(r["total_step"]), {})[key] = float(r["mean_return"])
+            for step, values in sorted(by_step.items()):
+                self._emit(values, step)
 
     def log_episodes(self, episodes: Iterable[Mapping[str, Any]]) -> None:
         """Append finished training episodes (keys of ``EPISODE_COLUMNS``)."""
@@ -178,17 +428,24 @@ class RunLog:
         if not episodes:
             return
         self._episodes.write(episodes)
-        if self._tb is not None:
+        if self._sinks:
+            returns: dict[str, list[float]] = {}
             for e in episodes:
-                self._tb.add_scalar(
-                    f"train/episode_return/{e['task_id']}", e["episode_return"], e["total_step"]
+                returns.setdefault(f"train/episode_return/{e['task_id']}", []).append(
+                    float(e["episode_return"])
                 )
+            step = max(int(e["total_step"]) for e in episodes)
+            self._emit({k: sum(v) / len(v) for k, v in returns.items()}, step)
 
     def close(self) -> None:
-        self._eval.close()
-        self._episodes.close()
-        if self._tb is not None:
-            self._tb.close()
+        """Close the tables and scalar writers and release the run directory's lock."""
+        for table in (self._eval, self._episodes):
+            if table is not None:
+                table.close()
+        closers, self._closers, self._sinks = self._closers, [], []
+        for close in closers:
+            close()
+        self._lock.release()
 
     def __enter__(self) -> RunLog:
         return self
@@ -203,14 +460,6 @@ def _json_default(obj: object) -> object:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
-def _make_tb_writer(path: Path):  # pragma: no cover - depends on an optional package
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    return SummaryWriter(str(path))
 
 
 def read_metadata(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -1,0 +1,292 @@
+"""Run configurations of ``cl-suites run``: config files, ``--set`` overrides, precedence.
+
+A configuration is one flat mapping. The *run keys* choose what runs::
+
+    suite, method, learner, preset, seed, run_dir, num_envs
+
+and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
+``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
+``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a learner / method hyperparameter
+(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.main_job.resolve_job``
+sends each to its place. A TOML file::
+
+    suite = "Procgen6"
+    method = "clear"
+    learner = "vtrace"
+    seed = 1
+    steps_per_task = 100_000
+    buffer_size = 200_000
+    device = "cpu"
+    tensorboard = true
+
+or the same keys in YAML. Files are parsed as data (``tomllib`` / ``yaml.safe_load``);
+nothing in them is executed.
+
+Precedence, lowest first: the suite's paper defaults < the preset (``paper`` / ``small``)
+< the config file (``--config``) < ``--set key=value`` (in the order given) < explicit
+flags (``--seed 3``, ``--steps-per-task 1000``, ...).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+RUN_KEYS: tuple[str, ...] = ("suite", "method", "learner", "preset", "seed", "run_dir", "num_envs")
+"""Keys that choose what runs; every other key is an option (see the module docstring)."""
+
+RUN_DEFAULTS: dict[str, Any] = {
+    "suite": None,
+    "method": "ft",
+    "learner": None,
+    "preset": "paper",
+    "seed": 0,
+    "run_dir": None,
+    "num_envs": None,
+}
+"""Defaults of the run keys (``learner=None``: the suite's default learner under the preset;
+``num_envs=None``: the preset's; ``run_dir=None``: ``runs/<suite>-<method>-s<seed>``)."""
+
+MAX_SEED = 2**32 - 1
+"""Largest run seed (numpy's legacy seeding, which SB3 uses, takes 32-bit seeds)."""
+
+PRECEDENCE = (
+    "suite defaults (the paper's) < preset < --config FILE < --set KEY=VALUE (in order) "
+    "< explicit flags"
+)
+_INT_EXPONENT = re.compile(r"[+-]?\d+[eE]\+?\d+")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used (the message says which value and why)."""
+
+
+@dataclass
+class RunConfig:
+    """A resolved ``cl-suites run`` configuration.
+
+    Attributes:
+        suite / method / learner / preset / seed / run_dir / num_envs: the run keys.
+        options: every other key (suite kwargs, job options, hyperparameters).
+        sources: where each key's value came from (``"default"``, ``"config"``,
+            ``"--set"`` or ``"flag"``).
+    """
+
+    suite: str
+    method: str
+    learner: str | None
+    preset: str
+    seed: int
+    run_dir: str | None
+    num_envs: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_meal(self) -> bool:
+        return is_meal_suite(self.suite)
+
+
+def is_meal_suite(suite: str) -> bool:
+    """Whether ``suite`` names a MEAL sequence (``MEAL-20``, ``CLSuite/MEAL-20-v0``)."""
+    return str(suite).split(":")[-1].split("/")[-1].startswith("MEAL")
+
+
+def check_seed(value: Any) -> int:
+    """``value`` as a run seed: an integer in ``[0, 2**32 - 1]`` (``ConfigError`` otherwise)."""
+    seed = value
+    if isinstance(value, str):
+        try:
+            seed = int(value.strip())
+        except ValueError:
+            seed = None
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {value!r}")
+    return seed
+
+
+def check_num_envs(value: Any) -> int:
+    """``value`` as a number of sub-envs: a positive integer (``ConfigError`` otherwise)."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {value!r}")
+    return number
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value as data: a TOML value (``3``, ``1e-4``, ``true``, ``[64, 64]``,
+    ``"cpu"``; ``1e5`` without a decimal point is the integer 100000),
+    ``yes``/``no``/``on``/``off`` (any case) as booleans, ``none``/``null`` as ``None``,
+    anything else as the plain string (``device=cuda:0``)."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered in _BOOLS:
+        return _BOOLS[lowered]
+    if lowered in ("none", "null"):
+        return None
+    try:
+        value = tomllib.loads(f"v = {stripped}")["v"]
+    except tomllib.TOMLDecodeError:
+        return stripped
+    if (
+        isinstance(value, float)
+        and value.is_integer()
+        and re.fullmatch(r"[+-]?\d+[eE]\+?\d+", stripped)
+    ):
+        return int(value)  # 1e5 means the integer 100000 (budgets, cadences)
+    return value
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``(key, value)``; dashes in the key become underscores."""
+    key, sep, value = item.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not _KEY.match(key):
+        raise ConfigError(f"--set takes KEY=VALUE (e.g. --set learning_rate=3e-4), got {item!r}")
+    return key, parse_value(value)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """The flat mapping in a ``.toml``, ``.yaml`` or ``.yml`` file, parsed as data."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"config file {path} must end in .toml, .yaml or .yml, got {suffix!r}")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(raw.decode())
+        else:
+            import yaml
+
+            data = yaml.safe_load(raw)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+    except Exception as e:  # yaml.YAMLError and its subclasses
+        message = " ".join(str(e).split())
+        raise ConfigError(f"{path} is not valid YAML: {message}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of key = value, got {type(data).__name__}")
+    bad = [str(k) for k in data if not isinstance(k, str) or not _KEY.match(k)]
+    if bad:
+        raise ConfigError(f"{path}: invalid key(s) {', '.join(map(repr, bad))}")
+    return dict(data)
+
+
+def merge(
+    file_config: Mapping[str, Any] | None,
+    set_items: Iterable[str],
+    flags: Mapping[str, Any],
+) -> RunConfig:
+    """Merge the layers (defaults < config file < ``--set`` < explicit ``flags``) and check
+    the run keys. ``flags`` holds only the flags the user gave (``None`` values ignored)."""
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        ("default", {k: v for k, v in RUN_DEFAULTS.items() if v is not None}),
+        ("config", file_config or {}),
+    ]
+    layers += [("--set", dict([parse_set(item)])) for item in set_items]
+    layers.append(("flag", {k: v for k, v in flags.items() if v is not None}))
+    for source, layer in layers:
+        for key, value in layer.items():
+            if value is None:  # `--set key=none` falls back to the default
+                merged.pop(key, None)
+                sources.pop(key, None)
+                continue
+            merged[key] = value
+            sources[key] = source
+    run = {k: merged.pop(k, RUN_DEFAULTS[k]) for k in RUN_KEYS}
+    if not run["suite"]:
+        raise ConfigError("no suite given: pass --suite NAME or set suite in the --config file")
+    for key in ("suite", "method", "preset"):
+        if not isinstance(run[key], str):
+            raise ConfigError(f"{key} must be a string, got {run[key]!r}")
+    return RunConfig(
+        suite=run["suite"],
+        method=run["method"],
+        learner=run["learner"],
+        preset=run["preset"],
+        seed=check_seed(run["seed"]),
+        run_dir=None if run["run_dir"] is None else str(run["run_dir"]),
+        num_envs=None if run["num_envs"] is None else check_num_envs(run["num_envs"]),
+        options=merged,
+        sources=sources,
+    )
+
+
+def known_options(config: RunConfig) -> dict[str, tuple[str, ...]] | None:
+    """The option names a run accepts, by section (``job``, ``learner``, ``method``,
+    ``suite``), or ``None`` when they cannot be listed (MEAL, or a suite builder that takes
+    any keyword)."""
+    from cl_suites.suites import find_suite
+
+    if config.is_meal:
+        return None
+    info = find_suite(config.suite)
+    module_name, func_name = info.builder.split(":")
+    import importlib
+
+    builder = getattr(importlib.import_module(module_name), func_name)
+    params = inspect.signature(builder).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    suite_keys = tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+    if config.method == "random":
+        return {"job": ("vectorization_mode", "progress"), "suite": suite_keys}
+    from baselines_sb3 import presets
+    from baselines_sb3.main_job import JOB_OPTIONS
+
+    learner = config.learner or presets.default_learner(info.name, config.preset)
+    hp = presets.resolve(info.name, learner, config.method, config.preset)
+    return {
+        "job": tuple(JOB_OPTIONS),
+        "learner": tuple(hp["learner"]),
+        "method": tuple(hp["method"]),
+        "suite": suite_keys,
+    }
+
+
+def check_options(config: RunConfig) -> None:
+    """Refuse option names the run does not know, with the closest valid name and the
+    valid ones by section."""
+    known = known_options(config)
+    if known is None:
+        return
+    valid = {name for names in known.values() for name in names}
+    unknown = [k for k in config.options if k not in valid]
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(valid), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    sections = "; ".join(f"{s}: {', '.join(sorted(n))}" for s, n in known.items() if n)
+    where = config.sources.get(key, "option")
+    raise ConfigError(
+        f"unknown option {key!r} from {where}{hint}; valid for --suite {config.suite} "
+        f"--method {config.method}: {sections}"
+    )
