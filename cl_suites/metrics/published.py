@@ -212,7 +212,7 @@ def protocol_differences(
             out.append(f"{label} {_fmt(ours)} vs paper {_fmt(theirs)}")
 
     check("seeds", len(runs), proto.get("seeds"))
-    cycles = repeats if repeats is not None else proto.get("cycles")
+    cycles = proto.get("cycles", repeats)  # MEAL Table 3: the repeats of the matched row
     check("cycles", _first([r.metadata.get("cycles") for r in runs]), cycles)
     check("steps/task", _first([_budget(r) for r in runs]), proto.get("steps_per_task"))
     check(
@@ -344,27 +344,29 @@ def comparison_summary(comparison: pd.DataFrame) -> pd.DataFrame:
         return comparison
     finals = comparison["metric"] == "final return"
     rows = [comparison[~finals]]
-    for (suite, method, source), grp in comparison[finals].groupby(
-        ["suite", "method", "source"], sort=False
+    for (suite, method, source, split), grp in comparison[finals].groupby(
+        ["suite", "method", "source", "split"], sort=False
     ):
         known = grp[grp["agreement"] != "n/a"]
+        agree = int((known["agreement"] == "agrees").sum())
+        verdict = f"{agree}/{len(known)} agree"
+        if len(known) < len(grp):
+            verdict += f", {len(grp) - len(known)} n/a"
         rows.append(
             pd.DataFrame(
                 [
                     {
                         "suite": suite,
                         "method": method,
-                        "metric": f"final return ({len(grp)} task/split cells)",
+                        "metric": f"final return, {split} ({len(grp)} tasks)",
                         "task": "all",
-                        "split": "/".join(sorted(set(grp["split"]))),
+                        "split": split,
                         "source": source,
-                        "paper": "see report",
-                        "ours": "see report",
+                        "paper": "per task",
+                        "ours": "per task",
                         "difference": "-",
                         "tolerance": "-",
-                        "agreement": f"{int((known['agreement'] == 'agrees').sum())}/"
-                        f"{len(known)} agree"
-                        + (f", {len(grp) - len(known)} n/a" if len(known) < len(grp) else ""),
+                        "agreement": verdict,
                         "protocol differences": grp["protocol differences"].iloc[0],
                     }
                 ]
