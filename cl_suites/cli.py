@@ -133,7 +133,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         result = build_report([Path(p) for p in args.run_dirs], Path(args.out), progress=True)
     except (MetricsInputError, OSError) as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}")
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         return 2
     for key, frame in result.tables.items():
         shown = frame.drop(columns=["protocol differences", "task"], errors="ignore")

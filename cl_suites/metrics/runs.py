@@ -262,7 +262,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
                 {"total_step": [], "task_id": [], "episode_return": [], "episode_length": []}
             )
     except CorruptRunLogError as e:
-        raise MetricsInputError(f"{path}: {e}") from e
+        raise MetricsInputError(str(e) if str(path) in str(e) else f"{path}: {e}") from e
     except OSError as e:
         raise MetricsInputError(f"{path}: cannot read the run: {e.strerror or e}") from e
     issues: list[str] = []

@@ -92,7 +92,7 @@ def _procgen_runs(root, method, seeds=(0, 1)):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("published")
-    dirs = _procgen_runs(root, "clear") + [write_run(root / "toy", suite="Toy3", returns=HAND)]
+    dirs = [*_procgen_runs(root, "clear"), write_run(root / "toy", suite="Toy3", returns=HAND)]
     return build_report(dirs, root / "out", bootstrap_reps=50)
 
 
