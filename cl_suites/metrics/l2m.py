@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from cl_suites.metrics.preprocess import l2m_block_smooth, l2m_clamp, l2m_normalize, l2m_smooth
-from cl_suites.metrics.runs import RunData, metric_split, metric_split_wide
+from cl_suites.metrics.runs import RunData, metric_split_wide
 
 TERMINAL_FRACTION = 0.1
 """Section 2.4: terminal learning performance = mean of the last 10% of a Learning Block."""
@@ -170,66 +170,41 @@ def lifetime_log(run: RunData, prefer_split: str = "test") -> pd.DataFrame:
         ``wall_time`` seconds since the run started (interpolated over steps for LXs).
     """
     steps, tasks, vals = _eval_block_matrix(run.eval, run.schedule, prefer_split)
-    ev = metric_split(run.eval, prefer_split)
-    split_of = ev.groupby("task_id", observed=True)["split"].first()
+    tasks = np.asarray(tasks).astype(int)
+    ev = run.eval
+    with_test = np.unique(ev.loc[ev["split"].to_numpy() == "test", "task_id"].to_numpy())
     wall = ev.groupby("total_step", observed=True)["wall_time"].max().sort_index()
-    bounds = _eb_bounds(run.schedule)
-    at = np.searchsorted(steps, bounds, side="right") - 1
+    wall_steps, wall_vals = wall.index.to_numpy(dtype=float), wall.to_numpy(dtype=float)
+    # Evaluation Blocks: one row per (EB, task) with a value, EBs in order, tasks sorted
+    at = np.searchsorted(steps, _eb_bounds(run.schedule), side="right") - 1
+    reached = np.isfinite(vals)
+    eb_k, eb_t = np.nonzero(reached)
+    eb_step = steps[at[eb_k]].astype(np.int64) if eb_k.size else np.empty(0, np.int64)
+    eb_split = np.where(np.isin(tasks[eb_t], with_test) & (prefer_split == "test"), "test", "train")
+    # Learning Blocks: the segment's finished episodes in time order
     lx = learning_experiences(run.episodes, run.schedule)
-    parts = []
-    for k in range(len(bounds)):
-        row = vals[k]
-        ok = np.flatnonzero(np.isfinite(row))
-        if ok.size:
-            step = int(steps[at[k]])
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "block_type": "test",
-                        "block": k,
-                        "task_id": np.asarray(tasks)[ok].astype(int),
-                        "split": [
-                            str(split_of.get(int(t), "train")) for t in np.asarray(tasks)[ok]
-                        ],
-                        "exp": np.arange(ok.size),
-                        "perf": row[ok],
-                        "total_step": step,
-                        "wall_time": float(wall.get(step, np.nan)),
-                    }
-                )
-            )
-        if k == len(bounds) - 1:
-            break
-        block = lx[lx["lb"] == k]
-        if len(block):
-            bsteps = block["total_step"].to_numpy()
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "block_type": "train",
-                        "block": k,
-                        "task_id": block["task_id"].to_numpy(),
-                        "split": "train",
-                        "exp": block["exp"].to_numpy(),
-                        "perf": block["perf"].to_numpy(),
-                        "total_step": bsteps,
-                        "wall_time": np.interp(bsteps, wall.index.to_numpy(), wall.to_numpy())
-                        if len(wall)
-                        else np.zeros(len(bsteps)),
-                    }
-                )
-            )
-    if not parts:
-        return pd.DataFrame({c: [] for c in LIFETIME_COLUMNS})
-    log = pd.concat(parts, ignore_index=True)
-    new_block = np.r_[
-        True,
-        (log["block"].to_numpy()[1:] != log["block"].to_numpy()[:-1])
-        | (log["block_type"].to_numpy()[1:] != log["block_type"].to_numpy()[:-1]),
-    ]
-    log["block_num"] = np.cumsum(new_block) - 1
+    lx_step = lx["total_step"].to_numpy()
+    log = pd.DataFrame(
+        {
+            "key": np.r_[2 * eb_k, 2 * lx["lb"].to_numpy() + 1],
+            "block_type": np.r_[np.full(eb_k.size, "test"), np.full(len(lx), "train")],
+            "block": np.r_[eb_k, lx["lb"].to_numpy()],
+            "task_id": np.r_[tasks[eb_t], lx["task_id"].to_numpy()].astype(int),
+            "split": np.r_[eb_split, np.full(len(lx), "train")],
+            "exp": np.r_[(np.cumsum(reached, axis=1) - 1)[reached], lx["exp"].to_numpy()],
+            "perf": np.r_[vals[reached], lx["perf"].to_numpy(dtype=float)],
+            "total_step": np.r_[eb_step, lx_step].astype(np.int64),
+        }
+    )
+    log["wall_time"] = (
+        np.interp(log["total_step"].to_numpy(dtype=float), wall_steps, wall_vals)
+        if wall_steps.size
+        else 0.0
+    )
+    log = log.sort_values("key", kind="stable").reset_index(drop=True)
+    key = log["key"].to_numpy()
+    log["block_num"] = np.cumsum(np.r_[True, key[1:] != key[:-1]]) - 1 if len(log) else 0
     log["exp_num"] = np.arange(len(log))
-    log["total_step"] = log["total_step"].astype(np.int64)
     return log[list(LIFETIME_COLUMNS)]
 
 

@@ -392,16 +392,7 @@ def metric_split_wide(
         return pivot.index.to_numpy(), pivot.columns.to_numpy(), pivot.to_numpy(dtype=float)
     wide = np.full((len(steps), len(tasks)), np.nan)
     wide.ravel()[flat] = vals_col
-    return steps, tasks, ffill_rows(wide)
-
-
-def ffill_rows(values: np.ndarray) -> np.ndarray:
-    """Forward-fill NaNs down the rows of a 2-D array (``DataFrame.ffill`` on axis 0)."""
-    if values.size == 0:
-        return values
-    rows = np.arange(values.shape[0])[:, None]
-    last = np.maximum.accumulate(np.where(np.isnan(values), 0, rows), axis=0)
-    return values[last, np.arange(values.shape[1])[None, :]]
+    return steps, tasks, pd.DataFrame(wide).ffill().to_numpy()
 
 
 CATEGORY_COLUMNS = ("run", "method", "suite", "split", "task_name")
