@@ -48,8 +48,12 @@ class PublishedValue:
         metric: ``"F"``/``"Z"`` (CORA, x10), ``"final return"``, ``"A"``/``"F"``/``"P"``
             (MEAL), ``"AUC-loss"``/``"FPR"``/``"RAUC"`` (MEAL Table 3).
         mean: the published value.
-        error: its ± (SEM for CORA; MEAL's unspecified ±), ``None`` when none is given.
-        decimals: digits after the point as printed (rounding is part of the error).
+        error: its ± as printed (CORA: SEM; MEAL Table 2: 95% confidence half-width),
+            ``None`` when none is given.
+        decimals: digits after the point of the value as printed.
+        error_decimals: digits after the point of the error as printed (rounding is part
+            of the error).
+        error_kind: ``"sem"`` or ``"ci95"`` (1.96 SEM).
         task_name: our task name (final returns only).
         split: ``"train"``/``"test"`` (final returns only).
         repeats: repetitions of the sequence (MEAL Table 3 only).
@@ -63,6 +67,8 @@ class PublishedValue:
     mean: float
     error: float | None
     decimals: int
+    error_decimals: int
+    error_kind: str = "sem"
     task_name: str | None = None
     split: str | None = None
     repeats: int | None = None
@@ -70,7 +76,17 @@ class PublishedValue:
     def display(self) -> str:
         """``"2.3 ± 0.1"`` as printed in the paper (no ± when none is given)."""
         text = f"{self.mean:.{self.decimals}f}"
-        return text if self.error is None else f"{text} ± {self.error:.{self.decimals}f}"
+        return text if self.error is None else f"{text} ± {self.error:.{self.error_decimals}f}"
+
+    @property
+    def sem(self) -> float | None:
+        """The paper's standard error: the printed error, at least half a unit of its last
+        digit (``± 0.00`` is rounded, not zero), divided by 1.96 for a 95% interval;
+        ``None`` when the paper gives no error."""
+        if self.error is None:
+            return None
+        err = max(self.error, 0.5 * 10.0 ** (-self.error_decimals))
+        return err / 1.96 if self.error_kind == "ci95" else err
 
 
 @cache
@@ -100,6 +116,8 @@ def _all_values() -> tuple[PublishedValue, ...]:
                         mean=float(row["mean"]),
                         error=None if row["error"] is None else float(row["error"]),
                         decimals=int(row["decimals"]),
+                        error_decimals=int(row.get("error_decimals", row["decimals"])),
+                        error_kind=data.get("error_kind", "sem"),
                         task_name=row.get("task_name"),
                         split=row.get("split"),
                         repeats=row.get("repeats"),
@@ -154,20 +172,19 @@ def agreement(
 ) -> tuple[str, float]:
     """Whether a run's value agrees with a published one.
 
-    The combined error is ``sqrt(ours_error**2 + paper_error**2)`` where the paper's error
-    is at least half a unit of its last printed digit (a printed ``± 0.00`` is a rounded
-    error, not zero). ``ours_error`` is the SEM over seeds (NaN or ``None`` with one seed:
-    only the paper's error counts).
+    The combined error is ``sqrt(ours_error**2 + paper_sem**2)`` with ``paper_sem`` the
+    paper's standard error (:attr:`PublishedValue.sem`; half a unit of the value's last
+    printed digit when the paper gives no error). ``ours_error`` is the SEM over seeds (NaN
+    or ``None`` with one seed: only the paper's error counts).
 
     Returns:
         ``(verdict, combined_error)``: ``"agrees"`` when ``|ours - paper| <= z * combined``,
         ``"differs"`` otherwise, ``"n/a"`` when the run has no value or neither side has an
         error estimate.
     """
-    rounding = 0.5 * 10.0 ** (-value.decimals)
     ours_ok = ours_error is not None and math.isfinite(ours_error)
-    paper_err = max(value.error, rounding) if value.error is not None else rounding
-    combined = math.hypot(ours_error if ours_ok else 0.0, paper_err)
+    paper_sem = value.sem if value.sem is not None else 0.5 * 10.0 ** (-value.decimals)
+    combined = math.hypot(ours_error if ours_ok else 0.0, paper_sem)
     if ours is None or not math.isfinite(ours):
         return "n/a", combined
     if not ours_ok and value.error is None:

@@ -135,17 +135,18 @@ def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
     return norms, note
 
 
-def _meal_per_task(run: RunData, norms: dict[int, float] | None) -> pd.DataFrame:
+def _meal_per_task(run: RunData, norms: dict[int, float] | None, forgetting: str) -> pd.DataFrame:
+    """Per-task ``A`` (final score), ``P`` (score right after training) and ``F``
+    (:func:`~cl_suites.metrics.meal.forgetting_per_task`; NaN for the last task)."""
     s = meal.score_matrix(run.eval, run.schedule, norms)
     tasks = list(s.index)
     last = s.iloc[-1]
+    f = meal.forgetting_per_task(run.eval, run.schedule, norms, method=forgetting)
     return pd.DataFrame(
         {
             "A": [last[t] for t in tasks],
             "P": [s.loc[t, t] for t in tasks],
-            "F": [
-                s.loc[t, t] - last[t] if k < len(tasks) - 1 else np.nan for k, t in enumerate(tasks)
-            ],
+            "F": f.reindex(tasks).to_numpy(dtype=float),
         },
         index=tasks,
     )
@@ -198,6 +199,16 @@ class _Figures:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """Options of one report (see :func:`report_from_runs`)."""
+
+    bootstrap_reps: int
+    seed: int
+    n_points: int | None
+    meal_forgetting: str
+
+
 def _html_table(frame: pd.DataFrame, wrap: bool = False) -> str:
     """An escaped HTML table; ``wrap=True`` lets cells break before ``±`` and at spaces, so
     wide summaries fit the page instead of overflowing it."""
@@ -239,6 +250,7 @@ def report_from_runs(
     n_points: int | None = None,
     progress: bool = False,
     figure_workers: int | None = None,
+    meal_forgetting: str = "weighted",
 ) -> ReportResult:
     """Compute every metric for loaded runs and write the report (see module docstring).
 
@@ -252,15 +264,24 @@ def report_from_runs(
         figure_workers: processes that render the figures while the metrics are computed
             (``None`` or ``1``: render in this process; on a shared 2-core machine a pool of
             2 measured no faster).
+        meal_forgetting: MEAL ``F`` definition (:data:`~cl_suites.metrics.meal.
+            FORGETTING_METHODS`): ``"weighted"`` (released code, Table 2), ``"paper"``
+            (eq. 2) or ``"peak_final"``.
 
     Raises:
         MetricsInputError: unusable runs, or an output directory that cannot be written
             (the message names the path and the reason).
     """
+    if meal_forgetting not in meal.FORGETTING_METHODS:
+        raise ValueError(
+            f"meal_forgetting must be one of {list(meal.FORGETTING_METHODS)}, "
+            f"got {meal_forgetting!r}"
+        )
+    settings = _Settings(bootstrap_reps, seed, n_points, meal_forgetting)
     workers = 1 if figure_workers is None else int(figure_workers)
     figures = _Figures(workers)
     try:
-        return _report(runs, out_dir, bootstrap_reps, seed, n_points, progress, figures)
+        return _report(runs, out_dir, settings, progress, figures)
     except OSError as e:
         where = e.filename or out_dir
         raise MetricsInputError(f"cannot write the report to {where}: {e.strerror or e}") from e
@@ -346,9 +367,7 @@ def _video_section(runs: Sequence[RunData], names: dict[int, str], out: Path) ->
 def _report(
     runs: Sequence[RunData],
     out_dir: str | os.PathLike[str],
-    bootstrap_reps: int,
-    seed: int,
-    n_points: int | None,
+    settings: _Settings,
     progress: bool,
     figures: _Figures,
 ) -> ReportResult:
@@ -387,9 +406,7 @@ def _report(
                 notes,
                 files,
                 figures,
-                n_points,
-                bootstrap_reps,
-                seed,
+                settings,
                 lambda method, suite=suite: bar.update(
                     job, advance=1, description=f"{suite} / {method}"
                 ),
@@ -475,9 +492,10 @@ def _published_html(table: pd.DataFrame) -> list[str]:
     )
     return [
         f"<h3>{html.escape(SUMMARY_TITLES['Published'])}</h3>",
-        "<p>Errors: CORA values are mean ± SEM over seeds; MEAL Table 2's ± is not specified "
-        "by the paper and is used as a standard error; a printed error is at least half a "
-        "unit of its last digit. Per-task final returns are in each suite's section.</p>",
+        "<p>Errors: CORA values are mean ± SEM over seeds; MEAL Table 2's ± is a 95% "
+        "confidence half-width (1.96 SEM, MEAL's results_table.py), converted to a SEM "
+        "here; Table 3 gives none. A printed error is at least half a unit of its last "
+        "digit. Per-task final returns are in each suite's section.</p>",
         text,
         "<p>Protocol differences between these runs and the paper's:</p>",
         f"<ul>{items}</ul>",
@@ -495,9 +513,7 @@ def _suite_section(
     notes: list[str],
     files: list[Path],
     figures: _Figures,
-    n_points: int | None,
-    bootstrap_reps: int,
-    seed: int,
+    settings: _Settings,
     advance: Callable[[str], None],
 ) -> list:
     """Metrics, tables and figures of one suite; appends its summary rows and comparisons."""
@@ -519,7 +535,7 @@ def _suite_section(
         f"metrics use the test split where a task has one.</p>"
     )
     # --- continual evaluation
-    curves = cora.continual_eval_curves(frame, window, n_points)
+    curves = cora.continual_eval_curves(frame, window, settings.n_points)
     p = suite_dir / "continual_eval.png"
     fig = figures.submit(
         p,
@@ -585,11 +601,13 @@ def _suite_section(
             if note and note not in notes:
                 notes.append(note)
             run_norms.append(norms)
-            per_run_tasks.append(_meal_per_task(r, norms))
+            per_run_tasks.append(_meal_per_task(r, norms, settings.meal_forgetting))
         for key in ("A", "F", "P"):
-            # F is undefined for the last task (eq. 2 sums over i < N)
+            # F is undefined for the last task (sums over i < N); the code's definitions
+            # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early
+            skip = key == "F" and settings.meal_forgetting != "paper"
             run_vals = [
-                (t[key].iloc[:-1] if key == "F" else t[key]).mean(skipna=False)
+                (t[key].iloc[:-1] if key == "F" else t[key]).mean(skipna=skip)
                 for t in per_run_tasks
             ]
             m, s, _ = mean_sem(run_vals)
@@ -602,7 +620,10 @@ def _suite_section(
             mats = [x for x in mats if x.size and np.isfinite(x).all()]
             mat = np.vstack(mats) if mats else np.empty((0, 0))
             meal_rec[f"MEAL {key} IQM [95% CI]"] = (
-                fmt_interval(*iqm_interval(mat, reps=bootstrap_reps, seed=seed), digits=3)
+                fmt_interval(
+                    *iqm_interval(mat, reps=settings.bootstrap_reps, seed=settings.seed),
+                    digits=3,
+                )
                 if mat.size
                 else "n/a"
             )
@@ -667,6 +688,7 @@ def build_report(
     bootstrap_reps: int = 1000,
     seed: int = 0,
     progress: bool = False,
+    meal_forgetting: str = "weighted",
 ) -> ReportResult:
     """Entry point of ``cl-suites report RUN_DIR [RUN_DIR ...] [--out DIR]``.
 
@@ -680,5 +702,10 @@ def build_report(
     with _progress(progress) as bar:
         runs = [load_run(d) for d in bar.track(dirs, description="loading runs")]
     return report_from_runs(
-        runs, out_dir, bootstrap_reps=bootstrap_reps, seed=seed, progress=progress
+        runs,
+        out_dir,
+        bootstrap_reps=bootstrap_reps,
+        seed=seed,
+        progress=progress,
+        meal_forgetting=meal_forgetting,
     )

@@ -38,7 +38,8 @@ def test_package_data_holds_the_papers_tables():
     ]
     assert cabinet.mean == 12.71  # matched by task, not by Table 10's row order
     (ewc_a,) = published.published("MEAL-20", "ewc", "A")
-    assert (ewc_a.mean, ewc_a.error, ewc_a.decimals) == (0.839, 0.03, 3)
+    assert (ewc_a.mean, ewc_a.error, ewc_a.display()) == (0.839, 0.03, "0.839 ± 0.03")
+    assert ewc_a.sem == pytest.approx(0.03 / 1.96)  # Table 2's ± is a 95% half-width
     (fpr,) = published.published("MEAL-10", "ft", "FPR", repeats=10)
     assert (fpr.mean, fpr.error, fpr.table) == (0.896, None, "Table 3")
     assert published.protocol("Procgen6")[1]["seeds"] == 20
@@ -62,8 +63,8 @@ def test_agreement_within_two_combined_standard_errors():
     assert published.agreement(2.45, float("nan"), v) == ("agrees", pytest.approx(0.1))
     assert published.agreement(float("nan"), 0.1, v)[0] == "n/a"
     # a printed "± 0.00" is a rounded error: at least half a unit of the last digit
-    (ft_a,) = published.published("MEAL-20", "ft", "A")  # 0.048 ± 0.00
-    assert published.agreement(0.048, float("nan"), ft_a)[1] == pytest.approx(0.0005)
+    (ft_a,) = published.published("MEAL-20", "ft", "A")  # 0.048 ± 0.00 (95% half-width)
+    assert published.agreement(0.048, float("nan"), ft_a)[1] == pytest.approx(0.005 / 1.96)
     # Table 3 gives no error: with one seed nothing can be said
     (auc,) = published.published("MEAL-10", "ft", "AUC-loss", repeats=3)
     assert published.agreement(0.2, float("nan"), auc)[0] == "n/a"
@@ -128,7 +129,7 @@ def test_meal_table_2_and_table_3_next_to_a_run(tmp_path):
         suite="MEAL-20",
         method="ewc",
         n_tasks=3,
-        returns=lambda t, s, k: 1.6,
+        returns=lambda t, s, k: 1.64,
         steps_per_task=100,
         eval_every=100,
         extra_meta={"score_normalizers": norms, "num_agents": 2},
@@ -148,8 +149,13 @@ def test_meal_table_2_and_table_3_next_to_a_run(tmp_path):
     res = build_report([meal20, meal10], tmp_path / "out", bootstrap_reps=20)
     table = res.tables["Published"]
     a = table.loc[("MEAL-20", "ewc", "A")]
-    assert (a["paper"], a["ours"], a["source"]) == ("0.839 ± 0.030", "0.800", "MEAL Table 2")
-    assert a["agreement"] == "agrees"  # |0.039| <= 2 * 0.03 (one seed: paper's error only)
+    assert (a["paper"], a["ours"], a["source"]) == ("0.839 ± 0.03", "0.820", "MEAL Table 2")
+    # |0.019| <= 2 * 0.03 / 1.96 (one seed: only the paper's error counts)
+    assert a["agreement"] == "agrees"
+    assert (
+        published.agreement(0.80, float("nan"), published.published("MEAL-20", "ewc", "A")[0])[0]
+        == "differs"
+    )  # |0.039| > 0.0306
     assert "seeds 1 vs paper 5" in a["protocol differences"]
     assert "steps/task 100 vs paper 10,000,000" in a["protocol differences"]
     fpr = table.loc[("MEAL-10", "ft", "FPR")]
