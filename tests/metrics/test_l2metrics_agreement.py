@@ -173,9 +173,19 @@ def test_scenario_exposes_the_four_causes(scenario):
 def test_smoothing_is_bitwise_l2metrics(l2metrics, tmp_path):
     code = (
         "import json, sys, numpy as np; from l2metrics._localutil import smooth; "
-        "print(json.dumps([float(v) for v in smooth(np.array(json.loads(sys.argv[1])))]))"
+        "print(json.dumps([[float(v) for v in smooth(np.array(x))] "
+        "for x in json.loads(sys.stdin.read())]))"
     )
     rng = np.random.default_rng(3)
-    for values in (TIE, list(rng.normal(size=57)), list(rng.normal(size=1234))):
-        out = _run(l2metrics, ["-c", code, json.dumps(values)], dict(os.environ), tmp_path)
-        np.testing.assert_array_equal(l2m_smooth(np.asarray(values)), json.loads(out))
+    blocks = [TIE, list(rng.normal(size=57)), list(rng.normal(size=1234))]
+    done = subprocess.run(
+        [str(l2metrics), "-c", code],
+        input=json.dumps(blocks),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for values, theirs in zip(blocks, json.loads(done.stdout), strict=True):
+        np.testing.assert_array_equal(l2m_smooth(np.asarray(values)), theirs)
