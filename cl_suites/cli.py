@@ -497,11 +497,22 @@ examples:
 
 # -- report --------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
-    from cl_suites.metrics.report import build_report, format_summary_markdown
+    from rich.markup import escape
 
-    result = build_report([Path(p) for p in args.run_dirs], Path(args.out))
-    console.print(format_summary_markdown(result))
-    console.print(f"report written to [bold]{result.html}[/bold]")
+    from cl_suites.metrics.report import SUMMARY_TITLES, build_report
+    from cl_suites.metrics.tables import rich_table
+
+    result = build_report([Path(p) for p in args.run_dirs], Path(args.out), progress=True)
+    for key, frame in result.tables.items():
+        shown = frame.drop(columns=["protocol differences", "task"], errors="ignore")
+        console.print(rich_table(shown, SUMMARY_TITLES[key]))
+    if "Published" in result.tables:
+        diffs = result.tables["Published"].reset_index().drop_duplicates(["suite", "method"])
+        for suite, method, text in zip(
+            diffs["suite"], diffs["method"], diffs["protocol differences"], strict=True
+        ):
+            console.print(escape(f"protocol differences {suite}/{method}: {text}"))
+    console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
     return EXIT_OK
 
 

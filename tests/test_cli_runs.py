@@ -238,7 +238,7 @@ def test_every_exception_is_one_line_and_debug_shows_the_traceback(
 
 
 def test_report_errors_are_one_line(tiny_run, tmp_path, capsys):
-    assert main(["report", str(tiny_run), "--out", "/dev/null/report"]) == 1
+    assert main(["report", str(tiny_run), "--out", "/dev/null/report"]) == 2  # a bad --out
     assert "/dev/null/report" in one_line_error(capsys)
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -10,7 +10,8 @@ Submodules: :mod:`~cl_suites.metrics.runs` (loading, validation),
 :mod:`~cl_suites.metrics.meal`, :mod:`~cl_suites.metrics.l2m`,
 :mod:`~cl_suites.metrics.stats`, :mod:`~cl_suites.metrics.l2logger_export`,
 :mod:`~cl_suites.metrics.tables`, :mod:`~cl_suites.metrics.plots`,
-:mod:`~cl_suites.metrics.report`.
+:mod:`~cl_suites.metrics.report`, :mod:`~cl_suites.metrics.published` (the papers'
+results), :mod:`~cl_suites.metrics.videos`, :mod:`~cl_suites.metrics.safe_names`.
 """
 
 from cl_suites.metrics.cora import (
@@ -25,6 +26,8 @@ from cl_suites.metrics.l2m import (
     contrast,
     l2m_metrics,
     l2m_preprocess,
+    l2m_task_name,
+    lifetime_log,
     performance_maintenance,
     performance_recovery,
     ratio,
@@ -34,6 +37,7 @@ from cl_suites.metrics.l2m import (
     transfer,
 )
 from cl_suites.metrics.meal import (
+    forgetting_per_task,
     meal_forgetting,
     meal_metrics,
     repetition_plasticity,
@@ -62,12 +66,15 @@ __all__ = [
     "cora_table",
     "export_l2logger",
     "final_performance",
+    "forgetting_per_task",
     "iqm_interval",
     "l2m_clamp",
     "l2m_metrics",
     "l2m_normalize",
     "l2m_preprocess",
     "l2m_smooth",
+    "l2m_task_name",
+    "lifetime_log",
     "load_run",
     "load_runs",
     "meal_forgetting",

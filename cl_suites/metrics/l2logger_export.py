@@ -26,13 +26,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from cl_suites.metrics.runs import RunData, load_run, metric_split
+from cl_suites.metrics.l2m import l2m_task_name, lifetime_log
+from cl_suites.metrics.runs import RunData, load_run
+from cl_suites.metrics.safe_names import safe_name
 
 LOG_FORMAT_VERSION = "1.1"
 STANDARD_COLUMNS = (
@@ -48,18 +50,13 @@ STANDARD_COLUMNS = (
 )
 METRIC_COLUMNS = ("reward", "steps")
 TSV_COLUMNS = STANDARD_COLUMNS + METRIC_COLUMNS
-_WORKER_OK = re.compile(r"[^0-9a-zA-Z_\-.]")
-
-
-def _task_label(name: str) -> str:
-    return str(name).lower().replace("_", "-").replace(" ", "-")
 
 
 def _start_time(run: RunData) -> _dt.datetime:
     raw = run.metadata.get("start_time")
     try:
         return _dt.datetime.fromisoformat(raw) if raw else _dt.datetime(1970, 1, 1)
-    except ValueError:
+    except (TypeError, ValueError):
         return _dt.datetime(1970, 1, 1)
 
 
@@ -72,10 +69,17 @@ def export_l2logger(
 ) -> Path:
     """Write one run in the l2logger layout under ``out_dir`` (the scenario directory).
 
+    The rows are :func:`~cl_suites.metrics.l2m.lifetime_log`, the same experiences
+    :func:`~cl_suites.metrics.l2m.l2m_metrics` scores. A training segment without a finished
+    episode cannot be expressed in the l2logger format (a block needs at least one
+    experience): it is left out with a :class:`UserWarning` naming the segment, so
+    ``l2metrics`` sees two Evaluation Blocks in a row there.
+
     Args:
         run: a loaded run or its directory.
         out_dir: scenario directory to create (files in it are overwritten).
-        worker: worker directory / ``worker_id`` (default ``"<method>-seed<seed>"``).
+        worker: worker directory / ``worker_id`` (default ``"<method>-seed<seed>"``), made
+            safe for a directory name (:func:`~cl_suites.metrics.safe_names.safe_name`).
         scenario_info: extra keys for ``scenario_info.json`` (e.g. ``complexity``,
             ``difficulty``; l2metrics warns when they are missing).
 
@@ -85,62 +89,23 @@ def export_l2logger(
     if not isinstance(run, RunData):
         run = load_run(run)
     out = Path(out_dir)
-    worker_id = _WORKER_OK.sub("-", worker or f"{run.method}-seed{run.seed}")
+    worker_id = safe_name(worker or f"{run.method}-seed{run.seed}", what="worker")
     names = dict(zip(run.schedule["task_id"].astype(int), run.schedule["task_name"], strict=False))
     for t in run.metadata.get("tasks") or []:
         names.setdefault(int(t["task_id"]), t["task_name"])
     start = _start_time(run)
-
-    ev = metric_split(run.eval)
-    wall = ev.groupby("total_step", observed=True)["wall_time"].max().sort_index()
-    seg = run.schedule.sort_values("start_step").reset_index(drop=True)
-    bounds = np.r_[seg["start_step"].to_numpy(), seg["end_step"].to_numpy()[-1:]]
-    ev_steps = wall.index.to_numpy()
-
-    blocks: list[pd.DataFrame] = []
-    ep = run.episodes.sort_values("total_step", kind="stable")
-    for k, bound in enumerate(bounds):
-        # Evaluation Block k: the eval point at or before the boundary (if reached)
-        if len(ev_steps) and bound <= ev_steps.max():
-            at = ev_steps[np.searchsorted(ev_steps, bound, side="right") - 1]
-            rows = ev[ev["total_step"] == at].sort_values("task_id")
-            blocks.append(
-                pd.DataFrame(
-                    {
-                        "block_type": "test",
-                        "task_id": rows["task_id"].to_numpy(),
-                        "split": rows["split"].to_numpy(),
-                        "reward": rows["mean_return"].to_numpy(),
-                        "steps": rows["total_step"].to_numpy(),
-                        "wall": rows["wall_time"].to_numpy(dtype=float),
-                    }
-                )
+    log = lifetime_log(run)
+    trained = set(log.loc[log["block_type"] == "train", "block"].astype(int))
+    for k, seg in run.schedule.sort_values("start_step").reset_index(drop=True).iterrows():
+        if k not in trained and int(seg["start_step"]) <= run.last_step:
+            warnings.warn(
+                f"{run.path}: training segment {k} (task {int(seg['task_id'])} "
+                f"{seg['task_name']}, steps {int(seg['start_step'])}-{int(seg['end_step'])}) "
+                "has no finished episode; the l2logger format cannot express an empty "
+                "block, so the export has no Learning Block there",
+                UserWarning,
+                stacklevel=2,
             )
-        if k == len(seg):
-            break
-        s = seg.iloc[k]
-        m = (
-            (ep["total_step"] >= s["start_step"])
-            & (ep["total_step"] < s["end_step"])
-            & (ep["task_id"] == s["task_id"])
-        )
-        part = ep[m]
-        if part.empty:
-            continue
-        steps = part["total_step"].to_numpy()
-        wt = np.interp(steps, ev_steps, wall.to_numpy()) if len(ev_steps) else np.zeros(len(steps))
-        blocks.append(
-            pd.DataFrame(
-                {
-                    "block_type": "train",
-                    "task_id": part["task_id"].astype(int).to_numpy(),
-                    "split": "train",
-                    "reward": part["episode_return"].to_numpy(),
-                    "steps": steps,
-                    "wall": wt,
-                }
-            )
-        )
     out.mkdir(parents=True, exist_ok=True)
     (out / "logger_info.json").write_text(
         json.dumps(
@@ -157,35 +122,32 @@ def export_l2logger(
     }
     info.update(scenario_info or {})
     (out / "scenario_info.json").write_text(json.dumps(info, indent=2, default=str))
-    exp = 0
-    for block_num, b in enumerate(blocks):
-        n = len(b)
-        stamps = [
-            (start + _dt.timedelta(seconds=float(w))).strftime("%Y%m%dT%H%M%S.%f")
-            for w in np.nan_to_num(b["wall"].to_numpy(dtype=float))
-        ]
-        frame = pd.DataFrame(
-            {
-                "block_num": block_num,
-                "exp_num": np.arange(exp, exp + n),
-                "worker_id": worker_id,
-                "block_type": b["block_type"].to_numpy(),
-                "block_subtype": "wake",
-                "task_name": [_task_label(names.get(int(t), t)) for t in b["task_id"]],
-                "task_params": [
-                    json.dumps({"task_id": int(t), "split": str(sp)})
-                    for t, sp in zip(b["task_id"], b["split"], strict=False)
-                ],
-                "exp_status": "complete",
-                "timestamp": stamps,
-                "reward": b["reward"].to_numpy(),
-                "steps": b["steps"].to_numpy(dtype=np.int64),
-            }
-        )
-        exp += n
-        block_dir = out / worker_id / f"{block_num}-{b['block_type'].iloc[0]}"
+    stamps = [
+        (start + _dt.timedelta(seconds=float(w))).strftime("%Y%m%dT%H%M%S.%f")
+        for w in np.nan_to_num(log["wall_time"].to_numpy(dtype=float))
+    ]
+    frame = pd.DataFrame(
+        {
+            "block_num": log["block_num"].to_numpy(),
+            "exp_num": log["exp_num"].to_numpy(),
+            "worker_id": worker_id,
+            "block_type": log["block_type"].to_numpy(),
+            "block_subtype": "wake",
+            "task_name": [l2m_task_name(names.get(int(t), t)) for t in log["task_id"]],
+            "task_params": [
+                json.dumps({"task_id": int(t), "split": str(sp)})
+                for t, sp in zip(log["task_id"], log["split"], strict=False)
+            ],
+            "exp_status": "complete",
+            "timestamp": stamps,
+            "reward": log["perf"].to_numpy(dtype=float),
+            "steps": log["total_step"].to_numpy(dtype=np.int64),
+        }
+    )
+    for (block_num, block_type), rows in frame.groupby(["block_num", "block_type"], sort=True):
+        block_dir = out / worker_id / f"{block_num}-{block_type}"
         block_dir.mkdir(parents=True, exist_ok=True)
-        frame[list(TSV_COLUMNS)].to_csv(
+        rows[list(TSV_COLUMNS)].to_csv(
             block_dir / "data-log.tsv", sep="\t", index=False, lineterminator="\n"
         )
     return out

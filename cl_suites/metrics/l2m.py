@@ -18,12 +18,18 @@ pairs), NaN entries skipped:
   :func:`recovery_times` + :func:`performance_recovery` (PR, B.1, Theil-Sen),
   :func:`cumulative_gain` (CG, B.2), :func:`learn_burn` (LB, B.3).
 
-Reference-code (``l2metrics``) choices kept as defaults: PM against the most recent learning
-evaluation performance (``"mrlep"``; ``"mrtlp"`` is the option), terminal learning
+Reference-code (``l2metrics`` 3.1.0) choices kept as defaults: PM against the most recent
+learning evaluation performance (``"mrlep"``; ``"mrtlp"`` is the option), terminal learning
 performance = mean of the last 10% of a block, SE set to 0 when the lifelong learner's
-saturation is below 20% of the expert's or its trend is negative, contrasts/ratios with a
-zero denominator skipped, preprocessing without outlier clamping (``clamp=True`` applies
-appendix A's 10/90-percentile clamp).
+saturation is below 20% of the expert's or its trend (a least-squares line against the
+lifetime's global experience counter ``exp_num``) is negative, contrasts/ratios with a zero
+denominator skipped, preprocessing without outlier clamping (``clamp=True`` applies appendix
+A's 10/90-percentile clamp). Single-task experts are matched to the learner's tasks by task
+name (:func:`l2m_task_name`), and each of their Learning Blocks is smoothed on its own.
+:func:`lifetime_log` lays the run out as l2logger does (EB 0, LB 0, EB 1, ...); the export to
+``l2metrics`` (:mod:`~cl_suites.metrics.l2logger_export`) writes exactly that log, so both
+tools see the same experiences (checked against ``python -m l2metrics`` in
+``tests/metrics/test_l2metrics_agreement.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from cl_suites.metrics.preprocess import l2m_block_smooth, l2m_clamp, l2m_normalize, l2m_smooth
-from cl_suites.metrics.runs import MetricsInputError, RunData, metric_split_wide
+from cl_suites.metrics.runs import RunData, metric_split_wide
 
 TERMINAL_FRACTION = 0.1
 """Section 2.4: terminal learning performance = mean of the last 10% of a Learning Block."""
@@ -100,9 +106,10 @@ def learning_experiences(episodes: pd.DataFrame, schedule: pd.DataFrame) -> pd.D
     """Learning Experiences per Learning Block of one run.
 
     Returns:
-        Frame ``lb, task_id, exp, perf`` (``lb`` = segment position, ``exp`` = index of the
-        LX within its block), ordered by ``lb`` then time. Episodes of another task than the
-        segment's are ignored.
+        Frame ``lb, task_id, exp, perf, total_step`` (``lb`` = segment position, ``exp`` =
+        index of the LX within its block, ``total_step`` the agent step the episode ended
+        at), ordered by ``lb`` then time. Episodes of another task than the segment's are
+        ignored.
     """
     seg = schedule.sort_values("start_step").reset_index(drop=True)
     ep = episodes.sort_values("total_step", kind="stable")
@@ -117,25 +124,118 @@ def learning_experiences(episodes: pd.DataFrame, schedule: pd.DataFrame) -> pd.D
             "lb": ep["lb"].to_numpy(),
             "task_id": ep["task_id"].astype(int).to_numpy(),
             "perf": ep["episode_return"].to_numpy(dtype=float),
+            "total_step": ep["total_step"].to_numpy().astype(np.int64),
         }
     )
     out["exp"] = out.groupby("lb", observed=True).cumcount()
-    return out[["lb", "task_id", "exp", "perf"]]
+    return out[["lb", "task_id", "exp", "perf", "total_step"]]
+
+
+def l2m_task_name(name: object) -> str:
+    """A task name as l2logger stores it: lower case, ``_`` and spaces replaced by ``-``.
+
+    l2metrics splits names on ``_`` (task label vs variant), and matches single-task-expert
+    data to the learner's tasks by this name.
+    """
+    return str(name).lower().replace("_", "-").replace(" ", "-")
+
+
+LIFETIME_COLUMNS = (
+    "block_num",
+    "block_type",
+    "block",
+    "task_id",
+    "split",
+    "exp",
+    "exp_num",
+    "perf",
+    "total_step",
+    "wall_time",
+)
+
+
+def lifetime_log(run: RunData, prefer_split: str = "test") -> pd.DataFrame:
+    """The run as an L2M lifetime: EB 0, LB 0, EB 1, LB 1, ..., LB K-1, EB K.
+
+    Evaluation Block ``k`` holds one Evaluation Experience per task (:func:`eval_blocks`; an
+    EB the run never reached is left out); Learning Block ``k`` the Learning Experiences of
+    segment ``k`` (:func:`learning_experiences`; a segment without a finished training
+    episode has no LB). ``block_num`` numbers the blocks that are present, ``exp_num`` every
+    experience over the whole lifetime (l2logger's counters).
+
+    Returns:
+        Frame with :data:`LIFETIME_COLUMNS`: ``block_type`` ``"test"``/``"train"``,
+        ``block`` the EB or LB index, ``exp`` the index within the block, ``perf`` the
+        return (eval mean return or episode return), ``total_step`` agent steps,
+        ``wall_time`` seconds since the run started (interpolated over steps for LXs).
+    """
+    steps, tasks, vals = _eval_block_matrix(run.eval, run.schedule, prefer_split)
+    tasks = np.asarray(tasks).astype(int)
+    ev = run.eval
+    with_test = np.unique(ev.loc[ev["split"].to_numpy() == "test", "task_id"].to_numpy())
+    wall = ev.groupby("total_step", observed=True)["wall_time"].max().sort_index()
+    wall_steps, wall_vals = wall.index.to_numpy(dtype=float), wall.to_numpy(dtype=float)
+    # Evaluation Blocks: one row per (EB, task) with a value, EBs in order, tasks sorted
+    at = np.searchsorted(steps, _eb_bounds(run.schedule), side="right") - 1
+    reached = np.isfinite(vals)
+    eb_k, eb_t = np.nonzero(reached)
+    eb_step = steps[at[eb_k]].astype(np.int64) if eb_k.size else np.empty(0, np.int64)
+    eb_split = np.where(np.isin(tasks[eb_t], with_test) & (prefer_split == "test"), "test", "train")
+    # Learning Blocks: the segment's finished episodes in time order
+    lx = learning_experiences(run.episodes, run.schedule)
+    lx_step = lx["total_step"].to_numpy()
+    log = pd.DataFrame(
+        {
+            "key": np.r_[2 * eb_k, 2 * lx["lb"].to_numpy() + 1],
+            "block_type": np.r_[np.full(eb_k.size, "test"), np.full(len(lx), "train")],
+            "block": np.r_[eb_k, lx["lb"].to_numpy()],
+            "task_id": np.r_[tasks[eb_t], lx["task_id"].to_numpy()].astype(int),
+            "split": np.r_[eb_split, np.full(len(lx), "train")],
+            "exp": np.r_[(np.cumsum(reached, axis=1) - 1)[reached], lx["exp"].to_numpy()],
+            "perf": np.r_[vals[reached], lx["perf"].to_numpy(dtype=float)],
+            "total_step": np.r_[eb_step, lx_step].astype(np.int64),
+        }
+    )
+    log["wall_time"] = (
+        np.interp(log["total_step"].to_numpy(dtype=float), wall_steps, wall_vals)
+        if wall_steps.size
+        else 0.0
+    )
+    log = log.sort_values("key", kind="stable").reset_index(drop=True)
+    key = log["key"].to_numpy()
+    log["block_num"] = np.cumsum(np.r_[True, key[1:] != key[:-1]]) - 1 if len(log) else 0
+    log["exp_num"] = np.arange(len(log))
+    return log[list(LIFETIME_COLUMNS)]
 
 
 # ------------------------------------------------------------------------- preprocessing
+
+
+ExpertCurve = np.ndarray | Sequence[np.ndarray]
+"""One single-task-expert run: a 1-D LX curve (one Learning Block) or a list of its Learning
+Blocks (1-D arrays, in order)."""
+
+
+def expert_blocks(curve: ExpertCurve) -> list[np.ndarray]:
+    """The Learning Blocks of one expert run (a 1-D curve is one block)."""
+    if isinstance(curve, np.ndarray) or not len(curve) or np.ndim(curve[0]) == 0:
+        return [np.asarray(curve, dtype=float)]
+    return [np.asarray(b, dtype=float) for b in curve]
 
 
 @dataclass
 class L2MData:
     """Block data of one lifelong-learner run plus single-task-expert LX curves.
 
-    ``ste``: ``task_id -> list of 1-D arrays`` (one LX curve per expert run).
+    ``lx``: :func:`learning_experiences` rows (optionally with the lifetime's ``exp_num``);
+    ``eb``: :func:`eval_blocks` rows; ``ste``: ``task_id -> list of expert runs`` (each an
+    :data:`ExpertCurve`; after :func:`l2m_preprocess` one 1-D array per run, its blocks
+    smoothed separately and concatenated).
     """
 
     lx: pd.DataFrame
     eb: pd.DataFrame
-    ste: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    ste: dict[int, list[ExpertCurve]] = field(default_factory=dict)
     ranges: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
@@ -151,23 +251,32 @@ def l2m_preprocess(
     """Appendix A preprocessing: smooth LBs -> (optionally) clamp -> normalise to [1, 101].
 
     Smoothing applies :func:`~cl_suites.metrics.preprocess.l2m_smooth` to each Learning
-    Block and each expert curve (not to Evaluation Blocks, as ``l2metrics`` by default).
-    Clamping and the normalisation range are per task over the learner's LXs and EB values
-    and the experts' LXs.
+    Block of the learner and of every expert run (not to Evaluation Blocks, as ``l2metrics``
+    by default). Clamping and the normalisation range are per task over the learner's LXs
+    and EB values and the experts' LXs (``l2metrics``' ``Normalizer`` with
+    ``method="task"``).
 
     Returns:
         A new :class:`L2MData` with processed ``perf`` values and the per-task ``ranges``.
     """
     lx = data.lx.copy()
     eb = data.eb.copy()
-    ste = {t: [np.asarray(c, dtype=float) for c in cs] for t, cs in data.ste.items()}
+    ste_blocks = {t: [expert_blocks(c) for c in cs] for t, cs in data.ste.items()}
     lx_perf = lx["perf"].to_numpy(dtype=float).copy()
     eb_perf = eb["perf"].to_numpy(dtype=float).copy()
     lx_task = lx["task_id"].to_numpy()
     eb_task = eb["task_id"].to_numpy()
     if smooth and len(lx):
         lx_perf = l2m_block_smooth(lx_perf, lx["lb"].to_numpy())
-        ste = {t: [l2m_smooth(c) for c in cs] for t, cs in ste.items()}
+    ste = {
+        t: [
+            np.concatenate([l2m_smooth(b) if smooth else b for b in blocks])
+            if blocks
+            else np.empty(0)
+            for blocks in runs
+        ]
+        for t, runs in ste_blocks.items()
+    }
     ranges: dict[int, tuple[float, float]] = {}
     tasks = sorted(set(lx["task_id"]) | set(eb["task_id"]) | set(ste))
     eb_ok = ~np.isnan(eb_perf)
@@ -351,25 +460,32 @@ def lifetime_transfer(values: pd.DataFrame, kind: str, measure: str = "contrast"
     return float(pd.Series(x[first]).mean())
 
 
-def _task_curve(lx: pd.DataFrame, t: int) -> np.ndarray:
-    return lx.loc[lx["task_id"] == t].sort_values(["lb", "exp"])["perf"].to_numpy(dtype=float)
+def _task_curves(lx: pd.DataFrame, column: str = "perf") -> dict[int, np.ndarray]:
+    """``task_id -> column`` of the task's LXs over all its LBs, in time order.
 
-
-def _task_curves(lx: pd.DataFrame) -> dict[int, np.ndarray]:
-    """:func:`_task_curve` of every task of ``lx`` from one sort."""
+    ``column="exp_num"`` gives the lifetime's experience counter of those LXs (the x of
+    l2metrics' trend line); a frame without it falls back to each task's own LX index.
+    """
     x = lx.sort_values(["lb", "exp"], kind="stable")
     task = x["task_id"].to_numpy()
-    perf = x["perf"].to_numpy(dtype=float)
-    return {int(t): perf[task == t] for t in np.unique(task)}
+    if column not in x:
+        return {int(t): np.arange(int((task == t).sum()), dtype=float) for t in np.unique(task)}
+    vals = x[column].to_numpy(dtype=float)
+    return {int(t): vals[task == t] for t in np.unique(task)}
 
 
-def relative_performance(lx: pd.DataFrame, ste: Mapping[int, Sequence[np.ndarray]]) -> pd.Series:
+def _concat_experts(ste: Mapping[int, Sequence[ExpertCurve]]) -> dict[int, list[np.ndarray]]:
+    return {t: [np.concatenate(expert_blocks(c)) for c in cs] for t, cs in ste.items()}
+
+
+def relative_performance(lx: pd.DataFrame, ste: Mapping[int, Sequence[ExpertCurve]]) -> pd.Series:
     """Performance relative to single-task experts per task (3.4.4).
 
     ``RP_t`` = mean over expert runs of ``sum(LL[:m]) / sum(STE[:m])`` with ``LL`` the task's
-    LXs over all its LBs in order and ``m`` the shorter length.
+    LXs over all its LBs in order, ``STE`` the expert's LXs over all its LBs and ``m`` the
+    shorter length.
     """
-    return _relative_performance(_task_curves(lx), ste)
+    return _relative_performance(_task_curves(lx), _concat_experts(ste))
 
 
 def _relative_performance(
@@ -400,25 +516,30 @@ def saturation(values: np.ndarray) -> tuple[float, int]:
     return float(sm.max()), int(np.argmax(sm))
 
 
-def sample_efficiency(lx: pd.DataFrame, ste: Mapping[int, Sequence[np.ndarray]]) -> pd.Series:
+def sample_efficiency(lx: pd.DataFrame, ste: Mapping[int, Sequence[ExpertCurve]]) -> pd.Series:
     """Sample efficiency per task (3.4.5): ``(sat_LL / sat_STE) * (ETS_STE / ETS_LL)``.
 
     As the reference code: a task (or expert) that saturates at its first experience
     (``ETS == 0``) is skipped; the value is 0 when the learner's saturation is below 20% of
-    the expert's or its linear trend is negative. Averaged over expert runs.
+    the expert's or its trend is negative. The trend is a least-squares line through the
+    task's LXs against the lifetime's experience counter (``lx["exp_num"]``, see
+    :func:`lifetime_log`; l2metrics fits against its global ``exp_num``); without that
+    column, against the task's own LX index. Averaged over expert runs.
     """
-    return _sample_efficiency(_task_curves(lx), ste)
+    return _sample_efficiency(_task_curves(lx), _concat_experts(ste), _task_curves(lx, "exp_num"))
 
 
 def _sample_efficiency(
-    task_curves: Mapping[int, np.ndarray], ste: Mapping[int, Sequence[np.ndarray]]
+    task_curves: Mapping[int, np.ndarray],
+    ste: Mapping[int, Sequence[np.ndarray]],
+    task_exp: Mapping[int, np.ndarray],
 ) -> pd.Series:
     out = {}
     for t, curves in ste.items():
         ll = task_curves.get(int(t), np.empty(0))
         if ll.size < 2:
             continue
-        slope = np.polyfit(np.arange(ll.size), ll, 1)[0]
+        slope = np.polyfit(task_exp[int(t)], ll, 1)[0]
         sat, ets = saturation(ll)
         if ets <= 0:
             continue
@@ -521,13 +642,25 @@ def _learn_burn(blocks: dict[int, np.ndarray]) -> float:
 # ---------------------------------------------------------------------------- one run
 
 
-def ste_curves(ste_runs: Sequence[RunData]) -> dict[int, list[np.ndarray]]:
-    """LX curves of single-task-expert runs keyed by task id."""
-    out: dict[int, list[np.ndarray]] = {}
+def ste_curves(ste_runs: Sequence[RunData]) -> dict[str, list[list[np.ndarray]]]:
+    """Learning Blocks of single-task-expert runs keyed by task name (:func:`l2m_task_name`).
+
+    Returns:
+        ``name -> [run's blocks]``, one entry per expert run of that task, each a list of
+        the run's Learning Blocks (1-D arrays of episode returns, in order). As in
+        l2metrics, experts are matched to a learner's tasks by name, not by task id (an
+        expert trained on one task numbers it 0), and each block is smoothed on its own.
+    """
+    out: dict[str, list[list[np.ndarray]]] = {}
     for run in ste_runs:
+        names = dict(zip(run.schedule["task_id"], run.schedule["task_name"], strict=False))
         lx = learning_experiences(run.episodes, run.schedule)
-        for t, g in lx.groupby("task_id", observed=True):
-            out.setdefault(int(t), []).append(g.sort_values(["lb", "exp"])["perf"].to_numpy())
+        for t, g in lx.groupby("task_id", observed=True, sort=True):
+            g = g.sort_values(["lb", "exp"], kind="stable")
+            lbs = g["lb"].to_numpy()
+            perf = g["perf"].to_numpy(dtype=float)
+            blocks = [perf[lbs == b] for b in np.unique(lbs)]
+            out.setdefault(l2m_task_name(names.get(t, t)), []).append(blocks)
     return out
 
 
@@ -537,13 +670,14 @@ def l2m_metrics(
     *,
     clamp: bool = False,
     maintenance: str = "mrlep",
-    ste_lx: Mapping[int, Sequence[np.ndarray]] | None = None,
+    ste_lx: Mapping[str, Sequence[ExpertCurve]] | None = None,
 ) -> tuple[dict[str, float], list[str]]:
     """All lifetime L2M metrics of one run (after :func:`l2m_preprocess`).
 
     Args:
         run: the lifelong learner's run.
-        ste_runs: single-task-expert runs of the same suite (for RP and SE).
+        ste_runs: single-task-expert runs (for RP and SE), matched to the run's tasks by
+            task name.
         clamp: apply appendix A's outlier clamp.
         maintenance: PM reference, ``"mrlep"`` or ``"mrtlp"``.
         ste_lx: ``ste_curves(ste_runs)`` computed once by the caller (a report scores many
@@ -558,14 +692,19 @@ def l2m_metrics(
     notes: list[str] = []
     if run.episodes.empty:
         notes.append("no training episodes: LB-based L2M metrics are n/a")
-    data = L2MData(
-        learning_experiences(run.episodes, run.schedule),
-        eval_blocks(run.eval, run.schedule),
-        {int(t): list(cs) for t, cs in ste_lx.items()}
-        if ste_lx is not None
-        else ste_curves(ste_runs),
-    )
-    data = l2m_preprocess(data, clamp=clamp)
+    log = lifetime_log(run)
+    lx = log[log["block_type"] == "train"].rename(columns={"block": "lb"})
+    eb = log[log["block_type"] == "test"].rename(columns={"block": "eb"})
+    experts = ste_lx if ste_lx is not None else ste_curves(ste_runs)
+    names = {
+        int(t): l2m_task_name(n)
+        for t, n in zip(run.schedule["task_id"], run.schedule["task_name"], strict=False)
+    }
+    ste = {t: list(experts[n]) for t, n in sorted(names.items()) if n in experts}
+    missing = sorted(t for t, n in names.items() if n not in experts)
+    if ste and missing:
+        notes.append(f"no single-task-expert run for task(s) {missing}: RP and SE skip them")
+    data = l2m_preprocess(L2MData(lx, eb, ste), clamp=clamp)
     # derived once and shared by the metrics below
     perf = _eb_perf(data.eb)
     blocks = _blocks(data.lx)
@@ -585,16 +724,13 @@ def l2m_metrics(
     if data.ste:
         curves = _task_curves(data.lx)
         rp = _relative_performance(curves, data.ste)
-        se = _sample_efficiency(curves, data.ste)
+        se = _sample_efficiency(curves, data.ste, _task_curves(data.lx, "exp_num"))
         out["RP"] = float(rp.mean()) if len(rp) else float("nan")
         out["SE"] = float(se.mean()) if len(se) else float("nan")
     else:
         out["RP"] = out["SE"] = float("nan")
-        notes.append("RP and SE need single-task-expert runs (none given)")
+        if experts:
+            notes.append("RP and SE: no single-task-expert run has one of the run's task names")
+        else:
+            notes.append("RP and SE need single-task-expert runs (none given)")
     return out, notes
-
-
-def check_blocks(schedule: pd.DataFrame) -> None:
-    """Raise :class:`MetricsInputError` when the schedule cannot form L2M blocks."""
-    if schedule.empty:
-        raise MetricsInputError("empty schedule: no Learning Blocks")

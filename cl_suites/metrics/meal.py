@@ -11,9 +11,12 @@ explicitly:
 ``s_i(j)`` (score on task ``j`` after training on task ``i``) is read at the last eval point
 with ``total_step <= B_i`` (end of the ``i``-th segment of the chosen cycle), unsmoothed.
 
-Section 4.5: ``A = mean_i s_N(i)`` (eq. 1), ``F = mean_{i<N} (s_i(i) - s_N(i))`` (eq. 2),
-``P = mean_i s_i(i)`` (eq. 3). :func:`meal_forgetting` also offers the two definitions
-found in MEAL's released result scripts (``method="peak_final"`` and ``"weighted"``).
+Section 4.5: ``A = mean_i s_N(i)`` (eq. 1), ``P = mean_i s_i(i)`` (eq. 3). Forgetting
+``F`` defaults to the definition of MEAL's released result scripts (``"weighted"``: the
+normalised, time-weighted drop below the end-of-training score, in [0, 1]), which is what
+Table 2 reports (its F lies in [0, 1], e.g. FT 0.899 where eq. 2 would give about
+P - A = 1.1); the paper's eq. 2, ``F = mean_{i<N} (s_i(i) - s_N(i))``, is
+``forgetting="paper"`` and the released code's other formula ``"peak_final"``.
 
 Appendix C.2: :func:`repetition_plasticity` computes AUC-loss, FPR and RAUC from the
 training-score trace of a task repeated ``R`` times.
@@ -101,63 +104,130 @@ def plasticity(s: pd.DataFrame) -> float:
     return float(np.mean([s.loc[t, t] for t in s.index]))
 
 
+FORGETTING_METHODS = ("weighted", "paper", "peak_final")
+"""MEAL forgetting definitions; ``"weighted"`` (the released code's) is the default."""
+
+
+def _task_forgetting(
+    method: str, curve: np.ndarray, end_idx: int, end_window: int, lambda_decay: float
+) -> float:
+    """Forgetting of one task from its score curve (see :func:`meal_forgetting`)."""
+    c = np.asarray(curve, dtype=float)
+    if method == "peak_final":
+        if c.size == 0:
+            return 0.0
+        return max(float(np.nanmax(c)) - float(np.nanmean(c[-end_window:])), 0.0)
+    if method != "weighted":
+        raise ValueError(f"unknown forgetting method {method!r}; known: {list(FORGETTING_METHODS)}")
+    if not (c > 0).any():
+        return float("nan")  # the released code skips tasks that never score
+    k = min(int(end_idx), c.size - 1)
+    e = c[k]
+    post = c[k + 1 :]
+    if e < 1e-8 or post.size == 0:
+        return 0.0
+    drop = np.maximum(e - post, 0.0) / e
+    t = np.arange(post.size)
+    w = np.exp(-lambda_decay * t / (post.size - 1)) if post.size > 1 else np.ones(1)
+    return float(np.clip((drop * w).sum() / w.sum(), 0.0, 1.0))
+
+
 def meal_forgetting(
     s: pd.DataFrame | None = None,
     *,
-    method: str = "paper",
+    method: str = "weighted",
     curves: Mapping[int, np.ndarray] | None = None,
     train_end_idx: Mapping[int, int] | None = None,
     end_window: int = 10,
     lambda_decay: float = 2.0,
 ) -> float:
-    """Forgetting ``F``.
+    """Forgetting ``F``: the mean over tasks ``i < N`` of :func:`forgetting_values`."""
+    vals = forgetting_values(
+        s,
+        method=method,
+        curves=curves,
+        train_end_idx=train_end_idx,
+        end_window=end_window,
+        lambda_decay=lambda_decay,
+    )
+    vals = vals[np.isfinite(vals)]
+    return float(vals.mean()) if vals.size else float("nan")
+
+
+def forgetting_values(
+    s: pd.DataFrame | None = None,
+    *,
+    method: str = "weighted",
+    curves: Mapping[int, np.ndarray] | None = None,
+    train_end_idx: Mapping[int, int] | None = None,
+    end_window: int = 10,
+    lambda_decay: float = 2.0,
+) -> np.ndarray:
+    """Forgetting of each task ``i < N`` (training order; the last task has no later tasks).
 
     Args:
         s: score matrix from :func:`score_matrix` (for ``method="paper"``).
-        method: ``"paper"`` (MEAL eq. 2, default): ``mean_{i<N} (s_i(i) - s_N(i))``.
-            ``"peak_final"`` (released code): per task ``max(0, max(curve) - mean(last
-            end_window points))``, averaged over tasks ``i < N``. ``"weighted"`` (released
-            code's default): per task, the drop below the end-of-training score ``e`` after
-            training, ``max(0, e - s_t) / e``, averaged over the later points with weights
-            ``exp(-lambda_decay * t/T)``, clipped to [0, 1]; 0 when ``e <= 0``; averaged over
-            tasks ``i < N``.
+        method: ``"weighted"`` (default; MEAL's released code, ``experiments/results/
+            plotting/utils/metrics.py`` ``calculate_curve_based_forgetting``, the
+            definition behind Table 2's F): the drop below the end-of-training score ``e``
+            after training, ``max(0, e - s_t) / e``, averaged over the later points with
+            weights ``exp(-lambda_decay * t/T)``, clipped to [0, 1]; 0 when ``e < 1e-8``;
+            NaN (skipped in the mean) for a task that never scores above 0.
+            ``"paper"`` (MEAL eq. 2): ``s_i(i) - s_N(i)``. ``"peak_final"`` (released code
+            option): ``max(0, max(curve) - mean(last end_window points))``.
         curves: ``task_id -> score curve`` over the whole run (for the code variants), in
             training order of the tasks.
         train_end_idx: ``task_id -> index`` of the last point of the task's training.
         end_window: points averaged as the final value (``peak_final``).
         lambda_decay: decay of the weights (``weighted``).
+
+    Returns:
+        Array of ``N - 1`` values (NaN where a task is skipped).
     """
     if method == "paper":
         if s is None:
             raise ValueError("method='paper' needs the score matrix s")
         tasks = list(s.index)[:-1]
-        if not tasks:
-            return float("nan")
-        return float(np.mean([s.loc[t, t] - s.iloc[-1][t] for t in tasks]))
+        return np.array([s.loc[t, t] - s.iloc[-1][t] for t in tasks], dtype=float)
+    if method not in FORGETTING_METHODS:
+        raise ValueError(f"unknown forgetting method {method!r}; known: {list(FORGETTING_METHODS)}")
     if curves is None:
         raise ValueError(f"method={method!r} needs per-task score curves")
-    tasks = list(curves)[:-1]
-    vals = []
-    for t in tasks:
-        c = np.asarray(curves[t], dtype=float)
-        if method == "peak_final":
-            vals.append(max(float(np.nanmax(c)) - float(np.nanmean(c[-end_window:])), 0.0))
-        elif method == "weighted":
-            if train_end_idx is None:
-                raise ValueError("method='weighted' needs train_end_idx")
-            k = min(int(train_end_idx[t]), len(c) - 1)
-            e = c[k]
-            post = c[k + 1 :]
-            if e <= 0 or post.size == 0:
-                vals.append(0.0)
-                continue
-            drop = np.maximum(e - post, 0.0) / e
-            tt = np.arange(post.size)
-            w = np.exp(-lambda_decay * tt / (post.size - 1)) if post.size > 1 else np.ones(1)
-            vals.append(float(np.clip((drop * w).sum() / w.sum(), 0.0, 1.0)))
-        else:
-            raise ValueError(f"unknown forgetting method {method!r}")
-    return float(np.mean(vals)) if vals else float("nan")
+    if method == "weighted" and train_end_idx is None:
+        raise ValueError("method='weighted' needs train_end_idx")
+    ends = train_end_idx or {}
+    return np.array(
+        [
+            _task_forgetting(method, curves[t], ends.get(t, 0), end_window, lambda_decay)
+            for t in list(curves)[:-1]
+        ],
+        dtype=float,
+    )
+
+
+def forgetting_per_task(
+    eval_frame: pd.DataFrame,
+    schedule: pd.DataFrame,
+    normalizers: Mapping[int, float] | None,
+    *,
+    method: str = "weighted",
+    cycle: int = 0,
+) -> pd.Series:
+    """:func:`forgetting_values` of one run: ``task_id -> F_i`` for the tasks ``i < N`` of
+    ``cycle`` in training order (the code variants use each task's unsmoothed score curve
+    over the whole run, its training end at the last eval point of its segment)."""
+    if method == "paper":
+        s = score_matrix(eval_frame, schedule, normalizers, cycle)
+        return pd.Series(forgetting_values(s, method="paper"), index=list(s.index)[:-1])
+    frame = normalize_scores(metric_split(eval_frame), normalizers)
+    seg = schedule[schedule["cycle"] == cycle].sort_values("start_step")
+    curves, ends = {}, {}
+    for tid, end in zip(seg["task_id"], seg["end_step"], strict=False):
+        f = frame[frame["task_id"] == tid].sort_values("total_step")
+        curves[int(tid)] = f["score"].to_numpy()
+        ends[int(tid)] = int(np.searchsorted(f["total_step"].to_numpy(), end, "right") - 1)
+    vals = forgetting_values(method=method, curves=curves, train_end_idx=ends)
+    return pd.Series(vals, index=list(curves)[:-1], dtype=float)
 
 
 def meal_metrics(
@@ -165,28 +235,22 @@ def meal_metrics(
     schedule: pd.DataFrame,
     normalizers: Mapping[int, float] | None,
     *,
-    forgetting: str = "paper",
+    forgetting: str = "weighted",
     cycle: int = 0,
 ) -> dict[str, float]:
     """``A``, ``F`` and ``P`` of one run (MEAL section 4.5).
 
-    ``forgetting`` selects :func:`meal_forgetting`'s ``method``; the code variants use the
-    unsmoothed score curve of each task over the whole run.
+    ``forgetting`` selects the definition (:func:`forgetting_values`): ``"weighted"`` (the
+    released code's, default), ``"paper"`` (eq. 2) or ``"peak_final"``.
     """
     s = score_matrix(eval_frame, schedule, normalizers, cycle)
-    out = {"A": average_performance(s), "P": plasticity(s)}
-    if forgetting == "paper":
-        out["F"] = meal_forgetting(s)
-    else:
-        frame = normalize_scores(metric_split(eval_frame), normalizers)
-        seg = schedule[schedule["cycle"] == cycle].sort_values("start_step")
-        curves, ends = {}, {}
-        for tid, end in zip(seg["task_id"], seg["end_step"], strict=False):
-            f = frame[frame["task_id"] == tid].sort_values("total_step")
-            curves[int(tid)] = f["score"].to_numpy()
-            ends[int(tid)] = int(np.searchsorted(f["total_step"].to_numpy(), end, "right") - 1)
-        out["F"] = meal_forgetting(method=forgetting, curves=curves, train_end_idx=ends)
-    return out
+    f = forgetting_per_task(eval_frame, schedule, normalizers, method=forgetting, cycle=cycle)
+    f = f[np.isfinite(f)]
+    return {
+        "A": average_performance(s),
+        "F": float(f.mean()) if len(f) else float("nan"),
+        "P": plasticity(s),
+    }
 
 
 # ---------------------------------------------------------------- appendix C.2: plasticity

@@ -180,11 +180,14 @@ def l2m_window(n: int, max_window: int = DEFAULT_L2M_MAX_WINDOW) -> int:
 def l2m_smooth(values: np.ndarray, window: int | None = None) -> np.ndarray:
     """Flat (moving-average) smoothing of one Learning Block, same length as the input.
 
-    L2M appendix A step 1. Default window :func:`l2m_window`. As in ``l2metrics`` (the
-    reference code), the ends are padded with reflected copies of the block before the
-    window is applied, the window is centred, and blocks whose window would be shorter than
-    3 experiences are returned unchanged. A window longer than the block falls back to the
-    default.
+    L2M appendix A step 1. Default window :func:`l2m_window`. As in ``l2metrics`` 3.1.0
+    (``_localutil.smooth``): the ends are padded with reflected copies of the block, the
+    padded block is convolved (``np.convolve(..., mode="valid")``) with a flat window of
+    weights ``1 / window``, the window is centred, and blocks whose window would be shorter
+    than 3 experiences are returned unchanged. A window longer than the block falls back to
+    the default. The same ``np.convolve`` arithmetic as the reference keeps the results
+    bit-identical, so ties in the saturation argmax break the same way (a cumulative-sum
+    moving average rounds differently).
 
     Args:
         values: performance of each experience (LX) in the block, 1-D.
@@ -199,8 +202,8 @@ def l2m_smooth(values: np.ndarray, window: int | None = None) -> np.ndarray:
     if window < 3:
         return x.copy()
     padded = np.pad(x, window - 1, mode="reflect")
-    csum = np.concatenate([[0.0], np.cumsum(padded)])
-    full = (csum[window:] - csum[:-window]) / window
+    weights = np.ones(window)
+    full = np.convolve(weights / weights.sum(), padded, mode="valid")
     start = int(np.floor(window / 2 - 1))
     return full[start : start + x.size]
 

@@ -27,6 +27,9 @@ import pandas as pd
 from cl_suites.core.runlog import CorruptRunLogError, read_episodes, read_eval, read_metadata
 
 SCHEDULE_COLUMNS = ("index", "cycle", "task_id", "task_name", "start_step", "end_step")
+MAX_ABS_RETURN = 1e100
+"""Largest |return| the metrics accept: sums of squares over millions of rows must stay
+finite (a return of 1e308 would overflow every mean to inf)."""
 
 
 class MetricsInputError(ValueError):
@@ -133,7 +136,9 @@ def clean_eval(
     * any other row with a non-numeric ``total_step``/``task_id`` -> error naming the row;
     * ``split`` must be ``"train"`` or ``"test"`` -> error naming the value;
     * NaN or infinite ``mean_return`` rows are dropped (treated as a missing evaluation;
-      curves interpolate across them, end-of-task values use the last valid point);
+      curves interpolate across them, end-of-task values use the last valid point); a task
+      whose returns are all NaN/inf -> error naming the task;
+    * ``|mean_return| > MAX_ABS_RETURN`` -> error naming the row (it would overflow);
     * returns below ``clip_min`` are clipped (CORA appendix C.2: CHORES clip at -10).
 
     Args:
@@ -167,8 +172,25 @@ def clean_eval(
     bad_split = sorted(set(frame["split"]) - {"train", "test"})
     if bad_split:
         raise MetricsInputError(f"eval.csv has unknown split value(s) {bad_split}")
-    nonfinite = ~np.isfinite(frame["mean_return"].to_numpy(dtype=float))
+    returns = frame["mean_return"].to_numpy(dtype=float)
+    nonfinite = ~np.isfinite(returns)
+    huge = np.flatnonzero(~nonfinite & (np.abs(returns) > MAX_ABS_RETURN))
+    if huge.size:
+        row = frame.iloc[huge[0]]
+        raise MetricsInputError(
+            f"eval.csv has mean_return {returns[huge[0]]:g} (task {int(row['task_id'])} "
+            f"{row['split']} at step {int(row['total_step'])}); returns beyond "
+            f"±{MAX_ABS_RETURN:g} cannot be averaged without overflow"
+        )
     if nonfinite.any():
+        dead = sorted(
+            set(frame["task_id"].astype(int)) - set(frame.loc[~nonfinite, "task_id"].astype(int))
+        )
+        if dead:
+            raise MetricsInputError(
+                f"task(s) {dead} have no finite mean_return in eval.csv (all NaN/inf); "
+                "nothing can be computed for them"
+            )
         rows = frame[nonfinite]
         notes.append(
             f"dropped {int(nonfinite.sum())} evaluation(s) with NaN/inf mean_return "
@@ -186,6 +208,42 @@ def clean_eval(
     )
 
 
+_METADATA_TYPES: dict[str, tuple[type, ...]] = {
+    "method": (str,),
+    "suite": (str,),
+    "suite_id": (str,),
+    "seed": (int,),
+    "schedule": (list,),
+    "tasks": (list,),
+    "metric_settings": (dict,),
+    "score_normalizers": (dict,),
+}
+
+
+def check_metadata(metadata: object, path: Path) -> None:
+    """Raise :class:`MetricsInputError` unless ``metadata`` is a JSON object whose known keys
+    have the right types (``method``/``suite`` strings, ``seed`` an integer, ``schedule``
+    and ``tasks`` lists, ``metric_settings``/``score_normalizers`` objects)."""
+    if not isinstance(metadata, dict):
+        raise MetricsInputError(
+            f"{path}/metadata.json must hold a JSON object, not a {type(metadata).__name__}"
+        )
+    for key, types in _METADATA_TYPES.items():
+        value = metadata.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in types)
+            raise MetricsInputError(
+                f"{path}/metadata.json: {key!r} must be {names}, got {value!r:.60}"
+            )
+    for seg in metadata.get("schedule") or []:
+        if not isinstance(seg, dict):
+            raise MetricsInputError(
+                f"{path}/metadata.json: schedule entries must be objects, got {seg!r:.60}"
+            )
+
+
 def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     """Read and clean one run directory.
 
@@ -195,6 +253,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     path = Path(run_dir)
     try:
         metadata = read_metadata(path)
+        check_metadata(metadata, path)
         raw_eval = read_eval(path)
         try:
             episodes = read_episodes(path)
@@ -203,7 +262,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
                 {"total_step": [], "task_id": [], "episode_return": [], "episode_length": []}
             )
     except CorruptRunLogError as e:
-        raise MetricsInputError(f"{path}: {e}") from e
+        raise MetricsInputError(str(e) if str(path) in str(e) else f"{path}: {e}") from e
+    except OSError as e:
+        raise MetricsInputError(f"{path}: cannot read the run: {e.strerror or e}") from e
     issues: list[str] = []
     settings = metadata.get("metric_settings") or {}
     clip_min = settings.get("return_clip_min")
@@ -213,6 +274,14 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     except MetricsInputError as e:
         raise MetricsInputError(f"{path}: {e}") from e
     episodes = episodes.apply(pd.to_numeric, errors="coerce").dropna()
+    huge = episodes["episode_return"].abs() > MAX_ABS_RETURN
+    if huge.any():
+        row = episodes[huge].iloc[0]
+        raise MetricsInputError(
+            f"{path}: episodes.csv has episode_return {row['episode_return']:g} at step "
+            f"{int(row['total_step'])}; returns beyond ±{MAX_ABS_RETURN:g} cannot be "
+            "averaged without overflow"
+        )
     if clip_min is not None and len(episodes):
         episodes["episode_return"] = episodes["episode_return"].clip(lower=float(clip_min))
     run = RunData(path, metadata, eval_frame, episodes, schedule, issues)
@@ -323,16 +392,7 @@ def metric_split_wide(
         return pivot.index.to_numpy(), pivot.columns.to_numpy(), pivot.to_numpy(dtype=float)
     wide = np.full((len(steps), len(tasks)), np.nan)
     wide.ravel()[flat] = vals_col
-    return steps, tasks, ffill_rows(wide)
-
-
-def ffill_rows(values: np.ndarray) -> np.ndarray:
-    """Forward-fill NaNs down the rows of a 2-D array (``DataFrame.ffill`` on axis 0)."""
-    if values.size == 0:
-        return values
-    rows = np.arange(values.shape[0])[:, None]
-    last = np.maximum.accumulate(np.where(np.isnan(values), 0, rows), axis=0)
-    return values[last, np.arange(values.shape[1])[None, :]]
+    return steps, tasks, pd.DataFrame(wide).ffill().to_numpy()
 
 
 CATEGORY_COLUMNS = ("run", "method", "suite", "split", "task_name")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -77,16 +78,20 @@ def iqm_interval(
         return point, point, point
     # rliable 1.2's StratifiedBootstrap draws its indices from numpy's *global* RNG and
     # ignores ``random_state``: seed the global RNG for the call and restore it after.
+    # arch (under rliable) warns that ``random_state`` is deprecated: nothing a user can
+    # act on, so it is silenced here
     global_state = np.random.get_state()
     np.random.seed(seed)
     try:
-        _, intervals = rly_library.get_interval_estimates(
-            {"scores": x},
-            fast_iqm,
-            reps=reps,
-            confidence_interval_size=confidence,
-            random_state=np.random.RandomState(seed),
-        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+            _, intervals = rly_library.get_interval_estimates(
+                {"scores": x},
+                fast_iqm,
+                reps=reps,
+                confidence_interval_size=confidence,
+                random_state=np.random.RandomState(seed),
+            )
     finally:
         np.random.set_state(global_state)
     low, high = intervals["scores"][:, 0]

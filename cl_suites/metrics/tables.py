@@ -16,8 +16,11 @@ import os
 from pathlib import Path
 
 import pandas as pd
+from rich.markup import escape
+from rich.table import Table
 
 from cl_suites.metrics.cora import CoraTable
+from cl_suites.metrics.safe_names import neutralize_frame
 
 NA = "n/a"
 UNDEFINED = "-"
@@ -116,12 +119,31 @@ def to_latex(frame: pd.DataFrame, caption: str | None = None) -> str:
 
 
 def write_table(frame: pd.DataFrame, stem: str | os.PathLike[str], caption: str = "") -> list[Path]:
-    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.tex``; returns the paths."""
+    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.tex``; returns the paths.
+
+    CSV cells (and labels) that a spreadsheet would run as a formula are neutralised
+    (:func:`~cl_suites.metrics.safe_names.neutralize_frame`).
+    """
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")]
+    # names may contain dots ("ewc.v2_F"): append the extension, never replace a "suffix"
+    paths = [stem.parent / f"{stem.name}.{ext}" for ext in ("md", "csv", "tex")]
     md = (f"**{caption}**\n\n" if caption else "") + to_markdown(frame)
     paths[0].write_text(md)
-    frame.to_csv(paths[1])
+    neutralize_frame(frame).to_csv(paths[1])
     paths[2].write_text(to_latex(frame, caption))
     return paths
+
+
+def rich_table(frame: pd.DataFrame, title: str = "") -> Table:
+    """A :class:`rich.table.Table` of ``frame`` (index levels as the first columns).
+
+    Markup characters in the cells are escaped, so names like ``[red]`` print as text.
+    """
+    df = frame.reset_index()
+    table = Table(title=escape(title) if title else None, title_justify="left")
+    for k, col in enumerate(df.columns):
+        table.add_column(escape(str(col)), justify="left" if k < frame.index.nlevels else "right")
+    for row in df.astype(str).to_numpy():
+        table.add_row(*(escape(v) for v in row))
+    return table

@@ -29,15 +29,16 @@ def write_run(
     episode_return: Callable[[int, int, int], float] | None = None,
     stop_step: int | None = None,
     extra_meta: dict | None = None,
+    task_names: Sequence[str] | None = None,
 ) -> Path:
     """Write a run directory.
 
     ``returns`` is either a function ``(task_id, split, step) -> mean return`` or an array
-    ``[task_id, eval_index]`` (train split; test = train + 0.5).
+    ``[task_id, eval_index]`` (train split; test = train + 0.5). ``task_names`` default to
+    ``task<id>``.
     """
-    tasks = [
-        {"task_id": t, "task_name": f"task{t}", "splits": list(splits)} for t in range(n_tasks)
-    ]
+    names = list(task_names) if task_names is not None else [f"task{t}" for t in range(n_tasks)]
+    tasks = [{"task_id": t, "task_name": names[t], "splits": list(splits)} for t in range(n_tasks)]
     schedule = []
     k = 0
     for c in range(cycles):
@@ -47,7 +48,7 @@ def write_run(
                     "index": k,
                     "cycle": c,
                     "task_id": t,
-                    "task_name": f"task{t}",
+                    "task_name": names[t],
                     "start_step": k * steps_per_task,
                     "end_step": (k + 1) * steps_per_task,
                 }
@@ -86,7 +87,7 @@ def write_run(
                         {
                             "total_step": step,
                             "task_id": t,
-                            "task_name": f"task{t}",
+                            "task_name": names[t],
                             "split": split,
                             "mean_return": v,
                             "std_return": 0.0,

@@ -119,3 +119,27 @@ def test_learning_experiences_and_full_metrics(tmp_path):
     }
     assert np.isfinite(values["PR"])  # three cycles -> two recovery times per task
     assert np.isfinite(values["RP"])
+
+
+def test_clamp_is_opt_in_as_in_l2metrics(tmp_path):
+    """l2metrics clamps outliers only with -x/--clamp-outliers; so do we (clamp=True)."""
+    from .conftest import write_run
+
+    run = load_run(
+        write_run(
+            tmp_path / "r",
+            returns=lambda t, s, k: t + k / 100,
+            cycles=2,
+            episode_return=lambda t, seg, n: 1000.0 if n == 0 else float(n),
+        )
+    )
+    log = l2m.lifetime_log(run)
+    lx = log[log["block_type"] == "train"].rename(columns={"block": "lb"})
+    eb = log[log["block_type"] == "test"].rename(columns={"block": "eb"})
+    plain = l2m.l2m_preprocess(l2m.L2MData(lx, eb))
+    clamped = l2m.l2m_preprocess(l2m.L2MData(lx, eb), clamp=True)
+    assert plain.ranges[0][1] > 100  # the outlier episode (smoothed) sets the range
+    assert clamped.ranges[0][1] < plain.ranges[0][1]
+    default = pd.Series(l2m.l2m_metrics(run)[0])
+    pd.testing.assert_series_equal(default, pd.Series(l2m.l2m_metrics(run, clamp=False)[0]))
+    assert not default.equals(pd.Series(l2m.l2m_metrics(run, clamp=True)[0]))

@@ -16,10 +16,10 @@ def test_score_matrix_and_a_f_p_by_hand(hand_run):
     s = meal.score_matrix(run.eval, run.schedule, NORMS)
     # s_i(j): row = after training task i, column = task j
     np.testing.assert_allclose(s.to_numpy(), [[1.0, 0.2, 0.25], [0.4, 0.8, 0.25], [0.2, 0.6, 1.0]])
-    m = meal.meal_metrics(run.eval, run.schedule, NORMS)
+    m = meal.meal_metrics(run.eval, run.schedule, NORMS, forgetting="paper")
     assert m["A"] == pytest.approx((0.2 + 0.6 + 1.0) / 3)
     assert m["P"] == pytest.approx((1.0 + 0.8 + 1.0) / 3)
-    assert m["F"] == pytest.approx(((1.0 - 0.2) + (0.8 - 0.6)) / 2)
+    assert m["F"] == pytest.approx(((1.0 - 0.2) + (0.8 - 0.6)) / 2)  # eq. 2
 
 
 def test_already_normalised_scores(hand_run):
@@ -93,3 +93,24 @@ def test_training_traces_from_episodes(tmp_path):
     # task 0 has a zero repetition-0 baseline (n/a); task 1: AUC ratio 3 / 1
     assert np.isnan(meal.repetition_plasticity(traces[0], sigma=0)["rauc"])
     assert out["rauc"] == pytest.approx(3.0)
+
+
+def test_default_forgetting_is_the_released_codes_weighted_formula(hand_run):
+    """Table 2's F lies in [0, 1] (FT 0.899 with P - A = 1.115): MEAL's released weighted
+    formula, not eq. 2, produced it; eq. 2 is forgetting="paper"."""
+    run = load_run(hand_run)
+    default = meal.meal_metrics(run.eval, run.schedule, NORMS)
+    weighted = meal.meal_metrics(run.eval, run.schedule, NORMS, forgetting="weighted")
+    assert default == weighted
+    per_task = meal.forgetting_per_task(run.eval, run.schedule, NORMS)
+    task0 = (0.6 + 0.8 * np.exp(-2)) / (1 + np.exp(-2))  # e = 1.0 at step 100, then .4, .2
+    np.testing.assert_allclose(per_task.to_numpy(), [task0, 0.2 / 0.8])
+    assert list(per_task.index) == [0, 1]  # the last task has no later tasks
+    # a task that never scores is skipped (the released code's `any(curve > 0)`), one that
+    # scores but ends its training at 0 forgets nothing
+    curves = {0: np.zeros(4), 1: np.array([1.0, 0.0, 0.0, 0.0]), 2: np.ones(4)}
+    vals = meal.forgetting_values(method="weighted", curves=curves, train_end_idx={0: 1, 1: 1})
+    assert np.isnan(vals[0]) and vals[1] == 0.0
+    assert meal.meal_forgetting(method="weighted", curves=curves, train_end_idx={0: 1, 1: 1}) == 0
+    with pytest.raises(ValueError, match="known"):
+        meal.meal_metrics(run.eval, run.schedule, NORMS, forgetting="average")

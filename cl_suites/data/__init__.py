@@ -1,0 +1,1 @@
+"""Package data of cl-suites (published results of the reference papers)."""

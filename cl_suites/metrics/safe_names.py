@@ -1,0 +1,99 @@
+"""Names that become paths, and text that goes into CSV cells, made harmless.
+
+Run metadata (suite ids, method names, worker ids) ends up in file names of the report and
+of the l2logger export, and in CSV cells that people open in spreadsheets. Both are
+untrusted input:
+
+* :func:`safe_name` turns a name into one path component (no separators, no leading dot,
+  no ``..``), so a method called ``../../escape/pwned`` cannot write outside the report;
+  :func:`path_inside` checks a final path against its root.
+* :func:`neutralize_cell` defuses spreadsheet formulas (OWASP "CSV injection"): a text cell
+  that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading
+  ``'``, unless it is one of the report's number displays (``"-0.3 ± 0.1"``,
+  ``"-0.12 [-0.30, 0.05]"``), which contain no letters or function syntax.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from cl_suites.metrics.runs import MetricsInputError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_NAME = 80
+"""Longest file-name component the report writes (longer names are cut and hashed)."""
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER_DISPLAY = re.compile(
+    r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"
+    r"(?: ± \d+(?:\.\d*)?(?:e[-+]?\d+)?)?"
+    r"(?: \[[-+]?[\d.e+-]+, [-+]?[\d.e+-]+\])?"
+)
+
+
+def safe_name(name: object, *, what: str = "name") -> str:
+    """``name`` as one safe path component.
+
+    Characters outside ``[A-Za-z0-9._-]`` and leading dots become ``_``; when anything was
+    changed (or the name is longer than :data:`MAX_NAME`), ``-`` plus 8 hex digits of the
+    name's SHA-1 are appended, so two different names never share a file. Safe names are
+    returned unchanged.
+
+    Raises:
+        MetricsInputError: an empty (or whitespace-only) name, which names nothing.
+    """
+    text = str(name)
+    if not text.strip():
+        raise MetricsInputError(f"{what} {text!r} is empty and cannot name a file")
+    safe = _UNSAFE.sub("_", text)
+    stripped = safe.lstrip(".")
+    safe = "_" * (len(safe) - len(stripped)) + stripped
+    if safe == text and len(safe) <= MAX_NAME:
+        return safe
+    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{safe[:MAX_NAME]}-{digest}"
+
+
+def path_inside(root: str | os.PathLike[str], *parts: str) -> Path:
+    """``root / parts...``, refusing a result that resolves outside ``root``.
+
+    Raises:
+        MetricsInputError: the joined path escapes ``root`` (names the path).
+    """
+    base = Path(root).resolve()
+    path = base.joinpath(*parts).resolve()
+    if path != base and base not in path.parents:
+        raise MetricsInputError(f"refusing to write {path}: it is outside {base}")
+    return path
+
+
+def neutralize_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet will not run as a formula (see the module docstring)."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    if _NUMBER_DISPLAY.fullmatch(value):
+        return value
+    return "'" + value
+
+
+def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` with every text cell, index label and column label neutralised."""
+    out = frame.map(neutralize_cell)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = pd.MultiIndex.from_tuples(
+            [tuple(neutralize_cell(v) for v in t) for t in out.index], names=out.index.names
+        )
+    else:
+        out.index = pd.Index([neutralize_cell(v) for v in out.index], name=out.index.name)
+    if isinstance(out.columns, pd.MultiIndex):
+        out.columns = pd.MultiIndex.from_tuples(
+            [tuple(neutralize_cell(v) for v in t) for t in out.columns]
+        )
+    else:
+        out.columns = [neutralize_cell(c) for c in out.columns]
+    return out
