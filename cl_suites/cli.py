@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cl_suites.api import make_sequence
 from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
+from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 LEARNERS = ("ppo", "vtrace")
@@ -176,10 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="metrics, plots and tables from run directories")
     report.add_argument("run_dirs", nargs="+", help="run directories")
     report.add_argument("--out", default="report", help="output directory")
+    sweep_cli.add_parser(sub)
     return parser
 
 
-COMMANDS = {"list": cmd_list, "info": cmd_info, "run": cmd_run, "report": cmd_report}
+COMMANDS = {
+    "list": cmd_list,
+    "info": cmd_info,
+    "run": cmd_run,
+    "report": cmd_report,
+    "sweep": sweep_cli.run,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (KeyError, ValueError, ImportError, FileExistsError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        console.print(f"[red]error:[/red] {message}")
+        console.print(f"[red]error:[/red] {escape(str(message))}")
         return 2
 
 
