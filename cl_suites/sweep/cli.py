@@ -42,16 +42,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     grid = p.add_argument_group("grid (or --config FILE; flags replace the file's values)")
     grid.add_argument("--config", metavar="FILE", help="TOML or YAML sweep file (read as data)")
-    grid.add_argument("--suite", "--suites", dest="suites", help="suite(s), comma-separated")
-    grid.add_argument("--methods", "--method", dest="methods", help="e.g. ft,ewc,clear")
     grid.add_argument(
-        "--learners", "--learner", dest="learners", help="ppo,vtrace (default: the preset's)"
+        "--suite", "--suites", dest="suites", metavar="LIST", help="suite(s), comma-separated"
     )
-    grid.add_argument("--seeds", "--seed", dest="seeds", help="e.g. 0-4 or 0,3,7")
-    grid.add_argument("--preset", help="paper (default) or small")
-    grid.add_argument("--num-envs", type=int, help="sub-envs per run (default: the preset's)")
+    grid.add_argument(
+        "--methods", "--method", dest="methods", metavar="LIST", help="e.g. ft,ewc,clear"
+    )
+    grid.add_argument(
+        "--learners",
+        "--learner",
+        dest="learners",
+        metavar="LIST",
+        help="ppo,vtrace (default: the preset's)",
+    )
+    grid.add_argument("--seeds", "--seed", dest="seeds", metavar="SEEDS", help="e.g. 0-4 or 0,3,7")
+    grid.add_argument("--preset", metavar="NAME", help="paper (default) or small")
+    grid.add_argument(
+        "--num-envs", type=int, metavar="N", help="sub-envs per run (default: the preset's)"
+    )
     for key in COMMON_KWARGS:
-        grid.add_argument(f"--{key.replace('_', '-')}", type=int, dest=key, help="suite override")
+        grid.add_argument(
+            f"--{key.replace('_', '-')}", type=int, dest=key, metavar="N", help="suite override"
+        )
     grid.add_argument(
         "--set",
         action="append",
@@ -61,21 +73,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="any run_main_job override, VALUE as TOML (e.g. --set lam=100 --set n_tasks=2)",
     )
     where = p.add_argument_group("sweep directory")
-    where.add_argument("--sweep-dir", help="default: runs/sweep-<suites>-<preset>")
+    where.add_argument("--sweep-dir", metavar="DIR", help="default: runs/sweep-<suites>-<preset>")
     where.add_argument(
         "--resume", metavar="SWEEP_DIR", help="continue a sweep: skip finished runs, resume others"
     )
     ray_group = p.add_argument_group("Ray")
     ray_group.add_argument(
-        "--address", help="auto, HOST:PORT or ray://HOST:10001 (default: a new local instance)"
+        "--address",
+        metavar="ADDR",
+        help="auto, HOST:PORT or ray://HOST:10001 (default: a new local instance)",
     )
-    ray_group.add_argument("--cpus-per-run", type=float, help="CPUs per run (default 1)")
     ray_group.add_argument(
-        "--gpus-per-run", type=float, help="GPUs per run, fractions allowed (default 0)"
+        "--cpus-per-run", type=float, metavar="X", help="CPUs per run (default 1)"
     )
-    ray_group.add_argument("--num-cpus", type=int, help="CPUs of the local instance (default all)")
     ray_group.add_argument(
-        "--max-retries", type=int, help="re-runs of a run whose worker dies (default 3)"
+        "--gpus-per-run",
+        type=float,
+        metavar="X",
+        help="GPUs per run, fractions allowed (default 0)",
+    )
+    ray_group.add_argument(
+        "--num-cpus", type=int, metavar="N", help="CPUs of the local instance (default all)"
+    )
+    ray_group.add_argument(
+        "--max-retries",
+        type=int,
+        metavar="N",
+        help="re-runs of a run whose worker dies (default 3)",
     )
     return p
 

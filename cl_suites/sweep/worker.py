@@ -108,7 +108,7 @@ def execute_run(
             run_dir=run_dir,
             resume=resume,
         )
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # the job's own error: deterministic, not retried
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         error = f"{type(e).__name__}: {message}"
         traceback.print_exc()

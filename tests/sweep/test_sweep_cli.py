@@ -158,3 +158,45 @@ def test_missing_ray_names_the_extra(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     code, out = _cli(capsys, *GRID, "--sweep-dir", str(tmp_path / "s"))
     assert code == 2 and 'pip install "cl-suites[sweep]"' in out
+
+
+def test_live_table_reads_progress_from_the_run_directory(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from cl_suites.sweep.live import ProgressReader, render_table
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    schedule = [
+        {"task_id": 0, "task_name": "a", "cycle": 0, "start_step": 0, "end_step": 100},
+        {"task_id": 1, "task_name": "b", "cycle": 0, "start_step": 100, "end_step": 200},
+        {"task_id": 0, "task_name": "a", "cycle": 1, "start_step": 200, "end_step": 300},
+    ]
+    (run_dir / "metadata.json").write_text(json.dumps({"schedule": schedule}))
+    episodes = run_dir / "episodes.csv"
+    episodes.write_text("total_step,task_id,episode_return,episode_length\n40,0,1.0,10\n")
+    reader = ProgressReader()
+    first = reader.read(run_dir)
+    assert (first.total_step, first.total_steps, first.task_name, first.cycle) == (40, 300, "a", 0)
+    assert first.steps_per_s is None  # one look gives no rate
+    episodes.write_text(episodes.read_text() + "150,1,1.0,10\n210,0,1.0,1")  # torn last row
+    second = reader.read(run_dir)
+    assert (second.total_step, second.task_name, second.cycle) == (150, "b", 0)
+    assert second.steps_per_s > 0 and second.eta_s == pytest.approx(150 / second.steps_per_s)
+    # the main job's progress.json wins when it exists
+    (run_dir / "progress.json").write_text(
+        json.dumps(
+            {"state": "running", "total_step": 250, "total_steps": 300, "task_name": "a",
+             "cycle": 1, "steps_per_s": 10.0, "updated": "2099-01-01T00:00:00+00:00"}
+        )
+    )  # fmt: skip
+    third = reader.read(run_dir)
+    assert (third.total_step, third.cycle, third.steps_per_s, third.eta_s) == (250, 1, 10.0, 5.0)
+    console = Console(width=200, record=True)
+    console.print(
+        render_table("t", [{"name": "r", "state": "running", "attempt": 2, "progress": third}])
+    )
+    text = console.export_text()
+    assert "250/300 (83%)" in text and "0:05" in text and "running" in text

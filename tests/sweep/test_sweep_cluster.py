@@ -60,6 +60,7 @@ def test_driver_killed_on_cluster_then_resume_skips_finished_runs(ray_head, tmp_
     finally:
         if driver.poll() is None:
             driver.kill()
+        log.close()
     worker = _status(sweep_dir, second)["attempts"][0]["pid"]
     wait_for(lambda: not pid_alive(worker), timeout=60, what="Ray to stop the orphaned run")
     assert "outcome" not in _status(sweep_dir, second)["attempts"][0]
