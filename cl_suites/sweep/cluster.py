@@ -81,14 +81,17 @@ def connect(address: str | None, num_cpus: int | None = None) -> Connection:
         return Connection(ray, address, owned=True)
     if num_cpus is not None and num_cpus < 1:
         raise SweepError(f"--num-cpus must be >= 1, got {num_cpus}")
-    ray.init(
-        address="local",  # never join some other cluster that happens to run on this machine
-        num_cpus=num_cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-        object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-    )
+    try:
+        ray.init(
+            address="local",  # never join another cluster that happens to run on this machine
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+        )
+    except Exception as e:
+        raise SweepError(f"could not start a local Ray instance: {_one_line(e)}") from e
     return Connection(ray, _gcs_address(ray), owned=True)
 
 

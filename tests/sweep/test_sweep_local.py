@@ -1,8 +1,10 @@
-"""Sweeps on a local Ray instance (2 CPUs) started by this module, shared by its tests.
+"""Sweeps on a local Ray instance (2 CPUs) on this machine.
 
-One 2 methods x 2 seeds Diagnostic sweep runs once; while it runs, one worker process is
-killed by its pid (SIGKILL) mid-run, so the same sweep shows the 4 complete run
+One 2 methods x 2 seeds Diagnostic sweep runs once, the default way: ``run_sweep`` starts
+its own local Ray instance (``num_cpus=2``) and stops it. While it runs, one worker
+process is killed by its pid (SIGKILL) mid-run, so the same sweep shows the 4 complete run
 directories, the single report and the retried run that resumed from its checkpoint.
+The other tests share one local instance that this module starts in-process.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class WorkerKiller(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def sweep_2x2(local_ray, tmp_path_factory):
+def sweep_2x2(tmp_path_factory):
     sweep_dir = tmp_path_factory.mktemp("sweep") / "diag"
     spec = SweepSpec(
         suites=("Diagnostic",), methods=("ft", "ewc"), seeds=(0, 1), preset="small", overrides=TINY
@@ -71,7 +73,9 @@ def sweep_2x2(local_ray, tmp_path_factory):
     killer.start()
     out = io.StringIO()
     try:
-        result = run_sweep(spec, sweep_dir, live=True, console=Console(file=out, width=160))
+        result = run_sweep(
+            spec, sweep_dir, num_cpus=2, live=True, console=Console(file=out, width=160)
+        )
     finally:
         killer.stop.set()
         killer.join()
@@ -103,6 +107,8 @@ def test_2x2_sweep_gives_four_complete_runs_and_one_report(sweep_2x2):
     assert (result.report_dir / "report.html").exists()
     assert sorted(summary["method"]) == ["ewc", "ft"]
     assert "finished Diagnostic-ewc-ppo-s1" in out
+    assert "on a new local Ray instance (1 node(s), 2 CPUs, 0 GPUs): up to 2 runs" in out
+    assert not ray.is_initialized()  # the sweep stopped the instance it started
 
 
 def test_killed_worker_is_retried_and_resumes_without_losing_or_repeating_evals(sweep_2x2):
