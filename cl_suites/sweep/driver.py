@@ -226,7 +226,13 @@ def _execute(
 ) -> SweepResult:
     ray = connection.ray
     invocation = uuid.uuid4().hex[:12]
-    task = ray.remote(max_calls=1, retry_exceptions=False)(execute_run)
+    task = ray.remote(
+        num_cpus=cpus,
+        num_gpus=gpus,
+        max_calls=1 if gpus > 0 else 0,  # a GPU run's process exits to free the GPU
+        max_retries=int(execution["max_retries"]),
+        retry_exceptions=False,
+    )(execute_run)
     result = SweepResult(sdir.path)
     rows: dict[str, dict[str, Any]] = {}
     pending: dict[Any, RunSpec] = {}
@@ -236,12 +242,9 @@ def _execute(
         if resume and status.get("state") == "finished":
             rows[run.name] = {"state": "skipped", "attempt": attempts, "note": "finished before"}
             continue
-        ref = task.options(
-            name=f"cl-suites-sweep:{run.name}",
-            num_cpus=cpus,
-            num_gpus=gpus,
-            max_retries=int(execution["max_retries"]),
-        ).remote(run.job_kwargs(), str(sdir.path), run.name, invocation, cpus, gpus)
+        ref = task.options(name=f"cl-suites-sweep:{run.name}").remote(
+            run.job_kwargs(), str(sdir.path), run.name, invocation, cpus, gpus
+        )
         pending[ref] = run
         rows[run.name] = {"state": "queued", "attempt": attempts, "note": ""}
 

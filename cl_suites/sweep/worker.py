@@ -1,8 +1,10 @@
 """What a Ray worker does for one run of a sweep: the unchanged main job, with resume.
 
-``execute_run`` runs in its own worker process (the remote function has ``max_calls=1``),
-so every run starts clean, like ``cl-suites run``: its own torch threads, RNG and
-memory, and a crash cannot leak into the next run. It records each attempt in
+``execute_run`` runs in a Ray worker process: CPU runs may reuse a worker that ran an
+earlier run (the job seeds every RNG it uses and sets its torch threads, so results do
+not depend on the process), GPU runs get a fresh one (``max_calls=1``: the process exits
+and frees the GPU). It sends the process's output to the run's log while it runs and
+records each attempt in
 ``SWEEP_DIR/status/<run>.json``. An attempt whose run directory already holds a run (a
 retry after the worker or node died, or ``cl-suites sweep --resume``) continues it with
 ``run_main_job(resume=True)``: the log rows written after the last checkpoint are cut and
@@ -12,11 +14,13 @@ it is recorded with its message and returned, never raised, so Ray does not retr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +77,13 @@ def execute_run(
     sdir = SweepDir(Path(sweep_dir))
     log_path = sdir.log_file(name)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    _redirect_output(log_path)
+    with _output_to(log_path):
+        return _attempt(job, sdir, name, invocation, cpus, gpus)
+
+
+def _attempt(
+    job: dict[str, Any], sdir: SweepDir, name: str, invocation: str, cpus: float, gpus: float
+) -> dict[str, Any]:
     status_path = sdir.status_file(name)
     _wait_for_previous_attempt(read_json(status_path) or {})
     status = read_json(status_path) or {"name": name, "attempts": []}
@@ -121,14 +131,25 @@ def execute_run(
     return {"name": name, "state": state, "error": error, "attempt": len(status["attempts"])}
 
 
-def _redirect_output(log_path: Path) -> None:
-    """Send this process's stdout and stderr (file descriptors 1 and 2) to ``log_path``."""
+@contextlib.contextmanager
+def _output_to(log_path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so C libraries'
+    output too) to ``log_path``, and give the worker its own back afterwards."""
     sys.stdout.flush()
     sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for target, source in zip((1, 2), saved, strict=True):
+            os.dup2(source, target)
+            os.close(source)
 
 
 def _ray_context() -> dict[str, Any]:
@@ -152,16 +173,20 @@ def _wait_for_previous_attempt(status: dict[str, Any]) -> None:
         return
     pid = int(attempts[-1].get("pid") or 0)
     deadline = time.monotonic() + PREVIOUS_ATTEMPT_WAIT_S
-    while pid and pid != os.getpid() and _is_ray_worker(pid) and time.monotonic() < deadline:
+    while pid and pid != os.getpid() and _runs_a_sweep_task(pid):
+        if time.monotonic() > deadline:
+            return
         time.sleep(0.5)
 
 
-def _is_ray_worker(pid: int) -> bool:
+def _runs_a_sweep_task(pid: int) -> bool:
+    """Whether process ``pid`` is a Ray worker executing a sweep run right now (Ray sets
+    a busy worker's title to ``ray::<function>``, an idle one's to ``ray::IDLE``)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return cmdline.startswith(b"ray::")
+    return cmdline.startswith(f"ray::{execute_run.__name__}".encode())
 
 
 def _configure_resources(cpus: float, gpus: float) -> None:
