@@ -154,7 +154,7 @@ def render_table(title: str, rows: list[dict[str, Any]]) -> Table:
         ("ETA", "right"),
         ("note", "left"),
     ):
-        table.add_column(column, justify=justify, no_wrap=column != "note")
+        table.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis")
     for row in rows:
         progress: RunProgress | None = row.get("progress")
         style = STATE_STYLES.get(row["state"], "")
