@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``cl-suites sweep``. Returns 0 when every run finished, 1 when a run
     failed or was lost, 130 when interrupted."""
     from rich.console import Console
+    from rich.markup import escape
 
     from cl_suites.sweep.driver import run_sweep
 
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(spec, sweep_dir, resume=bool(args.resume), console=console, **options)
     bad = [o for o in result.outcomes if o.state not in ("finished", "skipped")]
     for outcome in bad:
-        console.print(f"[red]{outcome.state}[/red] {outcome.name}: {outcome.error or ''}")
+        console.print(f"[red]{outcome.state}[/red] {outcome.name}: {escape(outcome.error or '')}")
     if any(o.state == "interrupted" for o in bad):
         return 130
     return 1 if bad else 0

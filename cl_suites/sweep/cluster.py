@@ -70,9 +70,9 @@ def connect(address: str | None, num_cpus: int | None = None) -> Connection:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as e:  # ConnectionError, RuntimeError, grpc errors, ...
             hint = (
-                "; if the cluster uses token authentication, set RAY_AUTH_MODE=token and "
-                "give its token (RAY_AUTH_TOKEN or ~/.ray/auth_token)"
-                if "RAY_AUTH_MODE" not in os.environ
+                " (if the cluster uses token authentication, set RAY_AUTH_MODE=token and "
+                "give its token: RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+                if address != "auto" and "RAY_AUTH_MODE" not in os.environ
                 else ""
             )
             raise SweepError(

@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from cl_suites.sweep.cluster import (
     Connection,
@@ -88,8 +89,13 @@ def preflight(runs: list[RunSpec]) -> None:
             message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             problems.setdefault(str(message), []).append(run.name)
     if problems:
-        lines = [f"  {msg} (run {', '.join(names)})" for msg, names in problems.items()]
+        lines = [f"  {msg} ({_some_runs(names)})" for msg, names in problems.items()]
         raise SweepError("bad sweep grid; nothing was started:\n" + "\n".join(lines))
+
+
+def _some_runs(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:shown])}{more}"
 
 
 def _check_run(run: RunSpec) -> None:
@@ -264,7 +270,8 @@ def _execute(
                 if view is not None:
                     view.update(render_table(title, _table_rows(runs, rows, sdir, reader)))
     except KeyboardInterrupt:
-        for run in pending.values():
+        for ref, run in pending.items():
+            ray.cancel(ref, force=True)  # stop its worker; --resume continues the run
             rows[run.name].update(state="interrupted", note="driver stopped")
         console.print(
             f"[yellow]sweep interrupted[/yellow]; continue it with "
@@ -302,7 +309,7 @@ def _collect(ray: Any, ref: Any, run: RunSpec, row: dict[str, Any], console: Con
     if out["state"] == "finished":
         console.print(f"[green]finished[/green] {run.name}")
     else:
-        console.print(f"[red]{out['state']}[/red] {run.name}: {out.get('error')}")
+        console.print(f"[red]{out['state']}[/red] {run.name}: {escape(str(out.get('error')))}")
 
 
 def _update_running(

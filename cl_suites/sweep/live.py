@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from cl_suites.sweep.sweep_dir import read_json
@@ -174,6 +175,6 @@ def render_table(title: str, rows: list[dict[str, Any]]) -> Table:
             steps,
             f"{progress.steps_per_s:,.0f}" if running and progress and progress.steps_per_s else "",
             _duration(progress.eta_s) if running and progress else "",
-            row.get("note") or "",
+            escape(row.get("note") or ""),
         )
     return table
