@@ -178,7 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="metrics, plots and tables from run directories")
     report.add_argument("run_dirs", nargs="+", help="run directories")
     report.add_argument("--out", default="report", help="output directory")
-    sweep_cli.add_parser(sub)
+    sweep = sub.add_parser(
+        "sweep",
+        help=sweep_cli.HELP,
+        description=sweep_cli.DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sweep_cli.add_arguments(sweep)
     return parser
 
 

@@ -20,26 +20,19 @@ from cl_suites.sweep.grid import (
 )
 from cl_suites.sweep.sweep_dir import SweepDir
 
-EPILOG = """examples:
+HELP = "a grid of runs (suites x methods x learners x seeds) on Ray, local or a cluster"
+DESCRIPTION = """Run a grid of main-job runs as Ray tasks, as many at once as the resources allow;
+a run whose worker dies is retried from its last checkpoint. Without --address a new
+local Ray instance is started.
+
+examples:
   cl-suites sweep --suite Procgen6 --methods ft,ewc,clear --seeds 0-4 --preset paper
   cl-suites sweep --config sweep.toml --address auto --gpus-per-run 0.25
-  cl-suites sweep --resume runs/sweep-Procgen6-paper
-"""
+  cl-suites sweep --resume runs/sweep-Procgen6-paper"""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``sweep`` on the ``cl-suites`` sub-command parsers."""
-    p = subparsers.add_parser(
-        "sweep",
-        help="a grid of runs (suites x methods x learners x seeds) on Ray, local or a cluster",
-        description=(
-            "Run a grid of main-job runs as Ray tasks, as many at once as the resources "
-            "allow; a run whose worker dies is retried from its last checkpoint. Without "
-            "--address a new local Ray instance is started."
-        ),
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``cl-suites sweep`` (the grid, the sweep directory, Ray)."""
     grid = p.add_argument_group("grid (or --config FILE; flags replace the file's values)")
     grid.add_argument("--config", metavar="FILE", help="TOML or YAML sweep file (read as data)")
     grid.add_argument(
@@ -101,7 +94,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="re-runs of a run whose worker dies (default 3)",
     )
-    return p
 
 
 def spec_from_args(args: argparse.Namespace, base: dict[str, Any]) -> SweepSpec | None:

@@ -89,8 +89,11 @@ def preflight(runs: list[RunSpec]) -> None:
             message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             problems.setdefault(str(message), []).append(run.name)
     if problems:
-        lines = [f"  {msg} ({_some_runs(names)})" for msg, names in problems.items()]
-        raise SweepError("bad sweep grid; nothing was started:\n" + "\n".join(lines))
+        lines = [
+            f"  ({i}) {msg} ({_some_runs(names)})"
+            for i, (msg, names) in enumerate(problems.items(), 1)
+        ]
+        raise SweepError("bad sweep grid, nothing was started:\n" + "\n".join(lines))
 
 
 def _some_runs(names: list[str], shown: int = 3) -> str:

@@ -98,7 +98,7 @@ def test_unknown_suite_and_method_are_refused_before_any_run(capsys, tmp_path):
         *["--suite", "Diagnostic,Procgen7", "--methods", "ft,sgd", "--seeds", "0-1"],
         *["--preset", "small", "--sweep-dir", str(tmp_path / "s")],
     )
-    assert code == 2 and "bad sweep grid; nothing was started" in out
+    assert code == 2 and "bad sweep grid, nothing was started: (1) " in out
     assert "unknown method 'sgd'; valid: ft, ewc" in out
     assert "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0" in out
     assert "Traceback" not in out
