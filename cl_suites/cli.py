@@ -43,6 +43,7 @@ from cl_suites.config import (
     merge,
 )
 from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
+from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 LEARNERS = ("ppo", "vtrace")
@@ -548,6 +549,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "report": Command(
         "metrics, plots and tables from run directories", _report_arguments, cmd_report
+    ),
+    "sweep": Command(
+        sweep_cli.HELP, sweep_cli.add_arguments, sweep_cli.run, description=sweep_cli.DESCRIPTION
     ),
 }
 """The subcommands, in ``--help`` order. A new one is one entry here."""

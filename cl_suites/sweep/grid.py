@@ -1,0 +1,303 @@
+"""The grid of a sweep: (suite, method, learner, seed) plus shared overrides, as data.
+
+A grid comes from the command line (``--suite Procgen6 --methods ft,ewc --seeds 0-4``) or
+from a TOML / YAML file read as data (``tomllib`` / ``yaml.safe_load``: nothing in it is
+executed). ``SweepSpec.runs()`` expands it into ``RunSpec``s, one per run directory, named
+``<suite>-<method>-<learner>-s<seed>`` (the learner resolved from the preset when the grid
+leaves it open), so the same grid always gives the same directory names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+GRID_KEYS: tuple[str, ...] = (
+    "suites",
+    "methods",
+    "learners",
+    "seeds",
+    "preset",
+    "num_envs",
+    "overrides",
+)
+"""Keys of a sweep file's grid (``suite``, ``method``, ``learner``, ``seed`` are accepted
+as singular aliases)."""
+EXECUTION_KEYS: tuple[str, ...] = (
+    "address",
+    "cpus_per_run",
+    "gpus_per_run",
+    "num_cpus",
+    "max_retries",
+)
+"""Keys of a sweep file's optional ``[ray]`` table (command-line flags override them)."""
+_ALIASES = {"suite": "suites", "method": "methods", "learner": "learners", "seed": "seeds"}
+_SEED_RANGE = re.compile(r"^\s*(-?\d+)\s*-\s*(-?\d+)\s*$")
+
+
+class SweepError(ValueError):
+    """Bad sweep input (grid, sweep directory, cluster); the message names the value."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: the arguments of ``run_main_job`` except ``run_dir``/``resume``.
+
+    ``suite`` is the short suite name (``"Procgen6"``, ``"MEAL-20"``); ``learner`` is
+    resolved (never ``None``) so that the name says what ran.
+    """
+
+    suite: str
+    method: str
+    learner: str
+    seed: int
+    preset: str
+    num_envs: int | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The run directory's name: ``<suite>-<method>-<learner>-s<seed>``."""
+        return f"{self.suite}-{self.method}-{self.learner}-s{self.seed}"
+
+    def job_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``run_main_job`` (without ``run_dir`` and ``resume``)."""
+        return {
+            "suite": self.suite,
+            "method": self.method,
+            "learner": self.learner,
+            "preset": self.preset,
+            "seed": self.seed,
+            "num_envs": self.num_envs,
+            "overrides": dict(self.overrides),
+        }
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A grid of runs: every combination of ``suites x methods x learners x seeds``.
+
+    Attributes:
+        suites: suite names or ids (``"Procgen6"``, ``"CLSuite/Procgen6-v0"``, ``"MEAL-20"``).
+        methods: CL method names (``ft``, ``ewc``, ...).
+        learners: learner names; ``(None,)`` takes each suite's default under ``preset``.
+        seeds: run seeds.
+        preset: ``paper`` or ``small``.
+        num_envs: sub-envs per run (``None``: the preset's).
+        overrides: shared ``run_main_job`` overrides (suite kwargs such as
+            ``steps_per_task`` in agent steps, job options, hyperparameters).
+    """
+
+    suites: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    learners: tuple[str | None, ...] = (None,)
+    preset: str = "paper"
+    num_envs: int | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for axis in ("suites", "methods", "learners", "seeds"):
+            values = tuple(dict.fromkeys(getattr(self, axis)))  # drop repeats, keep order
+            if not values:
+                raise SweepError(
+                    f"empty grid: no {axis} given (e.g. --{axis} on the command line or "
+                    f"'{axis} = [...]' in the sweep file)"
+                )
+            object.__setattr__(self, axis, values)
+        object.__setattr__(self, "overrides", dict(self.overrides))
+
+    def runs(self) -> list[RunSpec]:
+        """The runs of the grid in a fixed order (suite, method, learner, seed)."""
+        runs = []
+        for suite, method, learner, seed in itertools.product(
+            self.suites, self.methods, self.learners, self.seeds
+        ):
+            name = short_suite_name(suite)
+            runs.append(
+                RunSpec(
+                    suite=name,
+                    method=method,
+                    learner=learner or default_learner(name, self.preset),
+                    seed=int(seed),
+                    preset=self.preset,
+                    num_envs=self.num_envs,
+                    overrides=dict(self.overrides),
+                )
+            )
+        return runs
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``sweep.json`` stores and compares)."""
+        return {
+            "suites": list(self.suites),
+            "methods": list(self.methods),
+            "learners": list(self.learners),
+            "seeds": list(self.seeds),
+            "preset": self.preset,
+            "num_envs": self.num_envs,
+            "overrides": json.loads(json.dumps(dict(self.overrides), sort_keys=True)),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
+        """Build a spec from plain data (a parsed sweep file or ``sweep.json``)."""
+        data = {_ALIASES.get(k, k): v for k, v in data.items()}
+        unknown = sorted(set(data) - set(GRID_KEYS))
+        if unknown:
+            raise SweepError(
+                f"unknown sweep key(s) {', '.join(map(repr, unknown))}; valid: "
+                f"{', '.join(GRID_KEYS)} (and a [ray] table with {', '.join(EXECUTION_KEYS)})"
+            )
+        overrides = data.get("overrides") or {}
+        if not isinstance(overrides, Mapping):
+            raise SweepError(f"'overrides' must be a table of key = value, got {overrides!r}")
+        learners = [
+            None if lr in (None, "default") else str(lr)
+            for lr in _as_list(data.get("learners"), "learners", default=[None])
+        ]
+        return cls(
+            suites=tuple(str(s) for s in _as_list(data.get("suites"), "suites")),
+            methods=tuple(str(m) for m in _as_list(data.get("methods"), "methods")),
+            learners=tuple(learners),
+            seeds=tuple(parse_seeds(data.get("seeds", []))),
+            preset=str(data.get("preset", "paper")),
+            num_envs=None if data.get("num_envs") is None else int(data["num_envs"]),
+            overrides=dict(overrides),
+        )
+
+
+def _as_list(value: Any, key: str, default: list[Any] | None = None) -> list[Any]:
+    if value is None:
+        return list(default or [])
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+        return list(value)
+    raise SweepError(f"'{key}' must be a list or a comma-separated string, got {value!r}")
+
+
+def parse_seeds(value: str | int | Iterable[int | str]) -> list[int]:
+    """Seeds from ``"0-4"``, ``"0,2,5"``, ``"0-2,7"``, ``3`` or a list of those."""
+    if isinstance(value, bool):
+        raise SweepError(f"bad seeds {value!r}; use e.g. 0-4, 0,2,5 or [0, 1, 2]")
+    if isinstance(value, int):
+        return [value]
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    seeds: list[int] = []
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            seeds.append(part)
+            continue
+        text = str(part).strip()
+        if not text:
+            continue
+        if m := _SEED_RANGE.match(text):
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if hi < lo:
+                raise SweepError(f"bad seed range {text!r}: the end is before the start")
+            seeds.extend(range(lo, hi + 1))
+        elif re.fullmatch(r"-?\d+", text):
+            seeds.append(int(text))
+        else:
+            raise SweepError(f"bad seed {text!r}; use e.g. 0-4, 0,2,5 or [0, 1, 2]")
+    return seeds
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as a TOML value (``4000``, ``1e-3``, ``true``,
+    ``"x"``, ``[1, 2]``); anything that is not a TOML value is kept as a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not key:
+        raise SweepError(f"bad override {text!r}; use KEY=VALUE, e.g. steps_per_task=4000")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key, value
+
+
+def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) sweep file as data.
+
+    Returns ``(grid, execution)``: the grid keys and the ``[ray]`` table (``address``,
+    ``cpus_per_run``, ...). Nothing in the file is executed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"sweep file {str(path)!r} does not exist")
+    text = path.read_text()
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise SweepError(f"sweep file {str(path)!r}: use a .toml, .yaml or .yml file")
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        if isinstance(e, SweepError):
+            raise
+        raise SweepError(f"sweep file {str(path)!r} is not valid {suffix[1:].upper()}: {e}") from e
+    except Exception as e:  # yaml.YAMLError
+        raise SweepError(f"sweep file {str(path)!r} is not valid YAML: {e}") from e
+    if not isinstance(data, Mapping):
+        raise SweepError(f"sweep file {str(path)!r} must hold a table of keys, got {data!r}")
+    data = dict(data)
+    execution = data.pop("ray", None) or {}
+    if not isinstance(execution, Mapping):
+        raise SweepError(f"sweep file {str(path)!r}: [ray] must be a table")
+    unknown = sorted(set(execution) - set(EXECUTION_KEYS))
+    if unknown:
+        raise SweepError(
+            f"unknown [ray] key(s) {', '.join(map(repr, unknown))}; valid: "
+            f"{', '.join(EXECUTION_KEYS)}"
+        )
+    return data, dict(execution)
+
+
+def is_meal(suite: str) -> bool:
+    return str(suite).split(":")[-1].split("/")[-1].startswith("MEAL")
+
+
+def short_suite_name(suite: str) -> str:
+    """``"Procgen6"`` for ``"CLSuite/Procgen6-v0"``; ``"MEAL-20"`` for ``"CLSuite/MEAL-20-v0"``.
+    Unknown names are returned as given (the preflight check reports them)."""
+    text = str(suite).split(":")[-1]
+    if is_meal(text):
+        from cl_suites.meal.suite import parse_meal_id
+
+        try:
+            return f"MEAL-{parse_meal_id(text.split('/')[-1].removesuffix('-v0'))}"
+        except ValueError:
+            return text
+    from cl_suites.suites import find_suite
+
+    try:
+        return find_suite(text).name
+    except KeyError:
+        return text
+
+
+def default_learner(suite: str, preset: str) -> str:
+    """The learner a run uses when the grid names none (MEAL: IPPO, i.e. ``ppo``)."""
+    if is_meal(suite):
+        return "ppo"
+    from baselines_sb3.presets import PRESETS
+    from baselines_sb3.presets import default_learner as preset_learner
+
+    return preset_learner(suite, preset) if preset in PRESETS else "default"

@@ -1,0 +1,143 @@
+"""Shared pieces of the sweep tests: tiny Diagnostic runs and the Ray instances.
+
+Runs are kept tiny (2 tasks x 1,000 agent steps, an eval every 250) so that a run takes
+a few seconds, most of it the import of torch/SB3 in its fresh worker process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+TINY = {"n_tasks": 2, "steps_per_task": 1000, "eval_every": 250, "eval_episodes": 2}
+TINY_FLAGS = ["--set", "n_tasks=2", "--steps-per-task", "1000", "--eval-every", "250"]
+TINY_FLAGS += ["--eval-episodes", "2"]
+TOTAL_STEPS = 2000
+
+
+def eval_grid(run_dir: Path) -> list[tuple[int, int, str]]:
+    """(total_step, task_id, split) of every eval.csv row, in file order."""
+    with (run_dir / "eval.csv").open() as f:
+        return [(int(r["total_step"]), int(r["task_id"]), r["split"]) for r in csv.DictReader(f)]
+
+
+def last_eval_step(run_dir: Path) -> int:
+    try:
+        grid = eval_grid(run_dir)
+    except (OSError, ValueError, KeyError):
+        return -1
+    return grid[-1][0] if grid else -1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05, alive=None):
+    """Poll ``predicate`` until it is true; fail after ``timeout`` s or, with ``alive``
+    (a ``Popen``), as soon as that process has exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and alive.poll() is not None:
+            raise AssertionError(f"process exited ({alive.returncode}) before {what}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    """A Ray cluster started with ``ray start --head`` on the loopback interface (2 CPUs,
+    no GPU, its own temp dir so no other Ray user on this machine sees it) with token
+    authentication (a fresh token in the environment: Ray's clients need
+    ``RAY_AUTH_MODE=token`` to join). Yields ``(address, env)``, ``env`` being what a
+    driver needs; every process the cluster started is killed at the end."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+    temp_dir = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths
+    port = free_port()
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    cmd = [
+        ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
+        f"--temp-dir={temp_dir}", f"--ray-client-server-port={free_port()}",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, start_new_session=True, timeout=120
+    )
+    pgid = None
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        pgid = _group_of(temp_dir)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        _kill_ray_processes(pgid)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _stat(pid: str) -> tuple[int, int] | None:
+    """(ppid, pgid) of a process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[2])
+
+
+def _group_of(temp_dir: str) -> int:
+    """The process group of the cluster's processes (``ray start`` ran in a new session)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if temp_dir.encode() in (proc / "cmdline").read_bytes():
+                return os.getpgid(int(proc.name))
+        except OSError:
+            continue
+    raise AssertionError(f"no Ray process of {temp_dir} found")
+
+
+def _cluster_pids(pgid: int) -> set[int]:
+    """The cluster's processes: its process group, and the workers the raylet spawned
+    (each in a session of its own), found as descendants of the group."""
+    stats = {int(p.name): _stat(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()}
+    members = {pid for pid, st in stats.items() if st and st[1] == pgid}
+    grown = True
+    while grown:
+        children = {pid for pid, st in stats.items() if st and st[0] in members} - members
+        members |= children
+        grown = bool(children)
+    return members
+
+
+def _kill_ray_processes(pgid: int | None) -> None:
+    if pgid is None:
+        return
+    pids = _cluster_pids(pgid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        time.sleep(1.5)
