@@ -10,7 +10,9 @@ whole chain and, in place of each handle, stores the state the simulator can exp
 ``load_env_state`` unpickles the chain against a *fresh* env built the same way: each
 saved handle is replaced by the fresh env's handle at the same position, after
 ``restoreState`` / ``set_state``. Wrapper code needs no hooks, so any wrapper chain of
-pure Python objects around these simulators resumes exactly.
+pure Python objects around these simulators resumes exactly. Objects that pickle as
+"call my constructor again" (gymnasium's ``EzPickle``, e.g. ale-py's ``AtariEnv``) are
+saved by their attributes instead, so their running state is kept.
 
 Simulators whose state cannot be exported raise ``EnvStateError`` with the reason:
 NetHack (NLE) runs the game inside its C library with no state export, and gymnasium's
@@ -105,9 +107,28 @@ class _Discard:
         return len(data)
 
 
+def _new_object(cls: type) -> Any:
+    return cls.__new__(cls)
+
+
+def _set_attributes(obj: Any, attributes: dict[str, Any]) -> None:
+    obj.__dict__.update(attributes)
+
+
+_EZPICKLE: dict[type, bool] = {}
+
+
+def _reinitialised_on_unpickle(cls: type) -> bool:
+    """True for classes that pickle as constructor arguments (gymnasium's ``EzPickle``)."""
+    if cls not in _EZPICKLE:
+        _EZPICKLE[cls] = any(base.__name__ == "EzPickle" for base in cls.__mro__[1:])
+    return _EZPICKLE[cls]
+
+
 class _HandlePickler(pickle.Pickler):
     """Pickles an env with every simulator handle replaced by a numbered reference that
-    carries the handle's exported state (``with_states``) or nothing."""
+    carries the handle's exported state (``with_states``) or nothing, and ``EzPickle``
+    objects by their attributes (not by constructor arguments)."""
 
     def __init__(self, file: Any, with_states: bool):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -127,6 +148,12 @@ class _HandlePickler(pickle.Pickler):
         index = self._index[id(obj)] = len(self.handles)
         self.handles.append(obj)
         return (kind.name, index, kind.save(obj) if self.with_states else None)
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        if _reinitialised_on_unpickle(cls) and hasattr(obj, "__dict__"):
+            return (_new_object, (cls,), obj.__dict__, None, None, _set_attributes)
+        return NotImplemented
 
 
 def _pickle(env: Any, file: Any, with_states: bool) -> list[Any]:
