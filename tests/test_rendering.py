@@ -95,32 +95,3 @@ def test_vec_video_recorder_on_the_sb3_adapter(tmp_path):
     (video,) = tmp_path.glob("*.mp4")
     count, size = video_frames(video)
     assert count == 13 and size == (96, 2 * 96)  # SB3 tiles the two sub-envs' frames
-
-
-def test_record_video_parallel_writes_a_meal_episode(tmp_path):
-    pytest.importorskip("meal")
-    pytest.importorskip("pygame")
-    from pettingzoo.utils.wrappers import RecordVideoParallel
-
-    env = cl_suites.make_parallel(
-        "MEAL-1",
-        strategy="ordered",
-        layout_names=["cramped_room"],
-        steps_per_task=200,
-        episode_len=50,
-        render_mode="rgb_array",
-    )
-    env = RecordVideoParallel(env, str(tmp_path), episode_trigger=lambda e: e == 0)
-    env.reset(seed=0)
-    steps = 0
-    while env.agents:
-        env.step({a: env.action_space(a).sample() for a in env.agents})
-        steps += 1
-    frame = env.render()
-    assert steps == 50 and frame.shape == (4 * 32, 5 * 32, 3)  # cramped_room: 4 x 5 cells
-    env.reset()
-    env.close()
-    (video,) = tmp_path.glob("*.mp4")
-    count, size = video_frames(video)
-    # 51 frames recorded; moviepy may drop the last one when 51 / fps rounds down
-    assert count in (50, 51) and size == (5 * 32, 4 * 32)
