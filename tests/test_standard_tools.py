@@ -123,6 +123,35 @@ def test_vector_env_refuses_float_actions_like_the_single_env():
     venv.step([0, 1])  # plain ints are fine
 
 
+def test_bad_seeds_are_refused_with_the_value():
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got -1"):
+        cl_suites.make_vec("Diagnostic", 2).reset(seed=-1)
+    with pytest.raises(gym.error.Error, match="greater or equal to zero, actual value: -1"):
+        gym.make("CLSuite/Diagnostic-v0").reset(seed=-1)  # gymnasium's own check
+    from cl_suites.envs.procgen import ProcgenVectorEnv
+
+    with pytest.raises(ValueError, match="procgen seed must be below 2\\*\\*31"):
+        ProcgenVectorEnv("climber", 2).reset(seed=2**40)  # gym3 would assert
+
+
+def test_action_masks_of_the_sequence_are_in_every_info():
+    from tests.toy_envs import toy_sequence
+
+    sequence = toy_sequence(num_tasks=2, budget=4, cycles=1)
+    masks = np.array([[True, True, False], [False, True, True]])
+    object.__setattr__(sequence, "action_masks", lambda: masks)  # interface 1 (C1's method)
+    env = cl_suites.SequenceEnv(sequence)
+    _, info = env.reset(seed=0)
+    assert info["action_mask"].tolist() == [True, True, False]
+    venv = SequenceVectorEnv(sequence, 2)
+    _, infos = venv.reset(seed=0)
+    assert infos["action_mask"].tolist() == [[True, True, False]] * 2
+    _, _, _, _, infos = venv.step(np.ones(2, dtype=np.int64))
+    _, _, _, _, infos = venv.step(np.ones(2, dtype=np.int64))  # the switch to task 1
+    assert infos["task_id"].tolist() == [1, 1]
+    assert infos["action_mask"].tolist() == [[False, True, True]] * 2
+
+
 def test_unknown_option_lists_the_valid_ones():
     with pytest.raises(
         TypeError, match="no option 'step_per_task' \\(did you mean 'steps_per_task'"

@@ -285,7 +285,13 @@ class SequenceCursor:
         self._segment_end = self.segments[0].end_step
 
     def start(self, run_seed: int) -> None:
-        """Start the run over from step 0 with ``run_seed``."""
+        """Start the run over from step 0 with ``run_seed`` (an integer >= 0)."""
+        if (
+            isinstance(run_seed, bool)
+            or not isinstance(run_seed, (int, np.integer))
+            or run_seed < 0
+        ):
+            raise ValueError(f"the seed must be an integer >= 0, got {run_seed!r}")
         self.run_seed = int(run_seed)
         self.restart()
 

@@ -116,6 +116,7 @@ def default_num_threads(num_envs: int) -> int:
 
 
 def _make_gym3(env_name: str, num: int, seed: int, options: dict[str, Any]):
+    check_level_number("a procgen seed", seed)  # gym3 asserts on seeds outside int32
     options = {"num_threads": default_num_threads(num), **options}
     return _procgen().ProcgenGym3Env(num=num, env_name=env_name, rand_seed=seed, **options)
 
