@@ -77,8 +77,9 @@ class TaskSpec:
             defaults to ``make_train``.
         records_episodes: the factory's env already reports true episode statistics
             in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
-            life loss but the reported return is the whole game's). Otherwise the
-            sequence env records them itself.
+            life loss but the reported return is the whole game's); the sequence envs
+            move them to ``info["task_episode"]``. Otherwise the sequence envs record
+            them themselves.
     """
 
     name: str
