@@ -9,7 +9,7 @@ from cl_suites.api import make_env, make_sequence, make_vec, schedule
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.runlog import RunLog, read_episodes, read_eval, read_metadata
 from cl_suites.core.sequence_env import SequenceEnv
-from cl_suites.core.task import Segment, TaskSequence, TaskSpec, TaskSwitch
+from cl_suites.core.task import Segment, SequenceDoneError, TaskSequence, TaskSpec, TaskSwitch
 from cl_suites.core.vector import SequenceVectorEnv
 from cl_suites.errors import silence_legacy_gym_banner
 from cl_suites.registration import register_all
@@ -22,6 +22,7 @@ __all__ = [
     "Evaluator",
     "RunLog",
     "Segment",
+    "SequenceDoneError",
     "SequenceEnv",
     "SequenceVectorEnv",
     "TaskSequence",
@@ -55,8 +56,8 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 
 def __getattr__(name: str):
-    if name == "SB3VecEnv":  # needs stable-baselines3 (extra "baselines")
-        from cl_suites.core.sb3_adapter import SB3VecEnv
+    if name in ("SB3VecEnv", "StopTrainingOnSequenceEnd"):  # need stable-baselines3
+        from cl_suites.core import sb3_adapter
 
-        return SB3VecEnv
+        return getattr(sb3_adapter, name)
     raise AttributeError(f"module 'cl_suites' has no attribute {name!r}")

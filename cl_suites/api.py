@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from cl_suites.core.sequence_env import SequenceEnv
@@ -12,13 +13,15 @@ from cl_suites.suites import find_suite
 
 def make_sequence(id: str, **kwargs: Any) -> TaskSequence:
     """The ``TaskSequence`` of suite ``id``; ``kwargs`` override paper defaults
-    (``steps_per_task``, ``cycles``, ``eval_every``, ``eval_episodes`` and suite options)."""
+    (``steps_per_task``, ``cycles``, ``eval_every``, ``eval_episodes`` and suite options).
+    An unknown keyword raises ``TypeError`` listing the suite's options."""
     return find_suite(id).build(**kwargs)
 
 
-def make_env(suite: str, **kwargs: Any) -> SequenceEnv:
+def make_env(suite: str, render_mode: str | None = None, **kwargs: Any) -> SequenceEnv:
     """Entry point behind ``gym.make("CLSuite/<suite>-v0", **kwargs)``."""
-    return SequenceEnv(make_sequence(suite, **kwargs))
+    _refuse_gymnasium_per_env_vectorization(suite)
+    return SequenceEnv(make_sequence(suite, **kwargs), render_mode=render_mode)
 
 
 def make_vec(
@@ -26,6 +29,7 @@ def make_vec(
     num_envs: int = 1,
     *,
     vectorization_mode: VectorizationMode = "sync",
+    render_mode: str | None = None,
     **kwargs: Any,
 ) -> SequenceVectorEnv:
     """A gymnasium ``VectorEnv`` of ``num_envs`` sub-envs that switch task together.
@@ -33,11 +37,43 @@ def make_vec(
     The budget counts globally (``num_envs`` agent steps per vector step). Procgen uses its
     native batched backend; other simulators are batched with gymnasium's
     ``SyncVectorEnv`` (``vectorization_mode="sync"``) or ``AsyncVectorEnv`` (``"async"``,
-    one process per sub-env). Wrap the result in ``cl_suites.SB3VecEnv`` for SB3.
+    one process per sub-env). ``gymnasium.make_vec("CLSuite/<suite>-v0", num_envs=N)``
+    builds the same env (sync mode). Wrap the result in ``cl_suites.SB3VecEnv`` for SB3.
     """
-    return SequenceVectorEnv(make_sequence(id, **kwargs), num_envs, vectorization_mode)
+    return SequenceVectorEnv(
+        make_sequence(id, **kwargs), num_envs, vectorization_mode, render_mode=render_mode
+    )
+
+
+def make_vec_entry(suite: str, num_envs: int = 1, **kwargs: Any) -> SequenceVectorEnv:
+    """Entry point behind ``gymnasium.make_vec("CLSuite/<suite>-v0", num_envs=N, **kwargs)``
+    (the ids' ``vector_entry_point``): ``make_vec(suite, num_envs, **kwargs)``."""
+    return make_vec(suite, num_envs, **kwargs)
 
 
 def schedule(id: str, num_envs: int = 1, **kwargs: Any) -> tuple[Segment, ...]:
     """The schedule of suite ``id`` (which task trains over which agent-step range)."""
     return make_sequence(id, **kwargs).schedule(num_envs)
+
+
+def _refuse_gymnasium_per_env_vectorization(suite: str) -> None:
+    """``gymnasium.make_vec(id, vectorization_mode="sync"|"async")`` batches N copies of
+    the single env: N independent sequences, each with the whole budget, switching on
+    their own. That is never what a continual run wants, so it is refused here (the only
+    place that can see it: gymnasium builds each copy through ``make``)."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return
+        if (
+            frame.f_code.co_name == "create_single_env"
+            and frame.f_globals.get("__name__") == "gymnasium.envs.registration"
+        ):
+            raise ValueError(
+                f"gymnasium.make_vec(..., vectorization_mode='sync'/'async') would build "
+                f"independent {suite} sequences, each with the whole budget; use "
+                f'gymnasium.make_vec("CLSuite/{suite}-v0", num_envs=N) (one global budget, '
+                f"all sub-envs switch together) or cl_suites.make_vec({suite!r}, N, "
+                "vectorization_mode='async') for worker processes"
+            )
+        frame = frame.f_back

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from cl_suites.api import make_sequence
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.runlog import RunLog
-from cl_suites.core.task import TaskSequence
+from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
 from cl_suites.core.vector import SequenceVectorEnv, VectorizationMode
 from cl_suites.suites import find_suite
 
@@ -57,16 +57,16 @@ def run_metadata(
 def episode_records(infos: dict[str, Any], total_step: int) -> list[dict[str, Any]]:
     """Training-episode rows (``episodes.csv`` columns) for the episodes that ended in
     one vector step, from ``SequenceVectorEnv`` infos."""
-    if "_episode" not in infos:
+    if "_" + TASK_EPISODE_KEY not in infos:
         return []
-    ended = np.flatnonzero(infos["_episode"])
-    task_ids = infos["episode"]["task_id"]
+    ended = np.flatnonzero(infos["_" + TASK_EPISODE_KEY])
+    episode = infos[TASK_EPISODE_KEY]
     return [
         {
             "total_step": int(total_step),
-            "task_id": int(task_ids[i]),
-            "episode_return": float(infos["episode"]["r"][i]),
-            "episode_length": int(infos["episode"]["l"][i]),
+            "task_id": int(episode["task_id"][i]),
+            "episode_return": float(episode["r"][i]),
+            "episode_length": int(episode["l"][i]),
         }
         for i in ended
     ]

@@ -125,15 +125,15 @@ def test_logged_return_is_the_whole_game_in_unclipped_points():
         _, reward, terminated, truncated, info = env.step(int(rng.integers(18)))
         rewards.append(reward)
         steps += 1
-        if "episode" in info:
+        if "task_episode" in info:
             break
         if terminated or truncated:
             life_losses += 1
             env.reset()
     assert terminated and life_losses == 2 and env.unwrapped._env.unwrapped.ale.lives() == 0
     assert max(rewards) > 1  # not clipped
-    assert info["episode"]["r"] == pytest.approx(sum(rewards))
-    assert info["episode"]["l"] >= steps  # plus the automatic FIRE presses after each life
+    assert info["task_episode"]["r"] == pytest.approx(sum(rewards))
+    assert info["task_episode"]["l"] >= steps  # plus the automatic FIRE presses after each life
     env.close()
 
 
@@ -145,11 +145,13 @@ def test_a_game_cut_by_a_task_switch_reports_all_its_lives():
     for _ in range(300):
         _, reward, terminated, truncated, info = env.step(int(rng.integers(18)))
         rewards.append(reward)
-        if (terminated or truncated) and not info["sequence_done"] and "episode" not in info:
+        if (terminated or truncated) and not info["sequence_done"] and "task_episode" not in info:
             life_losses += 1
             env.reset()
     assert truncated and info["task_step"] == 300 and life_losses == 1
-    assert info["episode"]["l"] == 300 and info["episode"]["r"] == pytest.approx(sum(rewards))
+    assert info["task_episode"]["l"] == 300 and info["task_episode"]["r"] == pytest.approx(
+        sum(rewards)
+    )
     assert sum(rewards) == 50.0  # 50 points in the first life, none since
     env.close()
 
@@ -164,10 +166,10 @@ def test_vector_path_replays_the_single_env_and_logs_whole_games():
     for t, action in enumerate(np.random.default_rng(0).integers(18, size=1000)):
         obs, _, terminated, truncated, info = env.step(int(action))
         vobs, _, _, _, vinfo = venv.step(np.array([action]))
-        if "episode" in info:
-            single.append((t, info["episode"]["r"]))
-        if vinfo.get("_episode", [False])[0]:
-            vector.append((t, vinfo["episode"]["r"][0]))
+        if "task_episode" in info:
+            single.append((t, info["task_episode"]["r"]))
+        if vinfo.get("_task_episode", [False])[0]:
+            vector.append((t, vinfo["task_episode"]["r"][0]))
         if terminated or truncated:
             env.reset()
         else:

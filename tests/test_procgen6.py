@@ -105,10 +105,23 @@ def test_unknown_suite_lists_available_ids():
 
 
 def test_bad_procgen_options_are_named():
-    with pytest.raises(ValueError, match="'medium' is unknown"):
-        cl_suites.make_env("Procgen6", distribution_mode="medium").reset(seed=0)
-    with pytest.raises(ValueError, match="'pong' does not exist"):
-        cl_suites.make_env("Procgen6", games=("pong",)).reset(seed=0)
+    # refused when the sequence is built, not when the task starts millions of steps later
+    with pytest.raises(ValueError, match="'medium' is unknown; use one of \\('easy'"):
+        cl_suites.make_sequence("Procgen6", distribution_mode="medium")
+    with pytest.raises(
+        ValueError, match="unknown procgen game\\(s\\) \\['pong'\\]; available: bigfish"
+    ):
+        cl_suites.make_sequence("Procgen6", games=("climber", "pong"))
+    with pytest.raises(ValueError, match="games must be a sequence of procgen game names"):
+        cl_suites.make_sequence("Procgen6", games="climber")
+    # negative level numbers would reach procgen's C++ assert, which kills the process
+    for name in ("num_train_levels", "start_level", "num_test_levels", "num_threads"):
+        with pytest.raises(ValueError, match=f"{name} must be an integer >= 0, got -1"):
+            cl_suites.make_sequence("Procgen6", **{name: -1})
+    with pytest.raises(ValueError, match="num_train_levels must be below 2\\*\\*31"):
+        cl_suites.make_sequence("Procgen6", num_train_levels=2**40)
+    with pytest.raises(ValueError, match="num_levels must be an integer >= 0, got -5"):
+        ProcgenVectorEnv("climber", 2, num_levels=-5)
     with pytest.raises(ValueError, match="steps_per_task must be a positive integer, got -1"):
         cl_suites.make_sequence("Procgen6", steps_per_task=-1)
     with pytest.raises(ValueError, match="cycles must be a positive integer, got 0"):

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from cl_suites.core.sequence_env import SequenceEnv
-from cl_suites.core.task import TaskSequence, TaskSpec
+from cl_suites.core.task import SequenceDoneError, TaskSequence, TaskSpec
 from tests.toy_envs import OBS_SPACE, CountingEnv, toy_sequence
 
 INFO_KEYS = {"task_id", "task_name", "cycle", "task_step", "total_step", "task_switched"}
@@ -65,9 +65,14 @@ def test_switch_truncates_running_episode_and_reports_partial_episode():
     steps = play(env)
     at_switch = next(s for s in steps if s[0] == "step" and s[4]["total_step"] == 10)
     assert at_switch[3] is True and at_switch[2] is False  # truncated, not terminated
-    assert at_switch[4]["episode"] == {"r": 2.0, "l": 2}  # steps 9 and 10 of task 0
-    ends = [s[4]["episode"]["l"] for s in steps if s[0] == "step" and "episode" in s[4]]
-    assert ends == [4, 4, 2, 4, 4, 2]
+    assert at_switch[4]["task_episode"] == {"r": 2.0, "l": 2, "task_id": 0}  # steps 9, 10
+    ends = [
+        (s[4]["task_episode"]["l"], s[4]["task_episode"]["task_id"])
+        for s in steps
+        if s[0] == "step" and "task_episode" in s[4]
+    ]
+    assert ends == [(4, 0), (4, 0), (2, 0), (4, 1), (4, 1), (2, 1)]
+    assert not any("episode" in s[4] for s in steps)  # left to RecordEpisodeStatistics
 
 
 def test_sequence_done_then_step_raises():
@@ -75,10 +80,13 @@ def test_sequence_done_then_step_raises():
     steps = play(env)
     assert steps[-1][4]["sequence_done"] is True
     assert not any(s[4]["sequence_done"] for s in steps[:-1])
-    with pytest.raises(RuntimeError, match="sequence is done"):
+    with pytest.raises(SequenceDoneError, match="sequence is done.*reset\\(seed=...\\)"):
         env.step(0)
-    with pytest.raises(RuntimeError, match="reset\\(seed=...\\)"):
-        env.reset()
+    # a reset without seed (a vector env's autoreset) hands back the last observation
+    obs, info = env.reset()
+    assert np.array_equal(obs, steps[-1][1]) and info["sequence_done"] is True
+    with pytest.raises(SequenceDoneError):
+        env.step(0)
     env.reset(seed=1)  # starts over
     assert env.cursor.total_step == 0
 

@@ -58,12 +58,13 @@ def test_episodes_carry_the_task_they_were_played_on():
     records = run_all(env)
     episodes = []
     for _, _, _, infos in records[1:]:
-        for i in np.flatnonzero(infos.get("_episode", [])):
+        assert "episode" not in infos  # left to RecordEpisodeStatistics
+        for i in np.flatnonzero(infos.get("_task_episode", [])):
             episodes.append(
                 (
                     int(infos["total_step"][0]),
-                    int(infos["episode"]["task_id"][i]),
-                    int(infos["episode"]["l"][i]),
+                    int(infos["task_episode"]["task_id"][i]),
+                    int(infos["task_episode"]["l"][i]),
                 )
             )
     # each sub-env: episode of 5 at steps 10, then cut after 1 more step at the switch (12)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -9,10 +10,14 @@ import gymnasium as gym
 import numpy as np
 
 from cl_suites.core.task import (
+    RENDER_MODES,
+    TASK_EPISODE_KEY,
     ScheduleAccessors,
     Segment,
     SequenceCursor,
+    SequenceDoneError,
     TaskSequence,
+    check_render_mode,
 )
 
 
@@ -21,7 +26,8 @@ def action_validator(space: gym.Space) -> Callable[[Any], bool]:
 
     ``Discrete.contains`` costs about 2 us per call for numpy integers; for ``Discrete``
     and batched ``MultiDiscrete`` spaces of one size this test gives the same answer
-    with plain comparisons, and falls back to ``space.contains`` for anything else.
+    with plain comparisons (and refuses non-integer arrays, which ``MultiDiscrete``
+    would accept), and falls back to ``space.contains`` for anything else.
     """
     if type(space) is gym.spaces.Discrete:
         low, high = int(space.start), int(space.start + space.n)
@@ -37,8 +43,13 @@ def action_validator(space: gym.Space) -> Callable[[Any], bool]:
         if np.all(space.nvec == high):
 
             def valid_batch(actions: Any) -> bool:
-                if isinstance(actions, np.ndarray) and actions.dtype.kind in "iu":
-                    return actions.shape == shape and actions.min() >= 0 and actions.max() < high
+                if isinstance(actions, np.ndarray):
+                    return (
+                        actions.dtype.kind in "iu"
+                        and actions.shape == shape
+                        and actions.min() >= 0
+                        and actions.max() < high
+                    )
                 return space.contains(actions)
 
             return valid_batch
@@ -49,7 +60,19 @@ _INT_TYPES = (int, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, n
 
 
 def check_action(space: gym.Space, action: Any) -> None:
-    """Raise ``ValueError`` when ``action`` is not an element of ``space``."""
+    """Raise ``ValueError`` when ``action`` is not an element of ``space``.
+
+    Discrete actions must be integers: a float array is refused even where its values are
+    whole numbers (``MultiDiscrete.contains`` would accept it).
+    """
+    discrete = isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+    dtype = getattr(action, "dtype", None)
+    integral = dtype is None or dtype.kind in "iu"
+    if isinstance(action, (float, bool, np.bool_)) or (discrete and not integral):
+        raise ValueError(
+            f"action {action!r} has type {dtype or type(action).__name__}; {space} takes "
+            "integer actions"
+        )
     if not space.contains(action):
         shape = getattr(action, "shape", None)
         described = f"{action!r}" + (f" (shape {shape})" if shape is not None else "")
@@ -73,49 +96,61 @@ def check_spaces(
             )
 
 
+def own_spaces(sequence: TaskSequence) -> tuple[gym.Space, gym.Space]:
+    """Copies of the sequence's observation and action spaces for one env instance (so
+    that seeding one env's ``action_space`` does not seed another's)."""
+    return copy.deepcopy(sequence.observation_space), copy.deepcopy(sequence.action_space)
+
+
 class SequenceEnv(ScheduleAccessors, gym.Env):
     """One non-stationary environment that plays a whole task sequence.
 
-    The observation and action spaces are the sequence's and never change. Every
-    ``step`` counts one agent step; when the current task's budget is spent the running
-    episode is truncated (``truncated=True``) and the next ``reset()`` starts the next
-    task (``info["task_switched"]`` is True on that reset). After the last step of the
-    last cycle ``info["sequence_done"]`` is True and any further ``step`` raises.
+    The observation and action spaces are the sequence's and never change (each env has
+    its own space objects). Every ``step`` counts one agent step; when the current task's
+    budget is spent the running episode is truncated (``truncated=True``) and the next
+    ``reset()`` starts the next task (``info["task_switched"]`` is True on that reset).
+    After the last step of the last cycle ``info["sequence_done"]`` is True, ``step``
+    raises ``SequenceDoneError`` and ``reset()`` (without a seed) returns the last
+    observation again, so a vector env's automatic reset does not fail.
 
     Every ``info`` carries ``task_id``, ``task_name``, ``cycle``, ``task_step``,
-    ``total_step``, ``task_switched`` and ``sequence_done``. At the end of each episode
-    (including one cut by a task switch) ``info["episode"] = {"r": return, "l": length}``
-    holds the true episode return in the simulator's reward units. When the sequence's
-    tasks restrict their actions (``TaskSequence.action_masks()`` is not ``None``, e.g.
-    MiniHack15), every ``info`` also holds ``action_mask``: bool ``(n_actions,)``, the
-    actions the current task accepts (sample with
-    ``env.action_space.sample(mask=info["action_mask"].astype(np.int8))``).
+    ``total_step``, ``task_switched`` and ``sequence_done`` (and ``action_mask``, bool
+    ``(n_actions,)``, when the sequence restricts actions per task, e.g. MiniHack15: sample
+    with ``env.action_space.sample(mask=info["action_mask"].astype(np.int8))``). At the end
+    of each episode (including one cut by a task switch) ``info["task_episode"] = {"r": return, "l": length, "task_id": id}``
+    holds the true episode return in the simulator's reward units (for Atari the whole
+    game's, across lives). ``info["episode"]`` is left free for gymnasium's
+    ``RecordEpisodeStatistics``, which counts the episodes this env returns.
 
     Seeding: ``reset(seed=s)`` (re)starts the sequence from step 0; each task's
     environment is then seeded from ``(s, cycle, task_id)``, so the same seed gives the
-    same task order, levels and observations. Task environments live only while their
-    task is trained.
+    same task order, levels and observations. One task environment is built per task
+    segment and lives while its task is trained.
 
     ``spec.nondeterministic`` is left False: given a seed, the built-in suites replay
     exactly (MiniHack's dynamics are stochastic but drawn from the seeded RNG).
 
     Args:
         sequence: the task sequence to play.
+        render_mode: ``"rgb_array"`` to get frames from ``render()`` (passed on to the
+            task environments' factories), or ``None``.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": 30}
 
-    def __init__(self, sequence: TaskSequence):
+    def __init__(self, sequence: TaskSequence, render_mode: str | None = None):
         sequence.check_installed()
+        self.render_mode = check_render_mode(render_mode)
+        self.metadata = {**type(self).metadata, "render_fps": sequence.render_fps}
         self.sequence = sequence
-        self.observation_space = sequence.observation_space
-        self.action_space = sequence.action_space
+        self.observation_space, self.action_space = own_spaces(sequence)
         self._valid_action = action_validator(self.action_space)
+        self._action_masks = sequence.action_masks()
         self.cursor = SequenceCursor(sequence, num_envs=1)
         self._env: gym.Env | None = None
         self._records_episodes = False
         self._segment_info: dict[str, Any] = {}
-        self._action_masks = sequence.action_masks()
+        self._last_obs: Any = None
         self._episode_return = 0.0
         self._episode_length = 0
 
@@ -124,6 +159,9 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
+        if seed is None and self.cursor.done:
+            # the sequence is over: hand back the last observation (steps still raise)
+            return self._last_obs, {**self._segment_info, **self.cursor.info(False)}
         switched = self.cursor.begin_episode(
             seed, draw_seed=lambda: int(self.np_random.integers(2**31))
         )
@@ -134,10 +172,8 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         if switched or not self._records_episodes:
             # a records_episodes env (Atari) resets at every life loss mid-game
             self._episode_return, self._episode_length = 0.0, 0
-        info = {**inner_info, **self.cursor.info(task_switched=switched)}
-        if self._action_masks is not None:
-            info["action_mask"] = self._action_masks[self.cursor.segment.task_id]
-        return obs, info
+        self._last_obs = obs
+        return obs, {**inner_info, **self._segment_info, **self.cursor.info(switched)}
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self.cursor.switch_pending or self._env is None:
@@ -146,6 +182,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             check_action(self.action_space, action)
         spent = self.cursor.advance(1)
         obs, reward, terminated, truncated, inner_info = self._env.step(action)
+        self._last_obs = obs
         self._episode_return += float(reward)
         self._episode_length += 1
         cursor = self.cursor
@@ -155,23 +192,40 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             "task_step": cursor.task_step,
             "total_step": cursor.total_step,
         }
-        if "episode" in inner_info or ((terminated or truncated) and not self._records_episodes):
-            info.setdefault("episode", self._episode_stats())
-            self._episode_return, self._episode_length = 0.0, 0
+        if self._records_episodes:
+            game = info.pop("episode", None)  # the task env's own (whole-game) statistics
+            if game is not None:
+                self._end_episode(info, float(game["r"]), int(game["l"]))
+        elif terminated or truncated:
+            self._end_episode(info, self._episode_return, self._episode_length)
         if spent:
             truncated = True
-            if self._episode_length:
-                info["episode"] = self._episode_stats()
+            if self._episode_length:  # the episode (or game) cut by the switch
+                self._end_episode(info, self._episode_return, self._episode_length)
             cursor.switch_pending = True
             cursor.next_segment()
             info["sequence_done"] = cursor.done
         return obs, reward, terminated, truncated, info
 
+    def render(self) -> np.ndarray | None:
+        """The current frame of the task being played (``uint8 (H, W, 3)``), or ``None``
+        without a render mode or before the first ``reset()``."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() needs a render mode: make the env with render_mode='rgb_array'"
+            )
+            return None
+        return None if self._env is None else self._env.render()
+
     def _refuse_step(self) -> None:
         if self._env is None:
             raise RuntimeError("call reset() before step()")
         if self.cursor.done:
-            self.cursor.advance(1)  # raises the sequence-done error
+            raise SequenceDoneError(
+                f"the {self.sequence.name} sequence is done (all {len(self.cursor.segments)} "
+                f"segments played, {self.cursor.total_step} agent steps); create a new env "
+                "or call reset(seed=...) to start over"
+            )
         raise RuntimeError(
             f"the previous task spent its budget at step {self.cursor.total_step}; "
             f"call reset() to start the next task ({self.cursor.segment.task_name!r})"
@@ -183,14 +237,15 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             self._env = None
 
     # -- internals --------------------------------------------------------------------
-    def _episode_stats(self) -> dict[str, float | int]:
-        return {"r": self._episode_return, "l": self._episode_length}
+    def _end_episode(self, info: dict[str, Any], episode_return: float, length: int) -> None:
+        info[TASK_EPISODE_KEY] = {"r": episode_return, "l": length, "task_id": info["task_id"]}
+        self._episode_return, self._episode_length = 0.0, 0
 
     def _activate(self, segment: Segment) -> tuple[Any, dict[str, Any]]:
         """Close the previous task env, build this segment's, and reset it with its seed."""
         self.close()
         task = self.sequence.tasks[segment.task_id]
-        env = task.make_train()
+        env = task.env_factory("train", render_mode=self.render_mode)()
         check_spaces(self.sequence, task.name, env)
         self._env = env
         self._records_episodes = task.records_episodes

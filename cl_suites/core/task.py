@@ -15,19 +15,41 @@ import importlib.util
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-EnvFactory = Callable[[], gym.Env]
-"""Builds one single-task environment (seeded later through ``reset(seed=...)``)."""
+EnvFactory = Callable[..., gym.Env]
+"""Builds one single-task environment (seeded later through ``reset(seed=...)``).
+Called ``factory()``, or ``factory(render_mode="rgb_array")`` when frames are wanted."""
 
-VecEnvFactory = Callable[[int], gym.vector.VectorEnv]
-"""Builds a batched single-task environment with the given number of sub-envs.
-It must use same-step autoreset (``AutoresetMode.SAME_STEP``)."""
+VecEnvFactory = Callable[..., gym.vector.VectorEnv]
+"""Builds a batched single-task environment with the given number of sub-envs
+(``factory(num_envs)``, plus ``render_mode=`` when frames are wanted). It must use
+same-step autoreset (``AutoresetMode.SAME_STEP``)."""
 
 SPLITS = ("train", "test")
+RENDER_MODES: tuple[str, ...] = ("rgb_array",)
+"""Render modes every sequence env offers (frames as ``uint8 (H, W, 3)`` arrays)."""
+TASK_EPISODE_KEY = "task_episode"
+"""Info key of a finished episode's statistics in the sequence envs: ``{"r": return,
+"l": length in agent steps, "task_id": task it was played on}``. ``info["episode"]`` is
+left to gymnasium's ``RecordEpisodeStatistics`` (and SB3's ``Monitor``)."""
+
+
+class SequenceDoneError(RuntimeError):
+    """A sequence env was stepped after its last task spent its budget."""
+
+
+def check_render_mode(render_mode: str | None) -> str | None:
+    """``render_mode`` when it is ``None`` or one of ``RENDER_MODES``, else ``ValueError``."""
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(
+            f"render_mode {render_mode!r} is not supported; use one of {RENDER_MODES} or None"
+        )
+    return render_mode
 
 
 def check_positive_int(name: str, value: object) -> int:
@@ -55,8 +77,9 @@ class TaskSpec:
             defaults to ``make_train``.
         records_episodes: the factory's env already reports true episode statistics
             in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
-            life loss but the reported return is the whole game's). Otherwise the
-            sequence env records them itself.
+            life loss but the reported return is the whole game's); the sequence envs
+            move them to ``info["task_episode"]``. Otherwise the sequence envs record
+            them themselves.
         valid_actions: the actions of the sequence's ``Discrete`` action space this task
             accepts (sorted, e.g. ``(0, ..., 9)`` for MiniHack's KeyRoom), ``None`` when
             every action is valid. Sequence envs report them as ``info["action_mask"]``;
@@ -89,21 +112,30 @@ class TaskSpec:
         """The evaluation splits this task defines: ``("train",)`` or ``("train", "test")``."""
         return SPLITS if self.make_test is not None else SPLITS[:1]
 
-    def env_factory(self, split: str, evaluation: bool = False) -> EnvFactory:
+    def env_factory(
+        self, split: str, evaluation: bool = False, render_mode: str | None = None
+    ) -> EnvFactory:
         """The single-env factory of ``split`` (``"train"`` or ``"test"``); with
-        ``evaluation=True`` the train split's evaluation variant."""
+        ``evaluation=True`` the train split's evaluation variant. With a ``render_mode``
+        the factory is called with ``render_mode=`` (otherwise without it)."""
         if split not in self.splits:
             raise ValueError(f"task {self.name!r} has no split {split!r}; it has {self.splits}")
         if split == "test":
-            return self.make_test  # type: ignore[return-value]
-        if evaluation and self.make_train_eval is not None:
-            return self.make_train_eval
-        return self.make_train
+            factory: EnvFactory = self.make_test  # type: ignore[assignment]
+        elif evaluation and self.make_train_eval is not None:
+            factory = self.make_train_eval
+        else:
+            factory = self.make_train
+        return factory if render_mode is None else partial(factory, render_mode=render_mode)
 
-    def vec_env_factory(self, split: str) -> VecEnvFactory | None:
-        """The native batched factory of ``split``, or ``None`` when there is none."""
+    def vec_env_factory(self, split: str, render_mode: str | None = None) -> VecEnvFactory | None:
+        """The native batched factory of ``split``, or ``None`` when there is none (with a
+        ``render_mode`` it is called with ``render_mode=``)."""
         self.env_factory(split)  # validates split
-        return self.make_train_vec if split == "train" else self.make_test_vec
+        factory = self.make_train_vec if split == "train" else self.make_test_vec
+        if factory is None or render_mode is None:
+            return factory
+        return partial(factory, render_mode=render_mode)
 
 
 @dataclass(frozen=True)
@@ -150,6 +182,7 @@ class TaskSequence:
         preflight: a cheap check run when a sequence env is constructed (after the
             module check), e.g. that CHORES' data and simulator build exist; it raises
             the suite's documented error. ``None``: no check.
+        render_fps: frames per second of recorded videos (one frame per agent step).
     """
 
     name: str
@@ -163,6 +196,7 @@ class TaskSequence:
     required_modules: tuple[str, ...] = ()
     metric_settings: Mapping[str, Any] = field(default_factory=dict)
     preflight: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    render_fps: int = 30
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -299,7 +333,13 @@ class SequenceCursor:
         self._segment_end = self.segments[0].end_step
 
     def start(self, run_seed: int) -> None:
-        """Start the run over from step 0 with ``run_seed``."""
+        """Start the run over from step 0 with ``run_seed`` (an integer >= 0)."""
+        if (
+            isinstance(run_seed, bool)
+            or not isinstance(run_seed, (int, np.integer))
+            or run_seed < 0
+        ):
+            raise ValueError(f"the seed must be an integer >= 0, got {run_seed!r}")
         self.run_seed = int(run_seed)
         self.restart()
 
@@ -315,7 +355,7 @@ class SequenceCursor:
             return True
         if self.switch_pending:
             if self.done:
-                raise RuntimeError(
+                raise SequenceDoneError(
                     f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
                 )
             self.switch_pending = False
@@ -350,7 +390,7 @@ class SequenceCursor:
 
     def _refuse_advance(self) -> None:
         if self.done:
-            raise RuntimeError(
+            raise SequenceDoneError(
                 f"the {self.sequence.name} sequence is done (all {len(self.segments)} "
                 "segments played); create a new env or call reset(seed=...) to start over"
             )
@@ -427,3 +467,32 @@ class ScheduleAccessors:
     def current_task(self) -> Segment:
         """The segment being trained now."""
         return self.cursor.segment
+
+    # The position as plain attributes, for ``VecEnv.get_attr("task_id")`` and friends.
+    @property
+    def task_id(self) -> int:
+        """Id of the task being trained now (after the last step: the last task's)."""
+        return self.cursor.segment.task_id
+
+    @property
+    def task_name(self) -> str:
+        return self.cursor.segment.task_name
+
+    @property
+    def cycle(self) -> int:
+        return self.cursor.segment.cycle
+
+    @property
+    def total_step(self) -> int:
+        """Agent steps played so far in the whole sequence."""
+        return self.cursor.total_step
+
+    @property
+    def total_steps(self) -> int:
+        """Agent steps of the whole schedule (pass it as SB3's ``total_timesteps``)."""
+        return self.cursor.segments[-1].end_step
+
+    @property
+    def sequence_done(self) -> bool:
+        """True once the last task has spent its budget."""
+        return self.cursor.done

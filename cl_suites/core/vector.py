@@ -1,7 +1,8 @@
-"""The batched view of a task sequence, and its stable-baselines3 adapter."""
+"""The batched view of a task sequence."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -9,17 +10,33 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from cl_suites.core.sequence_env import action_validator, check_action, check_spaces
+from cl_suites.core.env_state import (
+    EnvStateError,
+    load_env_state,
+    save_env_state,
+    simulator_handles,
+)
+from cl_suites.core.sequence_env import (
+    action_validator,
+    check_action,
+    check_spaces,
+    own_spaces,
+)
 from cl_suites.core.task import (
+    RENDER_MODES,
+    TASK_EPISODE_KEY,
     ScheduleAccessors,
     Segment,
     SequenceCursor,
     TaskSequence,
     TaskSpec,
+    check_render_mode,
 )
 
 VectorizationMode = Literal["sync", "async"]
 VECTORIZATION_MODES: tuple[str, ...] = ("sync", "async")
+STATE_FORMAT = 1
+"""Version of ``SequenceVectorEnv.state_dict()``'s layout."""
 
 
 def make_task_vector_env(
@@ -28,6 +45,7 @@ def make_task_vector_env(
     num_envs: int,
     vectorization_mode: VectorizationMode = "sync",
     evaluation: bool = False,
+    render_mode: str | None = None,
 ) -> VectorEnv:
     """A batched env of one task and split with same-step autoreset.
 
@@ -35,11 +53,13 @@ def make_task_vector_env(
     ``ProcgenGym3Env(num=N)``); otherwise gymnasium's ``SyncVectorEnv`` or, with
     ``vectorization_mode="async"``, ``AsyncVectorEnv`` (one worker process per sub-env).
     ``evaluation=True`` selects the split's evaluation variant (``TaskSpec.make_train_eval``).
+    With ``render_mode="rgb_array"`` its ``render()`` returns one frame per sub-env.
     """
-    native = task.vec_env_factory(split)
+    check_render_mode(render_mode)
+    native = task.vec_env_factory(split, render_mode=render_mode)
     if native is not None and not (evaluation and task.make_train_eval and split == "train"):
         return native(num_envs)
-    factory = task.env_factory(split, evaluation=evaluation)
+    factory = task.env_factory(split, evaluation=evaluation, render_mode=render_mode)
     if vectorization_mode == "sync":
         return gym.vector.SyncVectorEnv(
             [factory] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP
@@ -54,11 +74,11 @@ def make_task_vector_env(
 
 
 class EpisodeTracker:
-    """Per-sub-env running returns and lengths of a batched env.
+    """Per-sub-env running returns and lengths of a batched env with same-step autoreset.
 
     ``update`` takes one vector step and returns the finished episodes' returns and
-    lengths with a mask, in the layout of gymnasium's ``RecordEpisodeStatistics``
-    (``info["episode"] = {"r": (N,), "l": (N,)}``, ``info["_episode"]`` mask).
+    lengths with a mask (``{"r": (N,), "l": (N,)}`` and a bool ``(N,)`` mask, the layout
+    of gymnasium's ``RecordEpisodeStatistics``).
     """
 
     def __init__(self, num_envs: int):
@@ -79,6 +99,13 @@ class EpisodeTracker:
         self.lengths[ended] = 0
         return episode, ended.copy()
 
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.returns[:] = state["returns"]
+        self.lengths[:] = state["lengths"]
+
 
 class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     """``num_envs`` copies of a task sequence that switch task together.
@@ -90,31 +117,42 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     observation already starts the next episode and the last one is in
     ``infos["final_obs"]``. At a task switch every sub-env is truncated, the returned
     observations are the first of the new task and ``infos["task_switched"]`` is True.
+    After the last switch ``infos["sequence_done"]`` is True and ``step`` raises
+    ``SequenceDoneError``.
 
     ``infos`` holds, per sub-env, the keys of ``SequenceEnv`` (``task_id``, ``task_name``,
-    ``cycle``, ``task_step``, ``total_step``, ``task_switched``, ``sequence_done``; here
+    ``cycle``, ``task_step``, ``total_step``, ``task_switched``, ``sequence_done``, and
+    ``action_mask (num_envs, n_actions)`` when the sequence restricts actions; here
     ``task_step`` and ``total_step`` count the global agent steps) and
-    ``infos["episode"] = {"r", "l", "task_id"}``/``infos["_episode"]`` for finished
-    episodes (``task_id`` is the task the episode was played on: at a switch step the
-    other keys already describe the new task, whose first observations are returned).
-    When the tasks restrict their actions (``TaskSequence.action_masks()``),
-    ``infos["action_mask"]`` is bool ``(num_envs, n_actions)``: the current task's mask
-    in every row.
+    ``infos["task_episode"] = {"r", "l", "task_id"}`` with the mask
+    ``infos["_task_episode"]`` for finished episodes (``task_id`` is the task the episode
+    was played on: at a switch step the other keys already describe the new task).
+    ``infos["episode"]`` is left to gymnasium's ``wrappers.vector.RecordEpisodeStatistics``.
+
+    One task env (a batch of ``num_envs``) is built per task segment. ``state_dict()`` /
+    ``load_state_dict()`` save and restore the position, the running episodes and, where
+    the simulator allows it (``exact_resume``), the task env itself.
 
     Args:
         sequence: the task sequence.
         num_envs: number of sub-envs.
         vectorization_mode: for tasks without a native batched backend, ``"sync"``
             (one process) or ``"async"`` (one worker process per sub-env).
+        render_mode: ``"rgb_array"``: ``render()`` returns one frame per sub-env.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    metadata: dict[str, Any] = {
+        "autoreset_mode": AutoresetMode.SAME_STEP,
+        "render_modes": list(RENDER_MODES),
+        "render_fps": 30,
+    }
 
     def __init__(
         self,
         sequence: TaskSequence,
         num_envs: int,
         vectorization_mode: VectorizationMode = "sync",
+        render_mode: str | None = None,
     ):
         sequence.check_installed()
         if vectorization_mode not in VECTORIZATION_MODES:
@@ -122,21 +160,24 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
                 f"vectorization_mode {vectorization_mode!r} is unknown; "
                 f"use one of {VECTORIZATION_MODES}"
             )
+        self.render_mode = check_render_mode(render_mode)
+        self.metadata = {**type(self).metadata, "render_fps": sequence.render_fps}
         self.sequence = sequence
         self.cursor = SequenceCursor(sequence, num_envs=num_envs)
         self.num_envs = self.cursor.num_envs
         self.vectorization_mode = vectorization_mode
-        self.single_observation_space = sequence.observation_space
-        self.single_action_space = sequence.action_space
+        self.single_observation_space, self.single_action_space = own_spaces(sequence)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._valid_actions = action_validator(self.action_space)
+        self._action_masks = sequence.action_masks()
         self._backend: VectorEnv | None = None
         self._episodes = EpisodeTracker(self.num_envs)
         self._ones = np.ones(self.num_envs, dtype=bool)
         self._static_info: dict[str, np.ndarray] = {}
         self._static_info_index = -1
-        self._action_masks = sequence.action_masks()
+        self._exact_cache: tuple[int, bool] | None = None
+        self.interrupted_episodes: dict[str, np.ndarray] | None = None
 
     # -- VectorEnv API ----------------------------------------------------------------
     def reset(
@@ -155,6 +196,8 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._backend is None:
+            if self.cursor.done:
+                self.cursor.advance(self.num_envs)  # raises SequenceDoneError
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions)
         if not self._valid_actions(actions):
@@ -169,12 +212,14 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             # the task env reports true episodes itself (e.g. a whole Atari game)
             final_info = infos.get("final_info", {})
             if "episode" in final_info:
-                infos["episode"] = final_info["episode"]
-                infos["_episode"] = final_info["_episode"] & infos["_final_info"]
-        else:
-            infos["episode"], infos["_episode"] = episode, has_episode
-        if "episode" in infos:  # the task each finished episode was played on
-            infos["episode"]["task_id"] = np.full(self.num_envs, self.cursor.segment.task_id)
+                game = final_info["episode"]
+                episode = {"r": np.asarray(game["r"], float), "l": np.asarray(game["l"], int)}
+                has_episode = final_info["_episode"] & infos["_final_info"]
+            else:
+                has_episode = None
+        if has_episode is not None:
+            episode["task_id"] = np.full(self.num_envs, self.cursor.segment.task_id)
+            infos[TASK_EPISODE_KEY], infos["_" + TASK_EPISODE_KEY] = episode, has_episode
         if spent:
             infos = self._switch(obs, infos)
             obs = infos.pop("_next_obs", obs)
@@ -186,20 +231,151 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
 
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One frame per sub-env (``uint8 (H, W, 3)`` each) of the task being played, as
+        gymnasium's ``SyncVectorEnv.render`` returns them; ``None`` without a render mode
+        or before the first ``reset()``."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() needs a render mode: make the env with render_mode='rgb_array'"
+            )
+            return None
+        return None if self._backend is None else self._backend.render()
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of each sub-env of the running task (gymnasium's
+        ``VectorEnv.get_attr``); a batched backend's own attribute is repeated per sub-env."""
+        backend = self._require_backend()
+        if hasattr(backend, "get_attr"):
+            return tuple(backend.get_attr(name))
+        return (getattr(backend, name),) * self.num_envs
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of each sub-env of the running task (gymnasium's
+        ``VectorEnv.call``)."""
+        backend = self._require_backend()
+        if hasattr(backend, "call"):
+            return tuple(backend.call(name, *args, **kwargs))
+        return (getattr(backend, name)(*args, **kwargs),) * self.num_envs
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` of the sub-envs of the running task (gymnasium's
+        ``VectorEnv.set_attr``; one value for all, or one per sub-env)."""
+        backend = self._require_backend()
+        if hasattr(backend, "set_attr"):
+            backend.set_attr(name, values)
+        else:
+            setattr(backend, name, values)
+
     def close_extras(self, **kwargs: Any) -> None:
         if getattr(self, "_backend", None) is not None:
             self._backend.close()
             self._backend = None
 
+    # -- checkpoints ------------------------------------------------------------------
+    @property
+    def exact_resume(self) -> bool:
+        """True when ``state_dict()`` can save the running task env itself, so that
+        ``load_state_dict()`` continues bit-identically (procgen, ALE, pure-Python envs
+        in ``"sync"`` mode; not NetHack, nor ``"async"`` worker processes)."""
+        backend = self._backend
+        if backend is None:
+            return False
+        if self._exact_cache is None or self._exact_cache[0] != id(backend):
+            try:
+                simulator_handles(backend)
+                exact = True
+            except EnvStateError:
+                exact = False
+            self._exact_cache = (id(backend), exact)
+        return self._exact_cache[1]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue the run later: the position in the schedule, the
+        running episodes' returns and lengths, and the task env with its simulator state
+        (``"task_env"``: bytes, or ``None`` when it cannot be saved; ``"task_env_note"``
+        then says why)."""
+        task_env, note = None, None
+        if self._backend is not None and not self.cursor.done:
+            try:
+                task_env = save_env_state(self._backend)
+            except EnvStateError as e:
+                note = str(e)
+        return {
+            "format": STATE_FORMAT,
+            "num_envs": self.num_envs,
+            "cursor": self.cursor.state_dict(),
+            "episodes": self._episodes.state_dict(),
+            "task_env": task_env,
+            "task_env_note": note,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> np.ndarray | None:
+        """Continue from ``state_dict()``'s ``state``, in an env built like the saved one.
+
+        Returns ``None`` when the task env was restored exactly (the caller keeps the
+        observations it saved), else the first observations of the restarted task env.
+        A restarted task env is reseeded from the segment's seed and the step reached, and
+        the episodes that were running are cut: their returns and lengths so far are in
+        ``interrupted_episodes`` (``{"r", "l", "task_id"}`` with a bool mask ``"_mask"``)
+        for the caller to log. After the end of the sequence nothing is started.
+        """
+        if state.get("format") != STATE_FORMAT or state.get("num_envs") != self.num_envs:
+            raise ValueError(
+                f"this state (format {state.get('format')}, num_envs {state.get('num_envs')})"
+                f" does not fit this env (format {STATE_FORMAT}, num_envs {self.num_envs})"
+            )
+        self.cursor.load_state_dict(state["cursor"])
+        self._static_info_index = -1
+        self.interrupted_episodes = None
+        if self.cursor.done:
+            self.close_extras()
+            return None
+        segment = self.cursor.segment
+        resume_seed = int(
+            np.random.SeedSequence(
+                [self.cursor.env_seed(segment), self.cursor.task_step]
+            ).generate_state(1)[0]
+            >> 1
+        )
+        obs, _ = self._activate(segment, seed=resume_seed)
+        if state["task_env"] is not None:
+            fresh = self._backend
+            try:
+                self._backend = load_env_state(state["task_env"], fresh)
+            except EnvStateError as e:
+                warnings.warn(f"the task env restarts from a seed: {e}", stacklevel=2)
+            else:
+                fresh.closed = True  # its simulators now belong to the restored env
+                self._episodes.load_state_dict(state["episodes"])
+                return None
+        lengths = np.asarray(state["episodes"]["lengths"])
+        self.interrupted_episodes = {
+            "r": np.asarray(state["episodes"]["returns"], dtype=np.float64),
+            "l": lengths,
+            "task_id": np.full(self.num_envs, segment.task_id),
+            "_mask": lengths > 0,
+        }
+        return obs
+
     # -- internals --------------------------------------------------------------------
-    def _activate(self, segment: Segment) -> tuple[np.ndarray, dict[str, Any]]:
+    def _require_backend(self) -> VectorEnv:
+        if self._backend is None:
+            raise RuntimeError("call reset() first: no task env is running")
+        return self._backend
+
+    def _activate(self, segment: Segment, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        """Close the previous task env, build this segment's (one batch of ``num_envs``)
+        and reset it with the segment's seed (or ``seed``)."""
         self.close_extras()
         task = self.sequence.tasks[segment.task_id]
-        backend = make_task_vector_env(task, "train", self.num_envs, self.vectorization_mode)
+        backend = make_task_vector_env(
+            task, "train", self.num_envs, self.vectorization_mode, render_mode=self.render_mode
+        )
         check_spaces(self.sequence, task.name, backend)
         self._backend = backend
         self._episodes.reset()
-        return backend.reset(seed=self.cursor.env_seed(segment))
+        return backend.reset(seed=self.cursor.env_seed(segment) if seed is None else seed)
 
     def _switch(self, obs: np.ndarray, infos: dict[str, Any]) -> dict[str, Any]:
         """Truncate every sub-env, move to the next segment and start its task."""

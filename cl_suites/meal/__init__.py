@@ -70,11 +70,13 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
         separated_agents: generator only accepts kitchens whose agents are separated.
         obs_padding: ``"zeros"`` (meal-bench's ``PadObsToMax``, default) or ``"walls"``
             (the paper's text: padded cells read as counters).
+        render_mode: ``"rgb_array"``: ``render()`` draws the kitchen (meal-bench's sprites).
     """
     from cl_suites.meal.parallel_env import MealParallelEnv
 
+    render_mode = kwargs.pop("render_mode", None)
     suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
-    return MealParallelEnv(suite)
+    return MealParallelEnv(suite, render_mode=render_mode)
 
 
 def make_batched(

@@ -15,7 +15,9 @@ makes them identical to meal-bench's ``PadObsToMax`` (zero padding, centred).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,6 +45,8 @@ class _NoAutoreset:
         self._env = env
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_env" or name.startswith("__"):  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
         return getattr(self._env, name)
 
     def step(self, key, state, actions):
@@ -60,6 +64,10 @@ class MealEngine:
     ``rewards (M, n) float32`` (delivery + ``coef`` x shaping, shared across the team
     unless ``individual_rewards``), ``soups (M,) int32`` (soups the team delivered this
     step). Arrays stay on the device; the caller fetches what it needs.
+
+    Pickling stores only the suite: unpickling rebuilds the engine, or reuses a live
+    engine of an equal suite in this process (``shared_engine``), so copies of an env
+    (SuperSuit's ``concat_vec_envs_v1``) share one compiled kernel.
     """
 
     def __init__(self, suite: MealSuite):
@@ -120,6 +128,10 @@ class MealEngine:
         self._step = jax.jit(step)
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
         self._concat = jax.jit(lambda parts: jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts))
+        _ENGINES.setdefault(_suite_key(suite), self)
+
+    def __reduce__(self) -> tuple[Any, tuple[MealSuite]]:
+        return shared_engine, (self.suite,)
 
     # -- public -------------------------------------------------------------------------
     def env_keys(self, seed: int, num_envs: int):
@@ -184,3 +196,28 @@ class MealEngine:
 
             self._resets[task_id] = jax.jit(jax.vmap(reset_one))
         return self._resets[task_id]
+
+
+_ENGINES: weakref.WeakValueDictionary[bytes, MealEngine] = weakref.WeakValueDictionary()
+
+
+def _suite_key(suite: MealSuite) -> bytes:
+    """A digest of everything the engine compiles from: kitchens, agents, episode length,
+    observation shape and options (pickle bytes are not canonical, so not those)."""
+    digest = hashlib.sha256(
+        repr(
+            (suite.num_agents, suite.episode_len, suite.obs_shape, sorted(suite.options.items()))
+        ).encode()
+    )
+    for layout in suite.layouts:
+        digest.update(layout.name.encode())
+        for key in sorted(layout.layout):
+            value = np.asarray(layout.layout[key])
+            digest.update(f"{key}:{value.dtype}:{value.shape}".encode() + value.tobytes())
+    return digest.digest()
+
+
+def shared_engine(suite: MealSuite) -> MealEngine:
+    """A ``MealEngine`` for ``suite``: a live one of an equal suite (same kitchens and
+    options) when this process has one, else a new one."""
+    return _ENGINES.get(_suite_key(suite)) or MealEngine(suite)

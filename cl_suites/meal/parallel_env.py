@@ -7,10 +7,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.core.task import ScheduleAccessors, SequenceCursor
+from cl_suites.core.task import (
+    RENDER_MODES,
+    ScheduleAccessors,
+    SequenceCursor,
+    SequenceDoneError,
+    check_render_mode,
+)
 from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
-from cl_suites.meal.engine import MealEngine
+from cl_suites.meal.engine import MealEngine, shared_engine
+from cl_suites.meal.render import RENDER_FPS, KitchenRenderer
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
 
 require("pettingzoo", extra="meal")
@@ -37,23 +44,43 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     task_switched, sequence_done``, ``soups`` (team soups delivered this step),
     ``episode_soups`` and ``score`` (= ``episode_soups / max_soups``, MEAL's normalised
     score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``.
+    After the last step, ``reset()`` without a seed hands back the last observations
+    (so SuperSuit's automatic reset does not fail) and ``step`` raises
+    ``SequenceDoneError``.
 
     Seeding: ``reset(seed=s)`` restarts the sequence at step 0 and replays exactly; the
     kitchens themselves are fixed when the env is built (``make_parallel(..., seed=)``).
+
+    ``render_mode="rgb_array"``: ``render()`` draws the kitchen with meal-bench's sprites
+    (``uint8 (H * 32, W * 32, 3)``, the padded kitchen; see ``cl_suites.meal.render``),
+    so PettingZoo's ``RecordVideoParallel`` records episodes. The env pickles (the jitted
+    engine is rebuilt, or shared with an equal suite's, on unpickling), so SuperSuit's
+    ``concat_vec_envs_v1`` and multiprocessing can copy it.
     """
 
-    metadata: dict[str, Any] = {"name": "meal_v0", "render_modes": [], "is_parallelizable": True}
+    metadata: dict[str, Any] = {
+        "name": "meal_v0",
+        "render_modes": list(RENDER_MODES),
+        "render_fps": RENDER_FPS,
+        "is_parallelizable": True,
+    }
 
-    def __init__(self, suite: MealSuite, engine: MealEngine | None = None):
+    def __init__(
+        self, suite: MealSuite, engine: MealEngine | None = None, render_mode: str | None = None
+    ):
         self.suite = suite
         self.sequence = suite.sequence
+        self.render_mode = check_render_mode(render_mode)
+        engine = engine or shared_engine(suite)  # envs of one suite share the jitted kernel
         self._env = MealBatchedEnv(suite, 1, autoreset=False, engine=engine)
         self.possible_agents = list(suite.agents)
         self.agents: list[str] = []
-        space = suite.sequence.observation_space
-        self.observation_spaces = {a: space for a in self.possible_agents}
+        self.observation_spaces = {
+            a: gym.spaces.Box(0, 255, suite.obs_shape, np.uint8) for a in self.possible_agents
+        }
         self.action_spaces = {a: gym.spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
-        self.render_mode = None
+        self._renderer: KitchenRenderer | None = None
+        self._last: tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]] | None = None
 
     # -- schedule helpers (schedule, on_task_switch, current_task) -------------------------
     @property
@@ -70,6 +97,10 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+        if seed is None and self._env.cursor.done and self._last is not None:
+            # the sequence is over: hand back the last observations (steps still raise)
+            self.agents = list(self.possible_agents)
+            return self._last
         obs, info = self._env.reset(seed=seed)
         self.agents = list(self.possible_agents)
         shared = self._shared_info(info)
@@ -79,11 +110,11 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
         )
 
     def step(self, actions: dict[str, Any]):
+        if self._env.cursor.done:
+            raise SequenceDoneError(
+                f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
+            )
         if not self.agents:
-            if self._env.cursor.done:
-                raise RuntimeError(
-                    f"the {self.sequence.name} sequence is done; call reset(seed=...) to start over"
-                )
             raise RuntimeError("no agent is active (episode over or not started); call reset()")
         if not isinstance(actions, dict):
             raise ValueError(
@@ -130,13 +161,27 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
         )
         if truncs[0, 0] or terms[0, 0]:
             self.agents = []
+        if self._env.cursor.done:
+            done_infos = {a: {**infos[a], "task_switched": False} for a in agents}
+            self._last = (out[0], done_infos)
         return out
 
     def close(self) -> None:
         self._env.close()
 
-    def render(self) -> None:
-        return None
+    def render(self) -> np.ndarray | None:
+        """The kitchen now (``uint8 (H, W, 3)``), or ``None`` without a render mode or
+        before the first ``reset()``."""
+        if self.render_mode is None or self._env._state is None:
+            return None
+        if self._renderer is None:
+            self._renderer = KitchenRenderer(self.suite.num_agents)
+        return self._renderer.frames(self._env._state.env_state, [0])[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_renderer"] = None  # pygame surfaces; rebuilt on the next render()
+        return state
 
     @staticmethod
     def _shared_info(info: dict[str, Any]) -> dict[str, Any]:

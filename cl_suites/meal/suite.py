@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -50,14 +51,15 @@ def parse_meal_id(id_or_n: str | int) -> int:
     return n
 
 
-def _not_single_agent(name: str):
-    def factory() -> gym.Env:
-        raise TypeError(
-            f"MEAL task {name!r} is a multi-agent PettingZoo environment; build it with "
-            "cl_suites.make_parallel(...) (or cl_suites.meal.make_batched / make_sb3_vec_env)"
-        )
+def _single_agent_refused(name: str, **_: Any) -> gym.Env:
+    raise TypeError(
+        f"MEAL task {name!r} is a multi-agent PettingZoo environment; build it with "
+        "cl_suites.make_parallel(...) (or cl_suites.meal.make_batched / make_sb3_vec_env)"
+    )
 
-    return factory
+
+def _not_single_agent(name: str):
+    return partial(_single_agent_refused, name)  # picklable, unlike a closure
 
 
 @dataclass(frozen=True)

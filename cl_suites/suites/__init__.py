@@ -6,8 +6,10 @@ here imports a simulator, so the catalog can be listed on any machine.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +56,31 @@ class SuiteInfo:
         The common overrides (``steps_per_task``, ``cycles``, ``eval_every``,
         ``eval_episodes``) must be positive integers (``ValueError`` naming the argument).
         """
+        builder = self.builder_function()
+        self.check_options(builder, kwargs)
         for name in COMMON_KWARGS:
             if name in kwargs:
                 check_positive_int(name, kwargs[name])
+        return builder(**kwargs)
+
+    def builder_function(self) -> Any:
         module_name, func_name = self.builder.split(":")
-        return getattr(importlib.import_module(module_name), func_name)(**kwargs)
+        return getattr(importlib.import_module(module_name), func_name)
+
+    def check_options(self, builder: Any, kwargs: dict[str, Any]) -> None:
+        """``TypeError`` naming each keyword the builder does not take, with the valid ones
+        (builders that forward any keyword to their simulator accept everything)."""
+        params = inspect.signature(builder).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return
+        valid = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for name in kwargs:
+            if name not in valid:
+                close = difflib.get_close_matches(name, valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TypeError(
+                    f"{self.id} has no option {name!r}{hint}; its options are: {', '.join(valid)}"
+                )
 
 
 def _chores(variant: str, description: str) -> SuiteInfo:

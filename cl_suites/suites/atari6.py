@@ -11,7 +11,7 @@ and cycle. Set ``steps_per_task=12_500_000`` for "50M frames".
 Observations ``uint8 (4, 84, 84)`` (stack of 4 grayscale frames, channels first),
 actions ``Discrete(18)`` (full action space) for every game; see ``cl_suites.envs.atari``
 for the preprocessing. Training episodes end at a life loss; the reported
-``info["episode"]`` returns are whole games in unclipped game points. Evaluation plays
+``info["task_episode"]`` returns are whole games in unclipped game points. Evaluation plays
 whole games in the same stack, as CORA does: after every lost life NOOP, FIRE and UP are
 pressed (every game is fire-reset: its full action set has FIRE).
 """

@@ -6,15 +6,18 @@ so a small MLP learns it in a few thousand agent steps, and the tasks conflict.
 
 Each step shows a random cue ``c`` in ``{0, .., n_actions-1}`` (one-hot) and, with
 ``show_task=True``, the task's context (a one-hot of the task id). Task ``t`` rewards
-the action ``(c + t) mod n_actions`` with +1 and every other action with 0, so the cue
+the action ``(c + t) mod n_actions`` with +1 and every other action with -1, so the cue
 to action mapping of one task is wrong for every other task: a learner that overwrites
-its mapping on task 1 scores 0 (not chance) on task 0. With the context visible one
-network can solve all tasks, so a method that protects old knowledge can keep task 0.
+its mapping on task 1 scores ``-episode_length`` (not chance) on task 0. With the
+context visible one network can solve all tasks, so a method that protects old
+knowledge can keep task 0.
 
-Observation: ``Box(0, 1, (n_actions + n_tasks,), float32)`` (context part all zero when
-``show_task=False``); actions ``Discrete(n_actions)``; an episode is ``episode_length``
-steps; returns lie in ``[0, episode_length]`` (chance: ``episode_length / n_actions``).
-Budgets count agent steps.
+Observation: ``Box(0, 3, (n_actions + n_tasks,), float32)`` (the context one-hot is
+scaled by 3; all zero when ``show_task=False``); actions ``Discrete(n_actions)``; an
+episode is ``episode_length`` steps; returns lie in ``[-episode_length,
+episode_length]`` (chance: ``episode_length * (2 - n_actions) / n_actions``). Budgets
+count agent steps. ``render_mode="rgb_array"`` draws the cue, the task context and the
+last action (green when rewarded, red when not) as a small picture.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
+from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int, check_render_mode
 
 TASK_NAMES: tuple[str, ...] = ("cue-identity", "cue-shift-1", "cue-shift-2")
+CELL = 32
+"""Pixels per cell of the rendered picture."""
+RENDER_FPS = 4
 
 
 class CueEnv(gym.Env):
@@ -41,7 +47,7 @@ class CueEnv(gym.Env):
         show_task: put the one-hot task context in the observation.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": RENDER_FPS}
 
     def __init__(
         self,
@@ -50,7 +56,9 @@ class CueEnv(gym.Env):
         n_actions: int = 3,
         episode_length: int = 10,
         show_task: bool = True,
+        render_mode: str | None = None,
     ):
+        self.render_mode = check_render_mode(render_mode)
         self.shift = int(shift)
         self.n_tasks = n_tasks
         self.n_actions = n_actions
@@ -61,6 +69,7 @@ class CueEnv(gym.Env):
         self.action_space = gym.spaces.Discrete(n_actions)
         self._cue = 0
         self._t = 0
+        self._last_action: tuple[int, bool] | None = None
 
     def _obs(self) -> np.ndarray:
         obs = np.zeros(self.n_actions + self.n_tasks, dtype=np.float32)
@@ -73,14 +82,40 @@ class CueEnv(gym.Env):
         super().reset(seed=seed)
         self._t = 0
         self._cue = int(self.np_random.integers(self.n_actions))
+        self._last_action = None
         return self._obs(), {}
 
     def step(self, action: Any):
-        reward = 1.0 if int(action) == (self._cue + self.shift) % self.n_actions else -1.0
+        correct = int(action) == (self._cue + self.shift) % self.n_actions
+        reward = 1.0 if correct else -1.0
+        self._last_action = (int(action), correct)
         self._t += 1
         self._cue = int(self.np_random.integers(self.n_actions))
         truncated = self._t >= self.episode_length
         return self._obs(), reward, False, truncated, {}
+
+    def render(self) -> np.ndarray | None:
+        """``uint8 (3 * CELL, max(n_actions, n_tasks) * CELL, 3)``: row 0 the cue (white),
+        row 1 the task context (blue, empty when hidden), row 2 the last action (green
+        when rewarded, red when not)."""
+        if self.render_mode is None:
+            return None
+        width = max(self.n_actions, self.n_tasks)
+        frame = np.full((3 * CELL, width * CELL, 3), 40, dtype=np.uint8)
+        frame[:, ::CELL] = frame[::CELL] = 90  # grid lines
+
+        def fill(row: int, col: int, colour: tuple[int, int, int]) -> None:
+            frame[row * CELL + 2 : (row + 1) * CELL - 1, col * CELL + 2 : (col + 1) * CELL - 1] = (
+                colour
+            )
+
+        fill(0, self._cue, (255, 255, 255))
+        if self.show_task:
+            fill(1, self.shift % self.n_tasks, (70, 130, 255))
+        if self._last_action is not None:
+            action, correct = self._last_action
+            fill(2, action, (60, 200, 80) if correct else (220, 60, 60))
+        return frame
 
 
 def build(
@@ -135,4 +170,5 @@ def build(
         extra=None,
         required_modules=(),
         metric_settings={"smoothing_window": 1, "return_clip_min": None},
+        render_fps=RENDER_FPS,
     )

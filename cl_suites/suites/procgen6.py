@@ -11,7 +11,16 @@ from __future__ import annotations
 from functools import partial
 
 from cl_suites.core.task import TaskSequence, TaskSpec
-from cl_suites.envs.procgen import ACTION_SPACE, OBSERVATION_SPACE, ProcgenEnv, ProcgenVectorEnv
+from cl_suites.envs.procgen import (
+    ACTION_SPACE,
+    OBSERVATION_SPACE,
+    RENDER_FPS,
+    ProcgenEnv,
+    ProcgenVectorEnv,
+    check_games,
+    check_level_number,
+    check_options,
+)
 
 GAMES: tuple[str, ...] = ("climber", "dodgeball", "ninja", "starpilot", "bigfish", "fruitbot")
 
@@ -42,12 +51,25 @@ def build(
         games: the games in training order.
         num_threads: procgen worker threads per env batch (``None``: chosen from the
             batch size, see ``cl_suites.envs.procgen.default_num_threads``).
+
+    Unknown games and options procgen would refuse (negative level counts, an unknown
+    ``distribution_mode``) raise ``ValueError`` here, before any env is built.
     """
+    games = check_games(games)
+    for name, value in (
+        ("num_train_levels", num_train_levels),
+        ("start_level", start_level),
+        ("num_test_levels", num_test_levels),
+        ("num_threads", 0 if num_threads is None else num_threads),
+    ):
+        check_level_number(name, value)
     common = {"distribution_mode": distribution_mode}
     if num_threads is not None:
         common["num_threads"] = num_threads
     train = {**common, "num_levels": num_train_levels, "start_level": start_level}
     test = {**common, "num_levels": num_test_levels, "start_level": 0}
+    for options in (train, test):
+        check_options(options)
     tasks = tuple(
         TaskSpec(
             name=game,
@@ -70,4 +92,5 @@ def build(
         extra="procgen",
         required_modules=("procgen",),
         metric_settings={"smoothing_window": 20, "return_clip_min": None},
+        render_fps=RENDER_FPS,
     )
