@@ -117,7 +117,8 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
     ``total_step``, ``task_switched`` and ``sequence_done`` (and ``action_mask``, bool
     ``(n_actions,)``, when the sequence restricts actions per task, e.g. MiniHack15: sample
     with ``env.action_space.sample(mask=info["action_mask"].astype(np.int8))``). At the end
-    of each episode (including one cut by a task switch) ``info["task_episode"] = {"r": return, "l": length, "task_id": id}``
+    of each episode (including one cut by a task switch)
+    ``info["task_episode"] = {"r": return, "l": length, "task_id": id}``
     holds the true episode return in the simulator's reward units (for Atari the whole
     game's, across lives). ``info["episode"]`` is left free for gymnasium's
     ``RecordEpisodeStatistics``, which counts the episodes this env returns.
