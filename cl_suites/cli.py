@@ -103,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_dir=run_dir,
             num_envs=args.num_envs or 8,
             vectorization_mode=args.vectorization_mode,
+            progress=True,
             **overrides,
         )
     else:
@@ -117,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_dir=run_dir,
             resume=args.resume,
             num_envs=args.num_envs,
-            overrides=overrides,
+            overrides={**overrides, "progress": True, "capture_video": args.capture_video},
         )
     console.print(f"run written to [bold]{run_dir}[/bold]")
     return 0
@@ -170,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("sync", "async"),
         default="sync",
         help="batching of simulators without a native batched backend",
+    )
+    run.add_argument(
+        "--capture-video",
+        action="store_true",
+        help="record one evaluation episode per task and split into RUN_DIR/videos/",
     )
     _add_suite_kwargs(run)
 
