@@ -59,6 +59,7 @@ JOB_OPTIONS: tuple[str, ...] = (
     "report",
     "capture_video",
     "video_every",
+    "video_length",
     "eval_at_start",
     "eval_per_task",
     "eval_deterministic",
@@ -72,7 +73,8 @@ override those.
   CLI asks). ``RUN_DIR/progress.json`` is written either way.
 * ``capture_video``: record one evaluation episode per task and split into
   ``RUN_DIR/videos/`` at the first evaluation, and at the first evaluation after each
-  task's training (or after every ``video_every`` steps).
+  task's training (or after every ``video_every`` steps); ``video_length`` caps the
+  frames per video (default: the whole episode).
 * ``eval_at_start``: evaluate before training (default True; MEAL: False, as MEAL).
 * ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
   updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
@@ -467,7 +469,7 @@ def _video_recorder(
         boundaries = list(range(0, end + 1, int(every)))
     else:
         boundaries = [0] + [s.end_step for s in schedule]
-    return VideoRecorder(run_dir, boundaries)
+    return VideoRecorder(run_dir, boundaries, max_frames=job.get("video_length"))
 
 
 def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:

@@ -418,12 +418,12 @@ class Evaluator:
         self._record_frames(recording)
         return recording
 
-    @staticmethod
-    def _record_frames(recording: list[dict[str, Any]]) -> None:
+    def _record_frames(self, recording: list[dict[str, Any]]) -> None:
+        limit = getattr(self.video, "max_frames", None) or np.inf
         by_batch: dict[int, list[dict[str, Any]]] = {}
         for rec in recording:
             b = rec["batch"]
-            if b.counts[rec["index"]] == 0:  # first episode still running
+            if b.counts[rec["index"]] == 0 and len(rec["frames"]) < limit:  # episode running
                 by_batch.setdefault(id(b), []).append(rec)
         for recs in by_batch.values():
             b = recs[0]["batch"]

@@ -54,12 +54,22 @@ class VideoRecorder:
         run_dir: the run directory (videos go to ``RUN_DIR/videos``).
         boundaries: steps after which the next evaluation is recorded.
         fps: frames per second of the files.
+        max_frames: record at most this many frames of the episode (``None``: all of it;
+            MEAL's own videos stop after 250-300 steps, and drawing a kitchen costs about
+            0.1 s per frame).
     """
 
-    def __init__(self, run_dir: str | Path, boundaries: Sequence[int], fps: int = 15):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        boundaries: Sequence[int],
+        fps: int = 15,
+        max_frames: int | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.boundaries = sorted({int(b) for b in boundaries})
         self.fps = int(fps)
+        self.max_frames = max_frames
         self._next = 0  # index of the first boundary not yet recorded
         self.written: list[Path] = []
 
