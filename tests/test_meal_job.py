@@ -91,6 +91,31 @@ def test_run_seed_seeds_the_kitchens_and_layout_seed_fixes_them():
         )  # fmt: skip
 
 
+def test_meal_paper_defaults_budget_and_cadence():
+    """Whole PPO updates per task (MEAL's num_updates = 1e7 // 128 // 16 = 4882), evaluation
+    every 100 updates of each task with 10 episodes, no step-0 evaluation."""
+    spec = resolve_job(
+        suite="CLSuite/MEAL-2-v0", method="ewc", learner=None, preset="paper", num_envs=None,
+        overrides={}, seed=4,
+    )  # fmt: skip
+    assert spec.num_envs == 16 and spec.hp["learner"]["n_steps"] == 128
+    assert [t.budget for t in spec.sequence.tasks] == [4882 * 2048] * 2
+    assert (spec.sequence.eval_every, spec.sequence.eval_episodes) == (100 * 2048, 10)
+    assert not spec.eval_at_start() and spec.eval_per_task()
+    assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
+    assert spec.hp["learner"]["batch_size"] == 16 * 2 * 128 // 8  # 8 minibatches of all agents
+    with pytest.raises(ValueError, match="less than one PPO update of 2048"):
+        resolve_job(
+            suite="MEAL-2", method="ft", learner=None, preset="paper", num_envs=None,
+            overrides={"steps_per_task": 2000}, seed=0,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="method for MEAL 'pnc'"):
+        resolve_job(
+            suite="MEAL-2", method="pnc", learner=None, preset="paper", num_envs=None,
+            overrides={}, seed=0,
+        )  # fmt: skip
+
+
 def test_meal_evaluation_is_meals(ft_run):
     """Greedy evaluation every N steps of each task, no step-0 evaluation, sparse returns."""
     frame = read_eval(ft_run)
