@@ -61,9 +61,13 @@ def make_episode_source(
     act = make_eval_policy(model, None, deterministic=False)
 
     def source(task_id: int, episodes: int, max_steps: int) -> Any:
-        obs, task_ids = evaluator.rollout_observations(
-            task_id, episodes, max_steps, act, current_step()
-        )
+        training = model.policy.training
+        try:
+            obs, task_ids = evaluator.rollout_observations(
+                task_id, episodes, max_steps, act, current_step()
+            )
+        finally:  # SB3's predict leaves the policy in evaluation mode
+            model.policy.set_training_mode(training)
         if getattr(model.policy, "task_aware", False):
             return {OBS_KEY: obs, TASK_KEY: task_ids.astype(np.int64)}
         return obs

@@ -7,6 +7,7 @@ per process (``shared_engine``).
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -104,6 +105,8 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert not spec.eval_at_start() and spec.eval_per_task()
     assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
     assert spec.hp["learner"]["batch_size"] == 16 * 2 * 128 // 8  # 8 minibatches of all agents
+    config = json.loads(json.dumps(spec.config()))  # what --print-config shows
+    assert config["suite"] == "CLSuite/MEAL-2-v0" and config["suite_kwargs"]["layout_seed"] == 4
     with pytest.raises(ValueError, match="less than one PPO update of 2048"):
         resolve_job(
             suite="MEAL-2", method="ft", learner=None, preset="paper", num_envs=None,
