@@ -86,6 +86,10 @@ MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
 MEAL_MINIBATCHES = 8
 """MEAL appendix B.2 table 4: 8 minibatches per update (over every agent's rows)."""
 MEAL_NET_ARCH = {"paper": [128, 128], "small": [64]}
+MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
+"""Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
+every episode to random agent positions, inventories and pot states (its Overcooked's
+``random_reset=True``, for training and evaluation envs alike)."""
 MEAL_SMALL_SUITE: dict[str, Any] = {
     "steps_per_task": 2_048,
     "eval_every": 1_024,
@@ -284,7 +288,7 @@ def _resolve_meal_suite(
             "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
             f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
         )
-    kwargs = {"layout_seed": int(seed), **suite_kwargs}
+    kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
     rollout = int(hp["learner"].get("n_steps", 1)) * n_envs
     requested = check_positive_int(
         "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)

@@ -104,6 +104,8 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert (spec.sequence.eval_every, spec.sequence.eval_episodes) == (100 * 2048, 10)
     assert not spec.eval_at_start() and spec.eval_per_task()
     assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
+    assert spec.meal.options["shaping_horizon"] == 2_500_000  # table 4 (the code: 5M)
+    assert spec.meal.options["random_reset"] is True  # MEAL's paper-time training code
     assert spec.hp["learner"]["batch_size"] == 16 * 2 * 128 // 8  # 8 minibatches of all agents
     config = json.loads(json.dumps(spec.config()))  # what --print-config shows
     assert config["suite"] == "CLSuite/MEAL-2-v0" and config["suite_kwargs"]["layout_seed"] == 4
@@ -133,6 +135,24 @@ def test_meal_evaluation_is_meals(ft_run):
     episodes = read_episodes(ft_run)  # one row per env: 100-step episodes, cut at switches
     assert sorted(episodes.episode_length.unique()) == [28, 100]
     assert len(episodes) == 2 * 2 * 4
+
+
+def test_meal_runs_start_episodes_at_random_states(ft_run):
+    """As MEAL's paper-time code (random_reset=True): random agent positions, inventories
+    and pot states at every reset; a fixed start with ``random_reset=False``."""
+    from baselines_sb3.main_job import _training_env
+
+    def starts(**overrides):
+        spec = resolve_job(
+            suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+            overrides={**OVERRIDES, **overrides}, seed=0,
+        )  # fmt: skip
+        env = _training_env(spec)[0]
+        env.reset(seed=0)
+        return {np.asarray(env._state.env_state.agent_pos)[i].tobytes() for i in range(4)}
+
+    assert len(starts()) == 4
+    assert len(starts(random_reset=False)) == 1
 
 
 def test_meal_resume_after_kill_reproduces_the_uninterrupted_run(ft_run, tmp_path_factory):

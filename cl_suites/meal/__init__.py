@@ -70,6 +70,9 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
         sparse_rewards: delivery reward only (default False: dense shaping annealed).
         individual_rewards: each agent gets its own delivery/shaping (default: shared).
         shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (2.5M).
+        random_reset: every episode starts with random agent positions, inventories and
+            pot states (meal-bench's ``random_reset``; default False as meal-bench; MEAL's
+            paper-time training code used True, and so does ``cl-suites run``).
         partial_observability, sticky_actions, slippery_tiles, random_pot_size,
             random_cook_time: meal-bench's options (probabilities and view sizes from
             ``difficulty``).

@@ -205,6 +205,7 @@ def build_suite(
     slippery_tiles: bool = False,
     random_pot_size: bool = False,
     random_cook_time: bool = False,
+    random_reset: bool = False,
     separated_agents: bool = False,
     obs_padding: str = "zeros",
     max_attempts: int = 2000,
@@ -277,6 +278,7 @@ def build_suite(
         "slippery_tiles": slippery_tiles,
         "random_pot_size": random_pot_size,
         "random_cook_time": random_cook_time,
+        "random_reset": random_reset,
         "separated_agents": separated_agents,
     }
     for name, value in flags.items():
@@ -343,6 +345,7 @@ def build_suite(
         "slippery_tiles": bool(slippery_tiles),
         "random_pot_size": bool(random_pot_size),
         "random_cook_time": bool(random_cook_time),
+        "random_reset": bool(random_reset),
         "obs_padding": obs_padding,
         "stochasticity_level": level,
     }
