@@ -452,7 +452,8 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
         batched = MealBatchedEnv(spec.meal, spec.num_envs)
-        return batched, MealSB3VecEnv(batched), MealEvalSource(spec.meal, batched.engine)
+        sb3_env = MealSB3VecEnv(batched, episode_end_terminal=True)  # MEAL's done at 400
+        return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
     from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.core.vector import SequenceVectorEnv
 

@@ -155,6 +155,26 @@ def test_meal_runs_start_episodes_at_random_states(ft_run):
     assert len(starts(random_reset=False)) == 1
 
 
+def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
+    """MEAL's training code treats its 400-step done as terminal (no bootstrap); an episode
+    cut by a task switch is still a truncation (bootstrapped)."""
+    from baselines_sb3.main_job import _training_env
+
+    spec = resolve_job(
+        suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+        overrides=dict(OVERRIDES), seed=0,
+    )  # fmt: skip
+    _, vec, _ = _training_env(spec)
+    vec.seed(0)
+    vec.reset()
+    ends = []
+    for _ in range(128):  # 512 env steps of task 0 over 4 envs; episodes of 100 steps
+        _, _, dones, infos = vec.step(np.zeros(vec.num_envs, dtype=np.int64))
+        if dones.any():
+            ends.append((infos[0]["episode"]["l"], {i["TimeLimit.truncated"] for i in infos}))
+    assert ends == [(100, {False}), (28, {True})]
+
+
 def test_meal_resume_after_kill_reproduces_the_uninterrupted_run(ft_run, tmp_path_factory):
     cut = _run(tmp_path_factory, "ft-cut", kill_at=700)  # checkpoint at 640, mid task 1
     assert read_eval(cut).total_step.max() == 512
