@@ -1,9 +1,14 @@
-"""SB3 callbacks: continual evaluation + episode logging, progress bar, end of sequence."""
+"""SB3 callbacks: continual evaluation + episode logging, progress, fresh-episode source.
+
+One evaluation callback serves every suite. Multi-agent suites (MEAL) train one shared
+policy with one SB3 env slot per agent (``agents_per_env`` slots per env); the callback
+then counts the run's steps as ``num_timesteps // agents_per_env`` (env steps) and logs
+one training episode per env (its first agent's slot).
+"""
 
 from __future__ import annotations
 
 import bisect
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,16 +18,18 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines_sb3.policies import OBS_KEY, TASK_KEY
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment
 
 
 def make_eval_policy(
-    model: BaseAlgorithm, method: Any = None
+    model: BaseAlgorithm, method: Any = None, deterministic: bool = True
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: the deterministic
-    (argmax) action of the model's policy, as CORA evaluates; task-aware policies get the
-    task ids as the ``task_id`` observation key; P&C acts with its knowledge base."""
+    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: the model's policy,
+    greedy (argmax) by default as CORA and MEAL evaluate, sampled with
+    ``deterministic=False``; task-aware policies get the task ids as the ``task_id``
+    observation key; P&C acts with its knowledge base."""
     policy = model.policy
 
     def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
@@ -31,118 +38,151 @@ def make_eval_policy(
             obs = {OBS_KEY: obs, TASK_KEY: np.asarray(task_ids, dtype=np.int64)}
         mode = getattr(net, "evaluation_mode", None)
         if mode is None:
-            return net.predict(obs, deterministic=True)[0]
+            return net.predict(obs, deterministic=deterministic)[0]
         with mode():
-            return net.predict(obs, deterministic=True)[0]
+            return net.predict(obs, deterministic=deterministic)[0]
 
     return act
+
+
+def make_episode_source(
+    evaluator: Evaluator, model: BaseAlgorithm, current_step: Callable[[], int]
+) -> Callable[[int, int, int], Any]:
+    """``fn(task_id, episodes, max_steps) -> observations`` for CL methods that estimate
+    importances from fresh episodes of the finished task (interface of
+    ``ContinualMethod.set_episode_source``).
+
+    ``episodes`` envs of the task's training split play ``max_steps`` steps each (an
+    episode that ends restarts), every agent acting with the model's sampled policy; the
+    result holds every observation the policy saw, ``(episodes * max_steps [* agents],
+    ...)``, as the policy takes it (``{"obs", "task_id"}`` when it is task-aware). The envs
+    are the evaluator's, seeded from the run seed, the task and ``current_step()``.
+    """
+    act = make_eval_policy(model, None, deterministic=False)
+
+    def source(task_id: int, episodes: int, max_steps: int) -> Any:
+        training = model.policy.training
+        try:
+            obs, task_ids = evaluator.rollout_observations(
+                task_id, episodes, max_steps, act, current_step()
+            )
+        finally:  # SB3's predict leaves the policy in evaluation mode
+            model.policy.set_training_mode(training)
+        if getattr(model.policy, "task_aware", False):
+            return {OBS_KEY: obs, TASK_KEY: task_ids.astype(np.int64)}
+        return obs
+
+    return source
 
 
 class ContinualEvalCallback(BaseCallback):
     """Plugs the core :class:`Evaluator` and :class:`RunLog` into SB3 training.
 
-    * Evaluates (deterministic policy) whenever ``num_timesteps`` (agent steps summed
-      over sub-envs) reaches the evaluator's next point, including step 0 before training.
-    * Logs every finished training episode (``info["episode"]``) to the run log with the
-      agent step at which it ended and the task it was played on (looked up in the
-      schedule, so an episode cut by a task switch belongs to the old task).
-    * Stops training at the step where the sequence env reports ``sequence_done``.
+    * Evaluates as soon as the step reaches the evaluator's next point, after the
+      learner's update when the point is a rollout boundary (as MEAL evaluates after
+      update ``k``): points inside a rollout are evaluated at that step, points at the
+      end of a rollout at the start of the next one. Also before training when the
+      evaluator's first point is 0, and once more when the sequence ends (unless the last
+      evaluation was at that step).
+    * Logs every finished training episode (``info["episode"]``) with the step at which
+      it ended and the task it was played on (an episode cut by a task switch belongs to
+      the old task); with ``agents_per_env > 1`` one row per env.
+    * Stops training where the sequence env reports ``sequence_done``; when that step
+      completes a rollout and ends the learner's budget, the rollout is still trained on.
+
+    Steps are the run's unit: ``num_timesteps // agents_per_env`` (agent steps, or env
+    steps for MEAL).
 
     Args:
         evaluator: the core evaluator (owns the cadence and the run log for evals).
         run_log: where training episodes go (``None``: not logged).
-        schedule: the run's segments (``SequenceVectorEnv.schedule()``).
+        schedule: the run's segments (``venv.schedule()``); optional.
         method: the CL method (for P&C's evaluation network); optional.
+        agents_per_env: SB3 env slots per env (MEAL: ``num_agents``).
+        deterministic: evaluate with the greedy action (default) or a sampled one.
     """
 
     def __init__(
         self,
         evaluator: Evaluator,
         run_log: RunLog | None,
-        schedule: tuple[Segment, ...],
+        schedule: tuple[Segment, ...] | None = None,
         method: Any = None,
+        *,
+        agents_per_env: int = 1,
+        deterministic: bool = True,
     ):
         super().__init__()
         self.evaluator = evaluator
         self.run_log = run_log
-        self.schedule = schedule
-        self._ends = [s.end_step for s in schedule]
+        self.schedule = tuple(schedule) if schedule is not None else ()
+        self._ends = [s.end_step for s in self.schedule]
         self.method = method
+        self.agents_per_env = int(agents_per_env)
+        self.deterministic = bool(deterministic)
+        self.sequence_done = False
         self._policy_fn: Callable | None = None
 
+    @property
+    def total_step(self) -> int:
+        """The run's step: agent steps, or env steps when ``agents_per_env > 1``."""
+        return self.num_timesteps // self.agents_per_env
+
     def task_at(self, step: int) -> int:
-        """Task id trained at agent step ``step`` (0-based)."""
+        """Task id trained at step ``step`` (0-based) per the schedule."""
         i = min(bisect.bisect_right(self._ends, step), len(self.schedule) - 1)
         return self.schedule[i].task_id
 
-    def _policy(self):
+    def policy(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         if self._policy_fn is None:
-            self._policy_fn = make_eval_policy(self.model, self.method)
+            self._policy_fn = make_eval_policy(self.model, self.method, self.deterministic)
         return self._policy_fn
 
-    def _on_training_start(self) -> None:
-        self.evaluator.maybe_evaluate(self.num_timesteps, self._policy())
+    def _on_rollout_start(self) -> None:
+        self.evaluator.maybe_evaluate(self.total_step, self.policy())
 
     def _on_step(self) -> bool:
         infos = self.locals.get("infos", [])
+        step = self.total_step
         if self.run_log is not None:
-            task = self.task_at(self.num_timesteps - 1)
             episodes = [
                 {
-                    "total_step": self.num_timesteps,
-                    "task_id": task,
+                    "total_step": step,
+                    "task_id": int(info["episode"].get("task_id", self.task_at(step - 1))),
                     "episode_return": info["episode"]["r"],
                     "episode_length": info["episode"]["l"],
                 }
-                for info in infos
+                for info in infos[:: self.agents_per_env]
                 if "episode" in info
             ]
             self.run_log.log_episodes(episodes)
-        self.evaluator.maybe_evaluate(self.num_timesteps, self._policy())
-        return not (infos and infos[0].get("sequence_done", False))
+        rollout_full = self.locals.get("n_steps", -2) + 1 >= self.model.n_steps
+        if not rollout_full:  # a point at a rollout's end waits for the update
+            self.evaluator.maybe_evaluate(step, self.policy())
+        if infos and infos[0].get("sequence_done", False):
+            self.sequence_done = True
+            budget_spent = self.num_timesteps >= getattr(self.model, "_total_timesteps", 0)
+            return rollout_full and budget_spent
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.sequence_done and self.evaluator.last_eval_step != self.total_step:
+            self.evaluator.evaluate(self.total_step, self.policy())
 
 
 class ProgressBarCallback(BaseCallback):
-    """A tqdm bar over the whole sequence with the current task, cycle and steps/s."""
+    """Reports the run's step to a :class:`~cl_suites.core.progress.RunProgress` (rich
+    bar with the current task, cycle and one steps/s figure; ``RUN_DIR/progress.json``).
+    Steps: ``num_timesteps // agents_per_env``."""
 
-    def __init__(self, total_steps: int, schedule: tuple[Segment, ...], disable: bool = False):
+    def __init__(self, progress: RunProgress, agents_per_env: int = 1):
         super().__init__()
-        self.total_steps = int(total_steps)
-        self.schedule = schedule
-        self._ends = [s.end_step for s in schedule]
-        self.disable = disable
-        self.bar = None
-
-    def _on_training_start(self) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(
-            total=self.total_steps,
-            initial=self.num_timesteps,
-            unit="step",
-            dynamic_ncols=True,
-            disable=self.disable,
-            smoothing=0.1,
-        )
-        self._t0, self._s0 = time.monotonic(), self.num_timesteps
+        self.progress = progress
+        self.agents_per_env = int(agents_per_env)
 
     def _on_step(self) -> bool:
+        self.progress.update(self.num_timesteps // self.agents_per_env)
         return True
 
-    def _on_rollout_end(self) -> None:
-        if self.bar is None:
-            return
-        self.bar.update(self.num_timesteps - self.bar.n)
-        i = min(
-            bisect.bisect_right(self._ends, max(self.num_timesteps - 1, 0)), len(self.schedule) - 1
-        )
-        seg = self.schedule[i]
-        rate = (self.num_timesteps - self._s0) / max(time.monotonic() - self._t0, 1e-9)
-        self.bar.set_postfix_str(
-            f"task {seg.task_id}:{seg.task_name} cycle {seg.cycle} {rate:,.0f} steps/s"
-        )
-
     def _on_training_end(self) -> None:
-        if self.bar is not None:
-            self.bar.update(self.num_timesteps - self.bar.n)
-            self.bar.close()
+        self.progress.update(self.num_timesteps // self.agents_per_env, force=True)

@@ -4,14 +4,20 @@ A checkpoint (``RUN_DIR/checkpoint/state.pt``, written atomically) is taken at a
 boundary, after the learner's update, and holds: policy and optimizer state, SB3 counters
 (``num_timesteps``, ``_n_updates``), the last observation and episode starts, the CL
 method's state (Fisher/importances and anchors, replay buffer, P&C's phase and KB), the
-sequence position (``SequenceCursor.state_dict()``), the task env's state when it can be
-pickled (else the task restarts from its seed), the evaluator's next eval step and the
-torch / numpy / python RNG states.
+training env's state (``env.state_dict()``: the sequence position, the running episodes'
+returns and lengths and, where the simulator allows it, the simulator state; MEAL: the
+JAX env state and PRNG keys), the evaluator's state (next eval step, recorded videos) and
+the torch / numpy / python RNG states. ``total_step`` is the run's step (agent steps; env
+steps for MEAL) at the checkpoint.
 
 On resume, the run's ``eval.csv`` and ``episodes.csv`` are cut back to the rows with
-``total_step <= checkpoint step`` (rows written after the checkpoint would otherwise be
-written twice), so no record is lost or duplicated. With a picklable task env (e.g. the
-Diagnostic suite) the resumed run reproduces the uninterrupted run exactly.
+``total_step <= total_step of the checkpoint`` (rows written after it would otherwise be
+written twice), so no record is lost or duplicated. Where the env restores exactly, the
+resumed run reproduces the uninterrupted one bit for bit, episodes running at the
+checkpoint included. Where it cannot (``load_state_dict`` returns fresh observations:
+the task env restarts from its seed), the episodes running at the checkpoint are logged
+once, as cut, at step ``total_step + 1``, so every training step stays in exactly one
+logged episode.
 A disk-backed CLEAR buffer is not copied into checkpoints: on resume its counters and
 small arrays are restored but observation slots overwritten after the checkpoint keep
 their newer content.
@@ -20,7 +26,6 @@ their newer content.
 from __future__ import annotations
 
 import os
-import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -33,7 +38,6 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.fsutil import atomic_write
 from cl_suites.core.runlog import truncate_logs as truncate_logs  # lives in the run log
-from cl_suites.core.vector import SequenceVectorEnv
 
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_FILE = "state.pt"
@@ -43,32 +47,24 @@ def checkpoint_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR / CHECKPOINT_FILE
 
 
-def env_state(venv: SequenceVectorEnv) -> dict[str, Any]:
-    """Sequence position and, when picklable, the live task env (exact resume)."""
-    try:
-        backend = pickle.dumps(venv._backend)
-    except Exception:  # simulators with native handles (procgen, ALE, NLE) cannot be pickled
-        backend = None
-    return {
-        "cursor": venv.cursor.state_dict(),
-        "episodes": (venv._episodes.returns.copy(), venv._episodes.lengths.copy()),
-        "backend": backend,
-    }
+def env_state(env: Any) -> dict[str, Any]:
+    """The training env's state (``SequenceVectorEnv`` / ``MealBatchedEnv.state_dict()``)."""
+    return {"state": env.state_dict()}
 
 
-def restore_env(venv: SequenceVectorEnv, state: dict[str, Any]) -> np.ndarray | None:
-    """Put ``venv`` back at the checkpoint's position. Returns fresh observations when the
-    task env had to be restarted (not picklable), else ``None``."""
-    venv.cursor.load_state_dict(state["cursor"])
-    if venv.cursor.done:
-        return None
-    if state["backend"] is not None:
-        venv.close_extras()
-        venv._backend = pickle.loads(state["backend"])
-        venv._episodes.returns[:], venv._episodes.lengths[:] = state["episodes"]
-        return None
-    obs, _ = venv._activate(venv.cursor.segment)
-    return obs
+def restore_env(env: Any, state: dict[str, Any]) -> np.ndarray | None:
+    """Put ``env`` back at the checkpoint's position. Returns fresh observations when the
+    task env had to be restarted (its simulator state cannot be saved), else ``None``."""
+    return env.load_state_dict(state["state"])
+
+
+def running_episodes(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``(returns, lengths)`` of the episodes running at the checkpoint (per sub-env)."""
+    episodes = state["state"]["episodes"]
+    return (
+        np.asarray(episodes["returns"], dtype=np.float64),
+        np.asarray(episodes["lengths"], dtype=np.int64),
+    )
 
 
 def rng_state() -> dict[str, Any]:
@@ -89,12 +85,15 @@ def save_checkpoint(
     path: Path,
     model: Any,
     method: Any,
-    venv: SequenceVectorEnv,
+    venv: Any,
     evaluator: Evaluator,
     extra: dict[str, Any] | None = None,
 ) -> None:
+    """Write the checkpoint of a run (see the module docstring); ``venv`` is the training
+    env that keeps the schedule (``SequenceVectorEnv`` or ``MealBatchedEnv``)."""
     state = {
-        "format": 1,
+        "format": 2,
+        "total_step": int(venv.cursor.total_step),
         "num_timesteps": int(model.num_timesteps),
         "n_updates": int(model._n_updates),
         "policy": model.policy.state_dict(),
@@ -103,7 +102,7 @@ def save_checkpoint(
         "last_episode_starts": model._last_episode_starts,
         "method": method.state_dict(),
         "env": env_state(venv),
-        "next_eval_step": evaluator.next_eval_step,
+        "evaluator": evaluator.state_dict(),
         "rng": rng_state(),
         **(extra or {}),
     }
@@ -114,56 +113,83 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return th.load(path, weights_only=False, map_location="cpu")
 
 
+def checkpoint_step(state: dict[str, Any]) -> int:
+    """The run's step at the checkpoint (``num_timesteps`` in format-1 checkpoints)."""
+    return int(state.get("total_step", state["num_timesteps"]))
+
+
 def apply_checkpoint(
     state: dict[str, Any],
     model: Any,
     method: Any,
-    venv: SequenceVectorEnv,
+    venv: Any,
     evaluator: Evaluator,
     task_id_wrapper: Any = None,
-) -> None:
-    """Load a checkpoint into freshly built objects (same settings as the original run)."""
+) -> list[dict[str, Any]]:
+    """Load a checkpoint into freshly built objects (same settings as the original run).
+
+    Returns the training-episode rows to log for episodes the resume cut (empty when the
+    env restored exactly).
+    """
     model.policy.load_state_dict(state["policy"])
     model.policy.optimizer.load_state_dict(state["optimizer"])
     model.num_timesteps = state["num_timesteps"]
     model._n_updates = state["n_updates"]
     method.load_state_dict(state["method"])
-    evaluator.next_eval_step = state["next_eval_step"]
+    evaluator.load_state_dict(state.get("evaluator") or {"next_eval_step": state["next_eval_step"]})
     fresh = restore_env(venv, state["env"])
     if task_id_wrapper is not None:
-        task_id_wrapper.set_task_ids(np.full(venv.num_envs, venv.cursor.segment.task_id))
+        task_id_wrapper.set_task_ids(np.full(task_id_wrapper.num_envs, venv.cursor.segment.task_id))
+    cut: list[dict[str, Any]] = []
     if fresh is None:
         model._last_obs = state["last_obs"]
         model._last_episode_starts = state["last_episode_starts"]
     else:
+        step = checkpoint_step(state)
+        returns, lengths = running_episodes(state["env"])
+        task = venv.cursor.segment.task_id
+        cut = [
+            {
+                "total_step": step + 1,
+                "task_id": task,
+                "episode_return": float(r),
+                "episode_length": int(n),
+            }
+            for r, n in zip(returns, lengths, strict=True)
+            if n > 0
+        ]
         if task_id_wrapper is not None:
             fresh = {"obs": fresh, "task_id": task_id_wrapper.task_ids.copy()}
         if isinstance(model.env, VecTransposeImage):
             fresh = model.env.transpose_observations(fresh)
         model._last_obs = fresh
-        model._last_episode_starts = np.ones(venv.num_envs, dtype=bool)
+        model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
     set_rng_state(state["rng"])
+    return cut
 
 
 class CheckpointCallback(BaseCallback):
-    """Saves a checkpoint at the first rollout boundary at or after every ``every`` agent
-    steps (after the learner's update), and at the end of training."""
+    """Saves a checkpoint at the first rollout boundary at or after every ``every`` steps
+    of the run (after the learner's update), and at the end of training.
 
-    def __init__(
-        self, path: Path, every: int, method: Any, venv: SequenceVectorEnv, evaluator: Evaluator
-    ):
+    ``every`` counts the run's steps (``venv.cursor.total_step``: agent steps, or env steps
+    for MEAL), not SB3's ``num_timesteps`` (which counts every agent of a MEAL env).
+    """
+
+    def __init__(self, path: Path, every: int, method: Any, venv: Any, evaluator: Evaluator):
         super().__init__()
         self.path, self.every = path, int(every)
         self.method, self.venv, self.evaluator = method, venv, evaluator
         self.next_step = 0
 
     def _on_training_start(self) -> None:
-        self.next_step = (self.num_timesteps // self.every + 1) * self.every
+        self.next_step = (self.venv.cursor.total_step // self.every + 1) * self.every
 
     def _on_rollout_start(self) -> None:
-        if self.num_timesteps >= self.next_step:
+        step = self.venv.cursor.total_step
+        if step >= self.next_step:
             self.save()
-            self.next_step = (self.num_timesteps // self.every + 1) * self.every
+            self.next_step = (step // self.every + 1) * self.every
 
     def _on_step(self) -> bool:
         return True

@@ -75,7 +75,9 @@ def build_model(
         "task_id_input": task_id_input,
         "net_arch": list(hp["net_arch"]),
     }
-    if is_image_space(sequence.observation_space, check_channels=False):
+    if hp.get("network") == "mlp":  # MEAL: an MLP on the flattened grid of counts and flags
+        policy_kwargs["normalize_images"] = False
+    elif is_image_space(sequence.observation_space, check_channels=False):
         extractor = FEATURE_EXTRACTORS[hp["network"]]
         policy_kwargs["features_extractor_class"] = extractor
         if hp.get("cnn_features_dim"):

@@ -1,16 +1,22 @@
 """The main job behind ``cl-suites run``: train a baseline over a whole suite.
 
-``run_main_job`` builds the suite's sequence env (``SequenceVectorEnv`` -> ``SB3VecEnv``),
-the learner (PPO or V-trace) with the CL method, evaluates on the suite's schedule with
-the core ``Evaluator`` (deterministic policy), logs training episodes, checkpoints
-periodically, resumes after a kill, and writes the metrics report at the end. Suites whose
-name starts with ``MEAL`` go to ``baselines_sb3.meal_job.run_meal_job``.
+One job serves every suite. ``run_main_job`` resolves the run (``resolve_job``), builds
+the suite's training env and its SB3 view, the learner with the CL method
+(``baselines_sb3.factory``), evaluates on the suite's schedule with the core
+``Evaluator`` (greedy policy), logs training episodes, checkpoints periodically, resumes
+after a kill, and writes the metrics report at the end.
 
-All steps count agent steps (``env.step`` calls summed over sub-envs).
+The multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
+(``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing,
+i.e. IPPO), MEAL's eval env source (all kitchens in one jitted call, sparse delivery
+returns) and the score normalisers in the metadata. Their steps are **env steps** (one
+joint action of all agents); every other suite counts **agent steps** (``env.step``
+calls summed over sub-envs).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +26,16 @@ import torch as th
 from stable_baselines3.common.callbacks import CallbackList
 
 from baselines_sb3 import presets
-from baselines_sb3.callbacks import ContinualEvalCallback, ProgressBarCallback
+from baselines_sb3.callbacks import (
+    ContinualEvalCallback,
+    ProgressBarCallback,
+    make_episode_source,
+)
 from baselines_sb3.checkpoint import (
     CheckpointCallback,
     apply_checkpoint,
     checkpoint_path,
+    checkpoint_step,
     load_checkpoint,
     truncate_logs,
 )
@@ -33,10 +44,10 @@ from baselines_sb3.cl.clear import replay_storage
 from baselines_sb3.factory import LEARNERS, build_model, wrap_env
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
-from cl_suites.core.sb3_adapter import SB3VecEnv
-from cl_suites.core.task import TaskSequence
-from cl_suites.core.vector import SequenceVectorEnv
+from cl_suites.core.task import Segment, TaskSequence
+from cl_suites.core.video import VideoRecorder
 from cl_suites.suites import SuiteInfo, find_suite
 
 JOB_OPTIONS: tuple[str, ...] = (
@@ -50,10 +61,44 @@ JOB_OPTIONS: tuple[str, ...] = (
     "report",
     "tensorboard",
     "wandb",
+    "capture_video",
+    "video_every",
+    "video_length",
+    "eval_at_start",
+    "eval_per_task",
+    "eval_deterministic",
 )
 """``overrides`` keys consumed by the job itself; every other key goes to the suite builder,
 except keys of the learner or method preset (``learning_rate``, ``lam``, ...), which
-override those."""
+override those.
+
+* ``checkpoint_every``: steps between checkpoints (default: the suite's ``eval_every``).
+* ``progress``: draw the rich progress bar (default False: library calls stay quiet; the
+  CLI asks). ``RUN_DIR/progress.json`` is written either way.
+* ``capture_video``: record one evaluation episode per task and split into
+  ``RUN_DIR/videos/`` at the first evaluation, and at the first evaluation after each
+  task's training (or after every ``video_every`` steps); ``video_length`` caps the
+  frames per video (default: the whole episode).
+* ``eval_at_start``: evaluate before training (default True; MEAL: False, as MEAL).
+* ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
+  updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
+* ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
+"""
+
+MEAL_METHODS: tuple[str, ...] = ("ft", "l2", "ewc", "online-ewc", "mas")
+MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
+MEAL_MINIBATCHES = 8
+"""MEAL appendix B.2 table 4: 8 minibatches per update (over every agent's rows)."""
+MEAL_NET_ARCH = {"paper": [128, 128], "small": [64]}
+MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
+"""Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
+every episode to random agent positions, inventories and pot states (its Overcooked's
+``random_reset=True``, for training and evaluation envs alike)."""
+MEAL_SMALL_SUITE: dict[str, Any] = {
+    "steps_per_task": 2_048,
+    "eval_every": 1_024,
+    "eval_episodes": 2,
+}
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -63,9 +108,15 @@ def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> 
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
 
 
+def _is_meal(suite: str) -> bool:
+    from cl_suites.meal.suite import is_meal_id
+
+    return is_meal_id(str(suite).split(":", 1)[-1])
+
+
 @dataclass
 class JobSpec:
-    """A main-job run resolved from its arguments, before anything is built.
+    """A main-job run resolved from its arguments, before any env is built.
 
     Attributes:
         suite: the catalog entry; ``sequence`` the suite's task sequence with the run's
@@ -74,8 +125,9 @@ class JobSpec:
         hp: ``presets.resolve`` output after the overrides (``learner``, ``method``,
             ``network``, ``net_arch``, ``reward_clip``, ...).
         job: job options (keys of ``JOB_OPTIONS``).
-        num_envs: sub-envs of the training env.
+        num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
         multi_head / task_id_input: policy options.
+        meal: the ``MealSuite`` (kitchens, agents) of a MEAL run, else ``None``.
     """
 
     suite: SuiteInfo
@@ -89,6 +141,18 @@ class JobSpec:
     num_envs: int
     multi_head: bool
     task_id_input: bool
+    meal: Any = None
+
+    @property
+    def num_agents(self) -> int:
+        """Agents per env: SB3 slots per env (1 for single-agent suites)."""
+        return self.meal.num_agents if self.meal is not None else 1
+
+    @property
+    def step_unit(self) -> str:
+        if self.meal is not None:
+            return "env steps (one joint action of all agents)"
+        return "agent steps (env.step calls summed over sub-envs)"
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration as JSON-ready data (what ``--print-config`` shows)."""
@@ -114,6 +178,33 @@ class JobSpec:
             "reward_clip": self.hp["reward_clip"],
         }
 
+    def eval_at_start(self) -> bool:
+        return bool(self.job.get("eval_at_start", self.meal is None))
+
+    def eval_per_task(self) -> bool:
+        return bool(self.job.get("eval_per_task", self.meal is not None))
+
+
+def _meal_model_settings(hp: dict[str, Any], preset: str, method: str) -> dict[str, Any]:
+    """MEAL's model settings where ``presets.resolve`` does not give them (it answers
+    MEAL with a CORA CNN network): an MLP on the flattened grid, multi-head outputs and
+    the task id as input, no reward clipping, MEAL's CL coefficients under ``paper``."""
+    if hp.get("network") not in ("shallow", "deep"):
+        return hp  # the presets know MEAL
+    small = preset == "small"
+    hp.update(
+        network="mlp",
+        net_arch=list(MEAL_NET_ARCH["small" if small else "paper"]),
+        cnn_features_dim=None,
+        reward_clip=None,
+        multi_head=True,
+        task_id_input=True,
+        suite_defaults=dict(MEAL_SMALL_SUITE) if small else {},
+    )
+    if not small:
+        hp["method"] = copy.deepcopy(presets.MEAL_METHODS.get(method, {}))
+    return hp
+
 
 def resolve_job(
     *,
@@ -123,26 +214,57 @@ def resolve_job(
     preset: str,
     num_envs: int | None,
     overrides: dict[str, Any] | None,
+    seed: int = 0,
 ) -> JobSpec:
-    """Resolve a run's configuration (presets + overrides) without building anything.
+    """Resolve a run's configuration (presets + overrides) without building any env.
 
     ``learner=None`` takes the suite's default learner under ``preset``
-    (``presets.default_learner``). Raises ``ValueError`` naming an unknown method, learner
-    or preset and the valid ones, and ``KeyError`` for an unknown suite.
+    (``presets.default_learner``). ``seed`` is the run seed: MEAL generates its kitchens
+    from it unless ``overrides`` fixes ``layout_seed`` (MEAL trains its seeds on different
+    generated sequences). MEAL budgets are whole PPO updates, as in MEAL's code: each
+    task trains ``steps_per_task // (n_steps * num_envs)`` updates.
+
+    Raises ``ValueError`` naming an unknown method, learner, preset or option and the
+    valid ones, and ``KeyError`` for an unknown suite.
     """
     overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
-    info = find_suite(suite)
-    learner = learner or presets.default_learner(info.name, preset)
+    meal = _is_meal(suite)
+    if meal:
+        from cl_suites.meal.suite import suite_info
+
+        info = suite_info(str(suite).split(":", 1)[-1])
+        _check_choice("method for MEAL", method, MEAL_METHODS)
+    else:
+        info = find_suite(suite)
+    preset_suite = "MEAL" if meal else info.name
+    learner = learner or presets.default_learner(preset_suite, preset)
     _check_choice("learner", learner, LEARNERS)
-    hp = presets.resolve(info.name, learner, method, preset)
+    if meal:
+        _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
+    hp = presets.resolve(preset_suite, learner, method, preset)
+    if meal:
+        hp = _meal_model_settings(hp, preset, method)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
+    learner_overrides = set()
     for key in list(overrides):
         for section in ("learner", "method"):
             if key in hp[section]:
                 hp[section][key] = overrides.pop(key)
+                learner_overrides.add(key)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
+    n_envs = int(num_envs or hp["num_envs"])
+    meal_suite = None
+    if meal:
+        meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
+        if "batch_size" not in learner_overrides and "n_steps" in hp["learner"]:
+            slots = hp["learner"]["n_steps"] * n_envs * meal_suite.num_agents
+            minibatches = hp.get("num_minibatches", MEAL_MINIBATCHES)
+            hp["learner"]["batch_size"] = max(1, slots // minibatches)
+        sequence = meal_suite.sequence
+    else:
+        sequence = info.build(**suite_kwargs)
     return JobSpec(
         suite=info,
         method=method,
@@ -151,11 +273,37 @@ def resolve_job(
         hp=hp,
         job=job,
         suite_kwargs=suite_kwargs,
-        sequence=info.build(**suite_kwargs),
-        num_envs=int(num_envs or hp["num_envs"]),
+        sequence=sequence,
+        num_envs=n_envs,
         multi_head=bool(job.get("multi_head", hp["multi_head"])),
         task_id_input=bool(job.get("task_id_input", hp["task_id_input"])),
+        meal=meal_suite,
     )
+
+
+def _resolve_meal_suite(
+    info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
+) -> tuple[Any, dict[str, Any]]:
+    from cl_suites.core.task import check_positive_int
+    from cl_suites.meal.suite import PAPER_STEPS_PER_TASK, build_suite
+
+    if "seed" in suite_kwargs:
+        raise ValueError(
+            "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
+            f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
+        )
+    kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
+    rollout = int(hp["learner"].get("n_steps", 1)) * n_envs
+    requested = check_positive_int(
+        "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
+    )
+    if requested < rollout:
+        raise ValueError(
+            f"steps_per_task {requested} is less than one PPO update of {rollout} env steps "
+            f"(n_steps x num_envs); use at least {rollout}"
+        )
+    kwargs["steps_per_task"] = requested // rollout * rollout
+    return build_suite(info.name, **kwargs), kwargs
 
 
 def run_main_job(
@@ -173,35 +321,23 @@ def run_main_job(
     """Train ``learner`` + ``method`` over ``suite`` and write the run directory.
 
     Args:
-        suite: suite name or id (``"Procgen6"``, ``"CLSuite/Diagnostic-v0"``).
-        method: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``, ``pnc`` or ``clear``.
+        suite: suite name or id (``"Procgen6"``, ``"CLSuite/Diagnostic-v0"``, ``"MEAL-20"``).
+        method: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``, ``pnc`` or ``clear``
+            (MEAL: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``).
         learner: ``ppo`` or ``vtrace``; ``None``: the suite's default under ``preset``.
         preset: ``paper`` or ``small`` (tiny budgets/networks for a few-minute CPU run).
-        seed: run seed (envs, network init, sampling, evaluation).
-        run_dir: output directory (metadata.json, eval.csv, episodes.csv, checkpoint/,
-            report/).
+        seed: run seed (envs, network init, sampling, evaluation; MEAL's kitchens too
+            unless ``layout_seed`` is given).
+        run_dir: output directory (metadata.json, eval.csv, episodes.csv, progress.json,
+            checkpoint/, report/, videos/).
         resume: continue the run in ``run_dir`` from its last checkpoint.
-        num_envs: sub-envs (default: the preset's).
+        num_envs: envs of the training env (default: the preset's).
         overrides: suite kwargs (``steps_per_task``, ``cycles``, ``eval_every``, ...), job
             options (``JOB_OPTIONS``) and learner/method hyperparameters.
 
     Returns:
         ``run_dir``.
     """
-    if str(suite).split("/")[-1].startswith("MEAL") or str(suite).startswith("MEAL"):
-        from baselines_sb3.meal_job import run_meal_job
-
-        return run_meal_job(
-            suite=suite,
-            method=method,
-            learner=learner or "ppo",
-            preset=preset,
-            seed=seed,
-            run_dir=run_dir,
-            resume=resume,
-            num_envs=num_envs,
-            overrides={k: v for k, v in dict(overrides or {}).items() if v is not None},
-        )
     spec = resolve_job(
         suite=suite,
         method=method,
@@ -209,37 +345,19 @@ def run_main_job(
         preset=preset,
         num_envs=num_envs,
         overrides=overrides,
+        seed=seed,
     )
     run_dir = Path(run_dir)
     sequence, job, hp, n_envs = spec.sequence, spec.job, spec.hp, spec.num_envs
+    agents = spec.num_agents
     schedule = sequence.schedule(n_envs)
-    total_steps = schedule[-1].end_step
-    description = sequence.describe()
-    metadata = {
-        "suite_id": spec.suite.id,
-        "suite": spec.suite.name,
-        "method": spec.method,
-        "learner": spec.learner,
-        "preset": spec.preset,
-        "seed": int(seed),
-        "env_kwargs": spec.suite_kwargs,
-        "tasks": description["tasks"],
-        "schedule": [s.as_dict() for s in schedule],
-        "steps_per_task": [t.budget for t in sequence.tasks],
-        "cycles": sequence.cycles,
-        "eval_every": sequence.eval_every,
-        "eval_episodes": sequence.eval_episodes,
-        "num_envs": n_envs,
-        "metric_settings": description["metric_settings"],
-        "hyperparameters": spec.hyperparameters(),
-        "step_unit": "agent steps (env.step calls summed over sub-envs)",
-    }
+    metadata = _metadata(spec, seed, schedule)
     ckpt = checkpoint_path(run_dir)
     state = None
     if resume and (run_dir / METADATA_FILE).exists():
         _check_resumable(run_dir, metadata)
         state = load_checkpoint(ckpt) if ckpt.exists() else None
-        truncate_logs(run_dir, state["num_timesteps"] if state is not None else -1)
+        truncate_logs(run_dir, checkpoint_step(state) if state is not None else -1)
     if state is not None and state.get("finished"):
         print(f"run {run_dir} is already complete; writing the report only")
         _write_report(run_dir, job)
@@ -247,13 +365,11 @@ def run_main_job(
 
     th.manual_seed(seed)
     run_log = RunLog(run_dir, metadata, resume=resume)
-    venv = SequenceVectorEnv(sequence, n_envs, job.get("vectorization_mode", "sync"))
-    sb3_env = SB3VecEnv(venv)
+    train_env, sb3_env, eval_source = _training_env(spec)
     sb3_env.seed(int(seed))
     env, task_wrapper = wrap_env(
         sb3_env, sequence, hp, multi_head=spec.multi_head, task_id_input=spec.task_id_input
     )
-
     method_kwargs = dict(hp["method"])
     if spec.method == "clear":  # RAM if the buffer fits, else run_dir/replay (or refuse)
         storage = replay_storage(job.get("replay_on_disk"))
@@ -278,28 +394,53 @@ def run_main_job(
         seed=int(seed),
         run_log=run_log,
         vectorization_mode=job.get("vectorization_mode", "sync"),
+        first_eval_step=0 if spec.eval_at_start() else None,
+        segments=schedule if spec.eval_per_task() else None,
+        env_source=eval_source,
+        video=_video_recorder(run_dir, job, schedule),
     )
+    if hasattr(cl, "set_episode_source"):
+        cl.set_episode_source(
+            make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
+        )
     if state is not None:
-        apply_checkpoint(state, model, cl, venv, evaluator, task_wrapper)
+        run_log.log_episodes(apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper))
     ckpt_cb = CheckpointCallback(
-        ckpt, int(job.get("checkpoint_every", sequence.eval_every)), cl, venv, evaluator
+        ckpt, int(job.get("checkpoint_every", sequence.eval_every)), cl, train_env, evaluator
+    )
+    progress = RunProgress(
+        schedule,
+        run_dir=run_dir,
+        show=bool(job.get("progress", False)),
+        unit="env steps" if spec.meal is not None else "agent steps",
+        initial_step=train_env.cursor.total_step if state is not None else 0,
     )
     callbacks = CallbackList(
         [
             cl_callback,
-            ContinualEvalCallback(evaluator, run_log, schedule, cl),
+            ContinualEvalCallback(
+                evaluator,
+                run_log,
+                schedule,
+                cl,
+                agents_per_env=agents,
+                deterministic=bool(job.get("eval_deterministic", True)),
+            ),
             ckpt_cb,
-            ProgressBarCallback(total_steps, schedule, disable=not job.get("progress", True)),
+            ProgressBarCallback(progress, agents),
         ]
     )
+    outcome = "failed"
     try:
         model.learn(
-            total_timesteps=total_steps - model.num_timesteps,
+            total_timesteps=schedule[-1].end_step * agents - model.num_timesteps,
             callback=callbacks,
             reset_num_timesteps=state is None,
         )
         ckpt_cb.save(finished=True)
+        outcome = "finished"
     finally:
+        progress.close(outcome)
         evaluator.close()
         run_log.close()
         env.close()
@@ -307,6 +448,76 @@ def run_main_job(
             cl.buffer.close()
     _write_report(run_dir, job)
     return run_dir
+
+
+def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
+    """(the env that keeps the schedule, its SB3 view, the evaluator's env source)."""
+    if spec.meal is not None:
+        from cl_suites.meal.batched import MealBatchedEnv
+        from cl_suites.meal.evaluation import MealEvalSource
+        from cl_suites.meal.sb3_vec import MealSB3VecEnv
+
+        batched = MealBatchedEnv(spec.meal, spec.num_envs)
+        sb3_env = MealSB3VecEnv(batched, episode_end_terminal=True)  # MEAL's done at 400
+        return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
+    from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.core.vector import SequenceVectorEnv
+
+    venv = SequenceVectorEnv(
+        spec.sequence, spec.num_envs, spec.job.get("vectorization_mode", "sync")
+    )
+    return venv, SB3VecEnv(venv), None
+
+
+def _video_recorder(
+    run_dir: Path, job: dict[str, Any], schedule: tuple[Segment, ...]
+) -> VideoRecorder | None:
+    if not job.get("capture_video"):
+        return None
+    every = job.get("video_every")
+    end = schedule[-1].end_step
+    if every:
+        boundaries = list(range(0, end + 1, int(every)))
+    else:
+        boundaries = [0] + [s.end_step for s in schedule]
+    return VideoRecorder(run_dir, boundaries, max_frames=job.get("video_length"))
+
+
+def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:
+    sequence = spec.sequence
+    description = spec.meal.describe() if spec.meal is not None else sequence.describe()
+    metadata = {
+        "suite_id": spec.suite.id,
+        "suite": spec.suite.name,
+        "method": spec.method,
+        "learner": spec.learner,
+        "preset": spec.preset,
+        "seed": int(seed),
+        "env_kwargs": spec.suite_kwargs,
+        "tasks": description["tasks"],
+        "schedule": [s.as_dict() for s in schedule],
+        "steps_per_task": [t.budget for t in sequence.tasks],
+        "cycles": sequence.cycles,
+        "eval_every": sequence.eval_every,
+        "eval_episodes": sequence.eval_episodes,
+        "num_envs": spec.num_envs,
+        "metric_settings": description["metric_settings"],
+        "hyperparameters": spec.hyperparameters(),
+        "evaluation": {
+            "at_start": spec.eval_at_start(),
+            "per_task": spec.eval_per_task(),
+            "deterministic": bool(spec.job.get("eval_deterministic", True)),
+        },
+        "step_unit": spec.step_unit,
+    }
+    if spec.meal is not None:
+        metadata.update(
+            num_agents=spec.meal.num_agents,
+            multi_agent="IPPO: one policy shared by every agent (parameter sharing)",
+            layouts=description["layouts"],
+            score_normalizers=spec.meal.score_normalizers(),
+        )
+    return metadata
 
 
 def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:

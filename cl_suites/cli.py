@@ -206,6 +206,15 @@ JOB_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "cl-suites); WANDB_MODE=offline logs without a network",
         },
     ),
+    (
+        "--capture-video",
+        "capture_video",
+        {
+            "action": argparse.BooleanOptionalAction,
+            "help": "record evaluation episodes per task and split into RUN_DIR/videos/ "
+            "(default: off; cadence: --set video_every=N, length: --set video_length=N)",
+        },
+    ),
 )
 """Job options with their own flag: ``(flag, option key, argparse kwargs)``. Any other job
 option is set with ``--set KEY=VALUE``."""
@@ -304,6 +313,7 @@ def _resolve(config: RunConfig) -> Any:
         preset=config.preset,
         num_envs=config.num_envs,
         overrides=dict(config.options),
+        seed=config.seed,
     )
 
 
@@ -432,7 +442,7 @@ def _start(config: RunConfig, run_dir: Path, resume: bool) -> None:
         run_dir=run_dir,
         resume=resume,
         num_envs=config.num_envs,
-        overrides=options,
+        overrides={"progress": True, **options},
     )
 
 

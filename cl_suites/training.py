@@ -7,15 +7,14 @@ step's infos into training-episode rows; ``run_random_agent`` is the reference l
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from cl_suites.api import make_sequence
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
 from cl_suites.core.vector import SequenceVectorEnv, VectorizationMode
@@ -79,14 +78,15 @@ def run_random_agent(
     run_dir: str | Path,
     num_envs: int = 8,
     vectorization_mode: VectorizationMode = "sync",
-    progress: bool = True,
+    progress: bool = False,
     **env_kwargs: Any,
 ) -> Path:
     """Play a whole sequence with uniformly random actions, evaluating on schedule.
 
-    Writes a complete run directory (``metadata.json``, ``eval.csv``, ``episodes.csv``)
-    and returns its path. ``env_kwargs`` override the suite's defaults
+    Writes a complete run directory (``metadata.json``, ``eval.csv``, ``episodes.csv``,
+    ``progress.json``) and returns its path. ``env_kwargs`` override the suite's defaults
     (``steps_per_task``, ``cycles``, ``eval_every``, ``eval_episodes``, ...).
+    ``progress=True`` draws the rich progress bar (the CLI does; library calls are quiet).
     """
     sequence = make_sequence(suite, **env_kwargs)
     env = SequenceVectorEnv(sequence, num_envs, vectorization_mode)
@@ -99,35 +99,27 @@ def run_random_agent(
     def policy(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
         return rng.integers(action_space.n, size=len(obs))
 
-    total = env.schedule()[-1].end_step
     with RunLog(run_dir, metadata) as log:
         evaluator = Evaluator(
             sequence, seed=seed, run_log=log, vectorization_mode=vectorization_mode
         )
         env.action_space.seed(seed)
         env.reset(seed=seed)
-        bar = tqdm(total=total, unit="step", disable=not progress, mininterval=1.0)
-        start, total_step, shown = time.monotonic(), 0, 0.0
+        bar = RunProgress(env.schedule(), run_dir=run_dir, show=progress, unit="agent steps")
+        total_step, outcome = 0, "failed"
         try:
             while True:
                 evaluator.maybe_evaluate(total_step, policy)
                 _, _, _, _, infos = env.step(env.action_space.sample())
                 total_step = int(infos["total_step"][0])
                 log.log_episodes(episode_records(infos, total_step))
-                now = time.monotonic()
-                if now - shown >= 1.0 or infos["sequence_done"][0]:
-                    shown = now
-                    bar.set_postfix_str(
-                        f"task {infos['task_id'][0]}-{infos['task_name'][0]} "
-                        f"cycle {infos['cycle'][0]} {total_step / (now - start):,.0f} steps/s",
-                        refresh=False,
-                    )
-                    bar.update(total_step - bar.n)
+                bar.update(total_step)
                 if infos["sequence_done"][0]:
                     break
             evaluator.evaluate(total_step, policy)
+            outcome = "finished"
         finally:
-            bar.close()
+            bar.close(outcome)
             evaluator.close()
             env.close()
     return Path(run_dir)

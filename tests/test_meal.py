@@ -290,7 +290,7 @@ def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
 
 def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
     from cl_suites.core.runlog import RunLog, read_eval
-    from cl_suites.meal.evaluation import MealEvaluator
+    from cl_suites.meal.evaluation import meal_evaluator
 
     counter = {"t": 0}
 
@@ -303,7 +303,7 @@ def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
         return actions
 
     with RunLog(tmp_path / "run", {"score_normalizers": suite.score_normalizers()}) as log:
-        evaluator = MealEvaluator(suite, seed=0, run_log=log, engine=engine)
+        evaluator = meal_evaluator(suite, seed=0, run_log=log, engine=engine)
         assert evaluator.maybe_evaluate(0, scripted)
         assert evaluator.maybe_evaluate(10, scripted) == []
     frame = read_eval(tmp_path / "run")

@@ -1,41 +1,235 @@
-"""Policy-agnostic evaluation on every task and split of a sequence, on a schedule."""
+"""Policy-agnostic evaluation on every task and split of a sequence, on a schedule.
+
+One :class:`Evaluator` serves every suite. Where its environments come from is a small
+pluggable piece, an *eval env source*: :class:`TaskEnvSource` (the default) builds one
+batched env per (task, split) from the sequence's ``TaskSpec`` factories; MEAL's source
+(``cl_suites.meal.evaluation.MealEvalSource``) steps every kitchen in one jitted call and
+has several agents per env, which act with one shared policy (parameter sharing: each
+agent is one row of the policy's batch).
+"""
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
-from gymnasium.vector import VectorEnv
 
 from cl_suites.core.runlog import RunLog
-from cl_suites.core.task import TaskSequence, check_positive_int, task_seed
+from cl_suites.core.task import Segment, TaskSequence, check_positive_int, task_seed
 from cl_suites.core.vector import VectorizationMode, make_task_vector_env
 
 Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``policy(obs, task_ids) -> actions``: a batch of observations ``(B, *obs_shape)`` and
 the task id of each row ``(B,)`` to a batch of actions ``(B, *action_shape)``. Task-agnostic
-policies ignore ``task_ids``; multi-head policies use them to pick their head."""
+policies ignore ``task_ids``; multi-head policies use them to pick their head. In
+multi-agent suites each agent of each env is one row (row ``e * num_agents + i`` is agent
+``i`` of env ``e``)."""
 
-_EVAL_SEED_OFFSET = 1_000_003
+EVAL_SEED_OFFSET = 1_000_003
+ROLLOUT_SEED_OFFSET = 2_000_003
+
+
+@dataclass
+class EvalBatch:
+    """Sub-envs that play together, and what each of them plays.
+
+    Attributes:
+        env: a batched env with same-step autoreset: ``step(actions)`` returns ``(obs,
+            rewards (N,), terminations (N,), truncations (N,), infos)``; ``close()``.
+        obs: the current observations, ``(N, *obs_shape)``, or ``(N, num_agents,
+            *obs_shape)`` when ``num_agents`` is set.
+        task_ids / splits: the task id and split each sub-env plays, ``(N,)``.
+        targets: episodes each sub-env plays, ``(N,)``.
+        num_agents: ``None`` for single-agent envs; else agents per env (actions are then
+            ``(N, num_agents)``, rewards the team's return contribution per env).
+    """
+
+    env: Any
+    obs: np.ndarray
+    task_ids: np.ndarray
+    splits: tuple[str, ...]
+    targets: np.ndarray
+    num_agents: int | None = None
+    counts: np.ndarray = field(init=False)
+    running: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.task_ids)
+        self.counts = np.zeros(n, dtype=np.int64)
+        self.running = np.zeros(n, dtype=np.float64)
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.task_ids)
+
+    @property
+    def finished(self) -> bool:
+        return bool((self.counts >= self.targets).all())
+
+    def policy_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The observations as policy rows and their task ids (agents flattened)."""
+        if self.num_agents is None:
+            return self.obs, self.task_ids
+        n, k = self.num_envs, self.num_agents
+        return self.obs.reshape(n * k, *self.obs.shape[2:]), np.repeat(self.task_ids, k)
+
+    def step(self, actions: np.ndarray) -> np.ndarray:
+        """Step with the policy's ``actions`` for this batch's rows; returns the mask of
+        sub-envs whose episode ended."""
+        if self.num_agents is not None:
+            actions = np.asarray(actions).reshape(self.num_envs, self.num_agents)
+        self.obs, rewards, terminations, truncations, _ = self.env.step(actions)
+        self.running += rewards
+        return np.asarray(terminations | truncations)
+
+
+class EvalEnvSource(Protocol):
+    """Where an :class:`Evaluator` gets its environments (the pluggable piece)."""
+
+    def start(
+        self, keys: Sequence[tuple[int, str]], seeds: dict[tuple[int, str], int], episodes: int
+    ) -> list[EvalBatch]:
+        """Reset (with ``seeds``) and return batches playing ``episodes`` episodes of every
+        (task id, split) in ``keys``."""
+
+    def start_rollout(self, task_id: int, num_envs: int, seed: int) -> EvalBatch:
+        """A batch of ``num_envs`` training envs of ``task_id`` (train split), reset."""
+
+    def check_render(self) -> None:
+        """Raise ``ValueError`` when the envs cannot render ``rgb_array`` frames."""
+
+    def close(self) -> None: ...
+
+
+def _task_vector_env(
+    task: Any,
+    split: str,
+    num_envs: int,
+    vectorization_mode: VectorizationMode,
+    evaluation: bool,
+    render_mode: str | None,
+) -> Any:
+    if render_mode is None:
+        return make_task_vector_env(task, split, num_envs, vectorization_mode, evaluation)
+    try:  # the core passes render_mode through (interface 3) ...
+        return make_task_vector_env(
+            task, split, num_envs, vectorization_mode, evaluation, render_mode=render_mode
+        )
+    except TypeError as e:
+        if "render_mode" not in str(e):
+            raise
+    import gymnasium as gym  # ... or, until it does, build the batch here
+    from gymnasium.vector import AutoresetMode
+
+    factory = functools.partial(task.env_factory(split, evaluation), render_mode=render_mode)
+    vec = gym.vector.AsyncVectorEnv if vectorization_mode == "async" else gym.vector.SyncVectorEnv
+    return vec([factory] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+class TaskEnvSource:
+    """Eval envs of a ``TaskSequence``: one batched env per (task, split), built from the
+    task's factories on first use and reused (reseeded at every evaluation point).
+
+    Args:
+        sequence: the task sequence.
+        num_envs: sub-envs per (task, split) (``episodes`` are spread over them, each
+            sub-env playing a fixed share, which avoids a bias towards short episodes).
+        vectorization_mode: ``"sync"`` or ``"async"`` for tasks without native batching.
+        render_mode: ``"rgb_array"`` to build envs that render (video capture).
+    """
+
+    def __init__(
+        self,
+        sequence: TaskSequence,
+        num_envs: int,
+        vectorization_mode: VectorizationMode = "sync",
+        render_mode: str | None = None,
+    ):
+        self.sequence = sequence
+        self.num_envs = check_positive_int("num_envs", num_envs)
+        self.vectorization_mode = vectorization_mode
+        self.render_mode = render_mode
+        self._envs: dict[tuple[int, str, bool], Any] = {}
+
+    def _env(self, task_id: int, split: str, evaluation: bool, num_envs: int) -> Any:
+        key = (task_id, split, evaluation)
+        env = self._envs.get(key)
+        if env is None or env.num_envs != num_envs:
+            if env is not None:
+                env.close()
+            env = self._envs[key] = _task_vector_env(
+                self.sequence.tasks[task_id],
+                split,
+                num_envs,
+                self.vectorization_mode,
+                evaluation,
+                self.render_mode if evaluation else None,
+            )
+        return env
+
+    def start(
+        self, keys: Sequence[tuple[int, str]], seeds: dict[tuple[int, str], int], episodes: int
+    ) -> list[EvalBatch]:
+        batches = []
+        n = self.num_envs
+        targets = np.array([(episodes + i) // n for i in range(n)])
+        for task_id, split in keys:
+            env = self._env(task_id, split, True, n)
+            obs, _ = env.reset(seed=seeds[(task_id, split)])
+            batches.append(EvalBatch(env, obs, np.full(n, task_id), (split,) * n, targets))
+        return batches
+
+    def start_rollout(self, task_id: int, num_envs: int, seed: int) -> EvalBatch:
+        env = self._env(task_id, "train", False, num_envs)
+        obs, _ = env.reset(seed=seed)
+        ones = np.ones(num_envs, dtype=np.int64)
+        return EvalBatch(env, obs, np.full(num_envs, task_id), ("train",) * num_envs, ones)
+
+    def check_render(self) -> None:
+        task = self.sequence.tasks[0]
+        try:
+            env = self._env(0, task.splits[0], True, self.num_envs)
+            env.reset(seed=0)
+            frames = env.render()
+        except (TypeError, NotImplementedError) as e:
+            raise ValueError(
+                f"{self.sequence.name}'s task envs cannot render rgb_array frames yet "
+                f"({type(e).__name__}: {e}); run without capture_video"
+            ) from e
+        if frames is None or np.asarray(frames[0]).ndim != 3:
+            raise ValueError(
+                f"{self.sequence.name}'s task envs return no rgb_array frames; run without "
+                "capture_video"
+            )
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
 
 
 class Evaluator:
-    """Runs ``episodes`` episodes per task and split every ``every`` agent steps.
+    """Runs ``episodes`` episodes per task and split every ``every`` steps.
 
-    Evaluation envs are separate from the training env, built once per (task, split) on
-    first use and reused. At each evaluation point every (task, split) env is reseeded
-    from ``(seed, eval point, task, split)``, so the same seed gives the same evaluation
-    episodes, also after a resumed run. Each sub-env plays a fixed number of episodes
-    (``episodes`` spread over ``num_envs`` sub-envs), which avoids a bias towards short
-    episodes.
+    Steps are the sequence's unit: agent steps (summed over sub-envs), or env steps for
+    MEAL. Evaluation envs are separate from the training env. At each evaluation point
+    ``s`` every (task, split) is reseeded from ``(seed, s, task, split)``, so the same
+    seed gives the same evaluation episodes, also after a resumed run.
 
     Use from any training loop::
 
         evaluator = Evaluator(sequence, seed=0, run_log=log)
         ...
         evaluator.maybe_evaluate(total_step, policy)   # after every (vector) step
+
+    Evaluation points: ``first_eval_step`` (0: before training), then every ``every``
+    steps on the global grid (``k * every``), or, with ``segments``, every ``every``
+    steps counted from the start of each schedule segment (``start + k * every``, k >= 1,
+    up to the segment's end: MEAL's "every N updates of each task").
 
     Args:
         sequence: the task sequence; ``every`` and ``episodes`` default to its
@@ -44,7 +238,12 @@ class Evaluator:
         run_log: where records are appended (optional).
         num_envs: sub-envs per evaluation env (default: ``episodes``).
         vectorization_mode: ``"sync"`` or ``"async"`` for tasks without native batching.
-        first_eval_step: the first evaluation point (0: evaluate before training).
+        first_eval_step: the first evaluation point (0: evaluate before training;
+            ``None``: the first point of the cadence after step 0).
+        segments: the run's schedule, for per-segment cadence (see above).
+        env_source: where the envs come from (default: ``TaskEnvSource``).
+        video: a ``cl_suites.core.video.VideoRecorder`` that says at which evaluation
+            points to record one episode per task and split (the source must render).
     """
 
     def __init__(
@@ -57,7 +256,10 @@ class Evaluator:
         episodes: int | None = None,
         num_envs: int | None = None,
         vectorization_mode: VectorizationMode = "sync",
-        first_eval_step: int = 0,
+        first_eval_step: int | None = 0,
+        segments: Sequence[Segment] | None = None,
+        env_source: EvalEnvSource | None = None,
+        video: Any = None,
     ):
         self.sequence = sequence
         self.seed = int(seed)
@@ -65,15 +267,41 @@ class Evaluator:
         self.every = check_positive_int("every", every or sequence.eval_every)
         self.episodes = check_positive_int("episodes", episodes or sequence.eval_episodes)
         self.num_envs = check_positive_int("num_envs", num_envs or self.episodes)
-        self.vectorization_mode = vectorization_mode
-        self.next_eval_step = first_eval_step
-        self._envs: dict[tuple[int, str], VectorEnv] = {}
+        self.segments = tuple(segments) if segments is not None else None
+        self.video = video
+        self.source: EvalEnvSource = env_source or TaskEnvSource(
+            sequence,
+            self.num_envs,
+            vectorization_mode,
+            render_mode="rgb_array" if video is not None else None,
+        )
+        if video is not None:
+            self.source.check_render()
+        self.next_eval_step = (
+            self.point_after(0) if first_eval_step is None else int(first_eval_step)
+        )
+        self.last_eval_step: int | None = None
         self._start = time.monotonic()
 
+    # -- cadence ------------------------------------------------------------------------
     def due(self, total_step: int) -> bool:
         """True when ``total_step`` has reached the next evaluation point."""
         return total_step >= self.next_eval_step
 
+    def point_after(self, total_step: int) -> int:
+        """The first evaluation point after ``total_step``."""
+        if self.segments is None:
+            return (total_step // self.every + 1) * self.every
+        for seg in self.segments:
+            if seg.end_step <= total_step:
+                continue
+            k = max(0, total_step - seg.start_step) // self.every + 1
+            point = seg.start_step + k * self.every
+            if point <= seg.end_step:
+                return point
+        return 2**62  # no point left in the schedule
+
+    # -- evaluation ---------------------------------------------------------------------
     def maybe_evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
         """Evaluate if an evaluation point was reached; returns the new records (maybe none)."""
         if not self.due(total_step):
@@ -83,96 +311,144 @@ class Evaluator:
     def evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
         """Evaluate every task and split now; one record per (task, split).
 
-        All (task, split) envs step in lockstep, so each ``policy`` call sees one batch
-        with the rows of every env that still has episodes to play (``task_ids`` tells
-        them apart). Records hold ``total_step, task_id, task_name, split, mean_return,
-        std_return, episodes, wall_time`` (``wall_time``: seconds since the evaluator was
-        built).
+        All envs step in lockstep, so each ``policy`` call sees one batch with the rows of
+        every env that still has episodes to play (``task_ids`` tells them apart). Records
+        hold ``total_step, task_id, task_name, split, mean_return, std_return, episodes,
+        wall_time`` (``wall_time``: seconds since the evaluator was built).
         """
-        eval_index = total_step // self.every
-        jobs = [
-            self._start_job(task_id, split, eval_index, split_id)
+        keys = [
+            (task_id, split)
             for task_id, task in enumerate(self.sequence.tasks)
-            for split_id, split in enumerate(task.splits)
+            for split in task.splits
         ]
-        active = list(jobs)
-        while active:
-            obs = np.concatenate([job.obs for job in active])
-            task_ids = np.concatenate([job.task_ids for job in active])
-            actions = policy(obs, task_ids)
-            offset = 0
-            for job in active:
-                job.step(actions[offset : offset + job.env.num_envs])
-                offset += job.env.num_envs
-            active = [job for job in active if not job.finished]
+        seeds = {
+            (task_id, split): task_seed(
+                self.seed + EVAL_SEED_OFFSET,
+                int(total_step),
+                2 * task_id + self.sequence.tasks[task_id].splits.index(split),
+            )
+            for task_id, split in keys
+        }
+        capture = self.video is not None and self.video.due(total_step)
+        batches = self.source.start(keys, seeds, self.episodes)
+        returns = self._play(batches, policy, total_step if capture else None)
         wall_time = round(time.monotonic() - self._start, 3)
         records = [
             {
                 "total_step": int(total_step),
-                "task_id": job.task_id,
-                "task_name": self.sequence.tasks[job.task_id].name,
-                "split": job.split,
-                "mean_return": float(np.mean(job.returns)),
-                "std_return": float(np.std(job.returns)),
-                "episodes": len(job.returns),
+                "task_id": task_id,
+                "task_name": self.sequence.tasks[task_id].name,
+                "split": split,
+                "mean_return": float(np.mean(returns[(task_id, split)])),
+                "std_return": float(np.std(returns[(task_id, split)])),
+                "episodes": len(returns[(task_id, split)]),
                 "wall_time": wall_time,
             }
-            for job in jobs
+            for task_id, split in keys
         ]
-        self.next_eval_step = (eval_index + 1) * self.every
+        self.next_eval_step = self.point_after(int(total_step))
+        self.last_eval_step = int(total_step)
+        if capture:
+            self.video.done(total_step)
         if self.run_log is not None:
             self.run_log.log_eval(records)
         return records
 
+    def rollout_observations(
+        self, task_id: int, episodes: int, max_steps: int, policy: Policy, total_step: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh training episodes of ``task_id``: ``episodes`` envs play ``max_steps`` steps
+        each (episodes that end restart), acting with ``policy``.
+
+        Returns every observation the policy saw, as policy rows ``(episodes * max_steps
+        [* num_agents], *obs_shape)``, and their task ids. The envs are seeded from
+        ``(seed, total_step, task_id)``. Used for importances that need fresh episodes of
+        the finished task (MEAL's Fisher: 5 episodes x 500 steps).
+        """
+        seed = task_seed(self.seed + ROLLOUT_SEED_OFFSET, int(total_step), int(task_id))
+        batch = self.source.start_rollout(int(task_id), int(episodes), seed)
+        rows, ids = [], []
+        for _ in range(int(max_steps)):
+            obs, task_ids = batch.policy_rows()
+            rows.append(np.array(obs))
+            ids.append(task_ids)
+            batch.step(policy(obs, task_ids))
+        return np.concatenate(rows), np.concatenate(ids)
+
+    def _play(
+        self, batches: list[EvalBatch], policy: Policy, video_step: int | None
+    ) -> dict[tuple[int, str], list[float]]:
+        returns: dict[tuple[int, str], list[float]] = {
+            (int(t), s): [] for b in batches for t, s in zip(b.task_ids, b.splits, strict=True)
+        }
+        recording = self._start_recording(batches) if video_step is not None else []
+        active = list(batches)
+        while active:
+            rows, ids = zip(*(b.policy_rows() for b in active), strict=True)
+            actions = np.asarray(policy(np.concatenate(rows), np.concatenate(ids)))
+            offset = 0
+            for b, b_rows in zip(active, rows, strict=True):
+                ended = b.step(actions[offset : offset + len(b_rows)])
+                offset += len(b_rows)
+                for i in np.flatnonzero(ended):
+                    if b.counts[i] < b.targets[i]:
+                        returns[(int(b.task_ids[i]), b.splits[i])].append(float(b.running[i]))
+                        b.counts[i] += 1
+                    b.running[i] = 0.0
+            self._record_frames(recording)
+            active = [b for b in active if not b.finished]
+        if video_step is not None:
+            for rec in recording:
+                self.video.write(video_step, rec["task_id"], rec["split"], rec["frames"])
+        return returns
+
+    # -- video --------------------------------------------------------------------------
+    def _start_recording(self, batches: list[EvalBatch]) -> list[dict[str, Any]]:
+        """One recording per (task, split): the first sub-env that plays an episode of it,
+        until the end of that episode."""
+        recording = []
+        seen = set()
+        for b in batches:
+            for i, (t, s) in enumerate(zip(b.task_ids, b.splits, strict=True)):
+                if (int(t), s) not in seen and b.targets[i] > 0:
+                    seen.add((int(t), s))
+                    recording.append(
+                        {"batch": b, "index": i, "task_id": int(t), "split": s, "frames": []}
+                    )
+        self._record_frames(recording)
+        return recording
+
+    def _record_frames(self, recording: list[dict[str, Any]]) -> None:
+        limit = getattr(self.video, "max_frames", None) or np.inf
+        by_batch: dict[int, list[dict[str, Any]]] = {}
+        for rec in recording:
+            b = rec["batch"]
+            if b.counts[rec["index"]] == 0 and len(rec["frames"]) < limit:  # episode running
+                by_batch.setdefault(id(b), []).append(rec)
+        for recs in by_batch.values():
+            b = recs[0]["batch"]
+            indices = [rec["index"] for rec in recs]
+            if hasattr(b.env, "render_sub_envs"):
+                frames = b.env.render_sub_envs(indices)
+            else:
+                everything = b.env.render()
+                frames = [everything[i] for i in indices]
+            for rec, frame in zip(recs, frames, strict=True):
+                rec["frames"].append(np.asarray(frame))
+
+    # -- checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "next_eval_step": self.next_eval_step,
+            "last_eval_step": self.last_eval_step,
+            "video": self.video.state_dict() if self.video is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.next_eval_step = int(state["next_eval_step"])
+        self.last_eval_step = state.get("last_eval_step")
+        if self.video is not None and state.get("video") is not None:
+            self.video.load_state_dict(state["video"])
+
     def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-
-    def _env(self, task_id: int, split: str) -> VectorEnv:
-        key = (task_id, split)
-        if key not in self._envs:
-            self._envs[key] = make_task_vector_env(
-                self.sequence.tasks[task_id],
-                split,
-                self.num_envs,
-                self.vectorization_mode,
-                evaluation=True,
-            )
-        return self._envs[key]
-
-    def _start_job(self, task_id: int, split: str, eval_index: int, split_id: int) -> _EvalJob:
-        env = self._env(task_id, split)
-        seed = task_seed(self.seed + _EVAL_SEED_OFFSET, eval_index, 2 * task_id + split_id)
-        obs, _ = env.reset(seed=seed)
-        return _EvalJob(task_id, split, env, obs, self.episodes)
-
-
-class _EvalJob:
-    """The episodes of one (task, split) at one evaluation point.
-
-    Each of the env's ``n`` sub-envs plays a fixed share of the episodes
-    (``(episodes + i) // n``), which avoids a bias towards short episodes.
-    """
-
-    def __init__(self, task_id: int, split: str, env: VectorEnv, obs: np.ndarray, episodes: int):
-        n = env.num_envs
-        self.task_id, self.split, self.env, self.obs = task_id, split, env, obs
-        self.task_ids = np.full(n, task_id)
-        self.targets = np.array([(episodes + i) // n for i in range(n)])
-        self.counts = np.zeros(n, dtype=int)
-        self.running = np.zeros(n, dtype=np.float64)
-        self.returns: list[float] = []
-
-    @property
-    def finished(self) -> bool:
-        return bool((self.counts >= self.targets).all())
-
-    def step(self, actions: np.ndarray) -> None:
-        self.obs, rewards, terminations, truncations, _ = self.env.step(actions)
-        self.running += rewards
-        for i in np.flatnonzero(terminations | truncations):
-            if self.counts[i] < self.targets[i]:
-                self.returns.append(float(self.running[i]))
-                self.counts[i] += 1
-            self.running[i] = 0.0
+        self.source.close()

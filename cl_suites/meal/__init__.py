@@ -51,19 +51,28 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
         id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"``, ``20`` or a built ``MealSuite``.
         difficulty: ``"easy"`` (7x7, 15% walls), ``"medium"`` (9x9, 25%), ``"hard"``
             (11x11, 35%), ``"extreme"`` (13x13, 45%); default ``"easy"``.
-        strategy: ``"generate"`` (default; task ``i`` generated with seed ``seed + i``),
-            ``"curriculum"`` (generated, easy -> medium -> hard thirds), ``"ordered"`` /
-            ``"random"`` (handmade presets of ``difficulty`` or ``layout_names``).
-        seed: layout seed (default 0). Dynamics are seeded by ``reset(seed=)``.
+        strategy: ``"generate"`` (default; task ``i`` generated with seed
+            ``layout_seed + i``), ``"curriculum"`` (generated, easy -> medium -> hard
+            thirds), ``"ordered"`` / ``"random"`` (handmade presets of ``difficulty`` or
+            ``layout_names``).
+        layout_seed: seed of the kitchens (default 0; ``seed`` is its old name). Dynamics
+            are seeded by ``reset(seed=)``. ``cl-suites run`` takes it from the run seed
+            unless given.
         num_agents: 1..5 (default 2).
         steps_per_task: budget per task in env steps (default 10M, the paper's).
         cycles: plays of the whole sequence (MEAL's ``repeat_sequence``; default 1).
         eval_every / eval_episodes: evaluation cadence in env steps (default 204,800 =
             100 PPO updates of 16 x 128) and episodes per task (10).
+
+    Unknown keywords and out-of-range values raise ``ValueError`` naming the value and
+    the valid ones, before any kitchen is generated or JAX function compiled.
         episode_len: steps per episode (400).
         sparse_rewards: delivery reward only (default False: dense shaping annealed).
         individual_rewards: each agent gets its own delivery/shaping (default: shared).
         shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (2.5M).
+        random_reset: every episode starts with random agent positions, inventories and
+            pot states (meal-bench's ``random_reset``; default False as meal-bench; MEAL's
+            paper-time training code used True, and so does ``cl-suites run``).
         partial_observability, sticky_actions, slippery_tiles, random_pot_size,
             random_cook_time: meal-bench's options (probabilities and view sizes from
             ``difficulty``).
@@ -100,7 +109,7 @@ def make_sb3_vec_env(id_or_n: str | int | MealSuite, num_envs: int, **kwargs: An
 def _gym_entry_point(**kwargs: Any):
     raise TypeError(
         "MEAL is a multi-agent (PettingZoo) benchmark and cannot be built with gym.make; use "
-        'cl_suites.make_parallel("CLSuite/MEAL-20-v0", difficulty="easy", seed=0) '
+        'cl_suites.make_parallel("CLSuite/MEAL-20-v0", difficulty="easy", layout_seed=0) '
         "(or cl_suites.meal.make_sb3_vec_env for stable-baselines3)"
     )
 

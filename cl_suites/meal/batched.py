@@ -7,6 +7,7 @@ batch-wide events and cost nothing per step.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,40 @@ import numpy as np
 from cl_suites.core.task import ScheduleAccessors, SequenceCursor
 from cl_suites.meal.engine import BatchState, MealEngine, jax
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
+
+_ENGINES: OrderedDict[tuple, MealEngine] = OrderedDict()
+_MAX_ENGINES = 4
+
+
+def _suite_key(suite: MealSuite) -> tuple:
+    layouts = tuple(
+        (
+            t.name,
+            t.seed,
+            tuple((k, np.asarray(v).tobytes()) for k, v in sorted(dict(t.layout).items())),
+        )
+        for t in suite.layouts
+    )
+    return (
+        layouts,
+        suite.num_agents,
+        suite.episode_len,
+        suite.obs_shape,
+        tuple(sorted(suite.options.items())),
+    )
+
+
+def shared_engine(suite: MealSuite) -> MealEngine:
+    """The ``MealEngine`` of ``suite``, shared by every env of the same kitchens and options
+    in this process (its jitted functions compile once; the last few suites are kept)."""
+    key = _suite_key(suite)
+    if key in _ENGINES:
+        _ENGINES.move_to_end(key)
+        return _ENGINES[key]
+    engine = _ENGINES[key] = MealEngine(suite)
+    while len(_ENGINES) > _MAX_ENGINES:
+        _ENGINES.popitem(last=False)
+    return engine
 
 
 def check_actions(actions: Any, num_envs: int, num_agents: int) -> np.ndarray:
@@ -88,7 +123,7 @@ class MealBatchedEnv(ScheduleAccessors):
         self.agents = suite.agents
         self.autoreset = autoreset
         self.render_mode = None
-        self.engine = engine or MealEngine(suite)
+        self.engine = engine or shared_engine(suite)
         self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
         self._state: BatchState | None = None
         self._keys = None
@@ -167,6 +202,41 @@ class MealBatchedEnv(ScheduleAccessors):
 
     def close(self) -> None:
         self._state = None
+
+    # -- checkpoints (interface of SequenceVectorEnv.state_dict) --------------------------
+    @property
+    def exact_resume(self) -> bool:
+        """Always True: the whole simulator state (JAX arrays and PRNG keys) is saved."""
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit-identically: the schedule position, the JAX env
+        state and PRNG keys of every env (as host numpy arrays), the running episodes'
+        returns, soups and step, and whether a reset is pending."""
+        return {
+            "cursor": self.cursor.state_dict(),
+            "batch_state": None if self._state is None else jax.device_get(self._state),
+            "keys": None if self._keys is None else np.asarray(self._keys),
+            "t": self._t,
+            "returns": self._returns.copy(),
+            "soups": self._soups.copy(),
+            "need_reset": self._need_reset,
+            "episode_task": self._episode_task,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> np.ndarray | None:
+        """Restore ``state_dict()``'s output; returns ``None`` (the restore is exact, the
+        caller keeps its last observations)."""
+        self.cursor.load_state_dict(state["cursor"])
+        batch = state["batch_state"]
+        self._state = None if batch is None else jax.tree.map(jax.numpy.asarray, batch)
+        self._keys = None if state["keys"] is None else jax.numpy.asarray(state["keys"])
+        self._t = int(state["t"])
+        self._returns[:] = state["returns"]
+        self._soups[:] = state["soups"]
+        self._need_reset = bool(state["need_reset"])
+        self._episode_task = int(state["episode_task"])
+        return None
 
     # -- internals ------------------------------------------------------------------------
     def _step_stats(self, soups: np.ndarray) -> dict[str, Any]:

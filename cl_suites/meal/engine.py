@@ -175,6 +175,7 @@ class MealEngine:
             "task_id": task_id,
             "random_pot_size": opts["random_pot_size"],
             "random_cook_time": opts["random_cook_time"],
+            "random_reset": opts.get("random_reset", False),
         }
         if opts["partial_observability"]:
             return OvercookedPO(difficulty=opts["stochasticity_level"], **kwargs)

@@ -1,128 +1,174 @@
-"""Evaluation of a policy on every task of a MEAL sequence, in the common run-log format.
+"""MEAL's pluggable piece of the core ``Evaluator``: its eval env source.
 
-All tasks are evaluated together: their kitchens share one padded grid, so one jitted
-step advances ``tasks x episodes`` envs at once (in groups of at most ``max_batch``
-envs). Each record's ``mean_return`` is the **sparse delivery return** (20 per soup,
-shaping excluded), so ``mean_return / score_normalizers[task_id]`` is MEAL's normalised
-score (soups / single-agent max-soup bound).
+All kitchens share one padded grid, so one jitted step advances ``tasks x episodes``
+envs at once (in groups of at most ``max_batch`` envs). Every env has ``num_agents``
+agents that act with one shared policy (parameter sharing: agent ``i`` of env ``e`` is
+policy row ``e * num_agents + i``). The reward an eval env reports is the **sparse
+delivery return** (20 per soup the team delivers, shaping excluded), so an eval record's
+``mean_return / score_normalizers[task_id]`` is MEAL's normalised score (soups / the
+single-agent max-soup bound).
+
+Use::
+
+    evaluator = meal_evaluator(suite, seed=0, run_log=log)   # a core Evaluator
+    evaluator.maybe_evaluate(total_step, policy)              # env steps
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from cl_suites.core.evaluation import EvalBatch, Evaluator
 from cl_suites.core.runlog import RunLog
-from cl_suites.core.task import check_positive_int, task_seed
+from cl_suites.core.task import check_positive_int
+from cl_suites.meal.batched import shared_engine
 from cl_suites.meal.engine import MealEngine, jax
 from cl_suites.meal.layouts import REWARD_PER_SOUP
 from cl_suites.meal.suite import MealSuite
 
-Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""``policy(obs (B, H, W, C), task_ids (B,)) -> actions (B,)``: one row per agent of every
-env (row ``e * num_agents + i`` is agent ``i`` of env ``e``); use greedy actions."""
 
-_EVAL_SEED_OFFSET = 1_000_003
+class MealEvalEnv:
+    """``N`` MEAL envs for evaluation or fresh rollouts; env ``j`` plays ``task_ids[j]``
+    (the envs of a task form one contiguous block).
 
-
-class MealEvaluator:
-    """Runs ``episodes`` episodes of every task every ``every`` env steps.
-
-    Args:
-        suite: the MEAL suite; ``every``/``episodes`` default to its sequence's
-            ``eval_every``/``eval_episodes``.
-        seed: run seed; evaluation point ``k`` of task ``t`` uses the keys of
-            ``task_seed(seed + 1_000_003, k, t)``, so evaluations replay exactly.
-        run_log: where records are appended (optional).
-        engine: share the training env's ``MealEngine`` (saves compilations).
-        max_batch: most envs stepped together.
-        first_eval_step: the first evaluation point (0: before training).
+    ``reset()`` returns ``obs (N, num_agents, H, W, C)``; ``step(actions (N, num_agents))``
+    returns ``(obs, rewards (N,), terminations (N,), truncations (N,), {})`` where
+    ``rewards`` is 20 x the soups the team delivered this step. Episodes last
+    ``episode_len`` steps (truncation) and restart in the same step with the envs' own
+    PRNG keys carried on. ``render_sub_envs(indices)`` draws kitchens with meal-bench's
+    visualizer.
     """
 
-    def __init__(
-        self,
-        suite: MealSuite,
-        *,
-        seed: int = 0,
-        run_log: RunLog | None = None,
-        every: int | None = None,
-        episodes: int | None = None,
-        engine: MealEngine | None = None,
-        max_batch: int = 1024,
-        first_eval_step: int = 0,
-    ):
+    def __init__(self, suite: MealSuite, engine: MealEngine, task_ids: np.ndarray, keys: Any):
         self.suite = suite
-        self.seed = int(seed)
-        self.run_log = run_log
-        self.every = check_positive_int("every", every or suite.sequence.eval_every)
-        self.episodes = check_positive_int("episodes", episodes or suite.sequence.eval_episodes)
-        self.engine = engine or MealEngine(suite)
-        self.next_eval_step = first_eval_step
-        self.last_eval_step: int | None = None
-        num_tasks = len(suite.layouts)
-        self.tasks_per_batch = max(
-            1, min(num_tasks, check_positive_int("max_batch", max_batch) // self.episodes)
-        )
-        self._start = time.monotonic()
+        self.engine = engine
+        self.task_ids = np.asarray(task_ids)
+        self.num_envs = len(self.task_ids)
+        self.num_agents = suite.num_agents
+        self._keys = keys
+        self._state = None
+        self._t = 0
+        self._no = np.zeros(self.num_envs, dtype=bool)
+        self._yes = np.ones(self.num_envs, dtype=bool)
+        self._visualizer = None
 
-    def due(self, total_step: int) -> bool:
-        return total_step >= self.next_eval_step
+    def reset(self) -> np.ndarray:
+        self._state, obs = self.engine.reset(self.task_ids, self._keys)
+        self._t = 0
+        return np.asarray(obs)
 
-    def maybe_evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
-        """Evaluate if an evaluation point was reached; returns the new records (maybe none)."""
-        return self.evaluate(total_step, policy) if self.due(total_step) else []
+    def step(self, actions: np.ndarray):
+        actions = np.asarray(actions).reshape(self.num_envs, self.num_agents)
+        self._state, obs, _, soups = self.engine.step(self._state, actions, 0.0)
+        obs, soups = jax.device_get((obs, soups))
+        self._t += 1
+        rewards = REWARD_PER_SOUP * np.asarray(soups, dtype=np.float64)
+        if self._t < self.suite.episode_len:
+            return np.asarray(obs), rewards, self._no, self._no, {}
+        self._keys = self._state.keys
+        return self.reset(), rewards, self._no, self._yes, {}
 
-    def evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
-        """Evaluate every task now; one record per task (split ``"train"``)."""
-        eval_index = total_step // self.every
-        returns = self.returns(policy, eval_index)
-        records = [
-            {
-                "total_step": int(total_step),
-                "task_id": task_id,
-                "task_name": layout.name,
-                "split": "train",
-                "mean_return": float(np.mean(returns[task_id])),
-                "std_return": float(np.std(returns[task_id])),
-                "episodes": len(returns[task_id]),
-                "wall_time": round(time.monotonic() - self._start, 3),
-            }
-            for task_id, layout in enumerate(self.suite.layouts)
+    def render_sub_envs(self, indices: Sequence[int]) -> list[np.ndarray]:
+        """``(H, W, 3)`` uint8 frames of the envs ``indices`` (meal-bench's visualizer)."""
+        if self._visualizer is None:
+            self._visualizer = make_visualizer(self.num_agents)
+        host = jax.device_get(self._state.env_state)
+        return [
+            self._visualizer.render(jax.tree.map(lambda x, i=i: np.asarray(x)[i], host))
+            for i in indices
         ]
-        self.next_eval_step = (eval_index + 1) * self.every
-        self.last_eval_step = int(total_step)
-        if self.run_log is not None:
-            self.run_log.log_eval(records)
-        return records
 
-    def returns(self, policy: Policy, eval_index: int = 0) -> np.ndarray:
-        """``(num_tasks, episodes)`` sparse delivery returns of ``policy``."""
-        num_tasks, e, n = len(self.suite.layouts), self.episodes, self.suite.num_agents
-        out = np.zeros((num_tasks, e))
-        group = self.tasks_per_batch
-        for first in range(0, num_tasks, group):
-            tasks = list(range(first, min(first + group, num_tasks)))
-            padded = tasks + [tasks[-1]] * (group - len(tasks))  # keep the batch shape static
-            task_ids = np.repeat(padded, e)
-            keys = jax.numpy.concatenate(
-                [
-                    self.engine.env_keys(task_seed(self.seed + _EVAL_SEED_OFFSET, eval_index, t), e)
-                    for t in padded
-                ]
+    def close(self) -> None:
+        self._state = None
+
+
+def make_visualizer(num_agents: int) -> Any:
+    """meal-bench's ``OvercookedVisualizer`` (headless: SDL's dummy video driver)."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    from meal.visualization.visualizer import OvercookedVisualizer
+
+    return OvercookedVisualizer(num_agents=num_agents)
+
+
+class MealEvalSource:
+    """The core ``Evaluator``'s env source for a MEAL suite (split ``"train"`` only).
+
+    Args:
+        suite: the MEAL suite.
+        engine: share the training env's ``MealEngine`` (default: the suite's shared one).
+        max_batch: most envs stepped together; tasks are grouped so that a group's
+            ``tasks x episodes`` envs fit (the last group is padded to the same size, so
+            one compiled step serves every group).
+    """
+
+    def __init__(self, suite: MealSuite, engine: MealEngine | None = None, max_batch: int = 1024):
+        self.suite = suite
+        self.engine = engine or shared_engine(suite)
+        self.max_batch = check_positive_int("max_batch", max_batch)
+
+    def start(
+        self, keys: Sequence[tuple[int, str]], seeds: dict[tuple[int, str], int], episodes: int
+    ) -> list[EvalBatch]:
+        tasks = [t for t, _ in keys]
+        group = max(1, min(len(tasks), self.max_batch // episodes))
+        batches = []
+        for first in range(0, len(tasks), group):
+            chunk = tasks[first : first + group]
+            padded = chunk + [chunk[-1]] * (group - len(chunk))  # a static batch shape
+            env_keys = jax.numpy.concatenate(
+                [self.engine.env_keys(seeds[(t, "train")], episodes) for t in padded]
             )
-            state, obs = self.engine.reset(task_ids, keys)
-            obs = np.asarray(obs)
-            slot_tasks = np.repeat(task_ids, n)
-            soups = np.zeros(len(task_ids), dtype=np.int64)
-            for _ in range(self.suite.episode_len):
-                flat = obs.reshape(len(slot_tasks), *obs.shape[2:])
-                actions = np.asarray(policy(flat, slot_tasks)).reshape(len(task_ids), n)
-                state, obs, _, step_soups = self.engine.step(state, actions, 0.0)
-                obs, step_soups = jax.device_get((obs, step_soups))
-                soups += step_soups
-            for k, t in enumerate(tasks):
-                out[t] = REWARD_PER_SOUP * soups[k * e : (k + 1) * e]
-        return out
+            task_ids = np.repeat(padded, episodes)
+            targets = np.repeat([1] * len(chunk) + [0] * (group - len(chunk)), episodes)
+            env = MealEvalEnv(self.suite, self.engine, task_ids, env_keys)
+            obs = env.reset()
+            splits = ("train",) * len(task_ids)
+            batches.append(EvalBatch(env, obs, task_ids, splits, targets, self.suite.num_agents))
+        return batches
+
+    def start_rollout(self, task_id: int, num_envs: int, seed: int) -> EvalBatch:
+        env = MealEvalEnv(
+            self.suite,
+            self.engine,
+            np.full(num_envs, task_id),
+            self.engine.env_keys(seed, num_envs),
+        )
+        obs = env.reset()
+        ones = np.ones(num_envs, dtype=np.int64)
+        return EvalBatch(env, obs, env.task_ids, ("train",) * num_envs, ones, self.suite.num_agents)
+
+    def check_render(self) -> None:
+        try:
+            make_visualizer(self.suite.num_agents)
+        except ImportError as e:
+            raise ValueError(
+                f"MEAL kitchens cannot be drawn ({e}); run without capture_video"
+            ) from e
+
+    def close(self) -> None:
+        pass
+
+
+def meal_evaluator(
+    suite: MealSuite,
+    *,
+    seed: int = 0,
+    run_log: RunLog | None = None,
+    engine: MealEngine | None = None,
+    max_batch: int = 1024,
+    **kwargs: Any,
+) -> Evaluator:
+    """The core ``Evaluator`` over ``suite`` with MEAL's env source; ``kwargs`` go to
+    ``Evaluator`` (``every``, ``episodes``, ``first_eval_step``, ``segments``, ``video``)."""
+    return Evaluator(
+        suite.sequence,
+        seed=seed,
+        run_log=run_log,
+        env_source=MealEvalSource(suite, engine, max_batch),
+        **kwargs,
+    )

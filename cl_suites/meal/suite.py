@@ -19,18 +19,25 @@ import numpy as np
 from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
 from cl_suites.errors import require
 from cl_suites.meal.layouts import (
+    DIFFICULTIES,
     MAX_AGENTS,
     REWARD_PER_SOUP,
+    STRATEGIES,
     MealLayout,
     build_layouts,
     check_choice,
+    preset_names,
 )
 
 NUM_ACTIONS = 6
 """meal-bench's actions: up, down, right, left, stay, interact."""
 PAPER_STEPS_PER_TASK = 10_000_000
 PAPER_EVAL_EVERY = 100 * 16 * 128
-"""MEAL evaluates every 100 PPO updates of 16 envs x 128 steps = 204,800 env steps."""
+"""MEAL evaluates every 100 PPO updates of 16 envs x 128 steps = 204,800 env steps
+(paper, appendix B.2 table 4)."""
+PAPER_EVAL_EPISODES = 10
+"""Evaluation episodes per task (paper, section 5 and table 4)."""
+MAX_LAYOUT_SEED = 2**31 - 1
 PAPER_SHAPING_HORIZON = 2_500_000
 OBS_PADDINGS = ("zeros", "walls")
 _ID = re.compile(r"^(?:cl_suites:)?(?:CLSuite/)?MEAL-(\d+)(?:-v0)?$")
@@ -56,6 +63,60 @@ def _single_agent_refused(name: str, **_: Any) -> gym.Env:
         f"MEAL task {name!r} is a multi-agent PettingZoo environment; build it with "
         "cl_suites.make_parallel(...) (or cl_suites.meal.make_batched / make_sb3_vec_env)"
     )
+
+
+def check_layout_seed(layout_seed: object, num_tasks: int) -> int:
+    """``layout_seed`` as an int, or a ``ValueError`` naming the valid range: generated
+    kitchens use seeds ``layout_seed .. layout_seed + num_tasks - 1``, which must stay in
+    ``0..2**31 - 1``."""
+    top = MAX_LAYOUT_SEED - (num_tasks - 1)
+    if (
+        isinstance(layout_seed, bool)
+        or not isinstance(layout_seed, (int, np.integer))
+        or not 0 <= layout_seed <= top
+    ):
+        raise ValueError(
+            f"layout_seed {layout_seed!r} is out of range; valid: an int in 0..{top} "
+            f"(kitchen i uses layout_seed + i, for {num_tasks} task(s))"
+        )
+    return int(layout_seed)
+
+
+def suite_option_names() -> tuple[str, ...]:
+    """The keyword arguments ``build_suite`` / ``make_parallel`` accept."""
+    import inspect
+
+    params = inspect.signature(build_suite).parameters.values()
+    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def suite_info(id_or_n: str | int):
+    """A catalog entry (``cl_suites.suites.SuiteInfo``) for ``MEAL-{N}``, so the main job and
+    ``--print-config`` treat MEAL like every other suite; its ``build(**kwargs)`` returns
+    the sequence of ``build_suite(N, **kwargs)``."""
+    from cl_suites.suites import SuiteInfo
+
+    n = parse_meal_id(id_or_n)
+
+    @dataclass(frozen=True)
+    class MealSuiteInfo(SuiteInfo):
+        def build(self, **kwargs: Any) -> TaskSequence:
+            return build_suite(n, **kwargs).sequence
+
+    return MealSuiteInfo(
+        name=f"MEAL-{n}",
+        builder="cl_suites.meal.suite:build_suite",
+        extra="meal",
+        modules=("meal", "jax", "pettingzoo"),
+        paper="MEAL (Tomilin et al.), sections 4-5",
+        description=f"{n} Overcooked kitchens in a row (PettingZoo; cl_suites.make_parallel)",
+        api="pettingzoo",
+    )
+
+
+def is_meal_id(suite: str) -> bool:
+    """True for ``"MEAL-20"``, ``"CLSuite/MEAL-20-v0"``, ``"cl_suites:CLSuite/MEAL-20-v0"``."""
+    return isinstance(suite, str) and _ID.match(suite.strip()) is not None
 
 
 def _not_single_agent(name: str):
@@ -130,13 +191,13 @@ def build_suite(
     *,
     difficulty: str | None = "easy",
     strategy: str = "generate",
-    seed: int = 0,
+    layout_seed: int | None = None,
     num_agents: int = 2,
     layout_names: Sequence[str] | None = None,
     steps_per_task: int = PAPER_STEPS_PER_TASK,
     cycles: int = 1,
     eval_every: int = PAPER_EVAL_EVERY,
-    eval_episodes: int = 10,
+    eval_episodes: int = PAPER_EVAL_EPISODES,
     episode_len: int = 400,
     sparse_rewards: bool = False,
     individual_rewards: bool = False,
@@ -146,29 +207,92 @@ def build_suite(
     slippery_tiles: bool = False,
     random_pot_size: bool = False,
     random_cook_time: bool = False,
+    random_reset: bool = False,
     separated_agents: bool = False,
     obs_padding: str = "zeros",
     max_attempts: int = 2000,
+    seed: int | None = None,
+    **unknown: Any,
 ) -> MealSuite:
-    """Build ``CLSuite/MEAL-{N}-v0`` (see ``cl_suites.meal.make_parallel`` for the kwargs)."""
+    """Build ``CLSuite/MEAL-{N}-v0`` (see ``cl_suites.meal.make_parallel`` for the kwargs).
+
+    ``layout_seed`` fixes the kitchens (task ``i`` of ``strategy="generate"`` is generated
+    with seed ``layout_seed + i``); ``seed`` is an alias kept for older code. Every
+    argument is checked before any kitchen is generated or any JAX function compiled: a
+    bad value raises ``ValueError`` naming it and the valid ones.
+    """
     require("meal", extra="meal")
     require("jax", extra="meal")
     n = parse_meal_id(id_or_n)
+    if unknown:
+        raise ValueError(
+            f"unknown MEAL option(s) {sorted(unknown)}; valid: {', '.join(suite_option_names())}"
+        )
+    if seed is not None and layout_seed is not None and seed != layout_seed:
+        raise ValueError(
+            f"seed={seed!r} and layout_seed={layout_seed!r} disagree; pass only layout_seed "
+            "(seed is its old name)"
+        )
+    layout_seed = check_layout_seed(layout_seed if layout_seed is not None else seed or 0, n)
+    check_choice("strategy", strategy, STRATEGIES)
     check_choice("obs_padding", obs_padding, OBS_PADDINGS)
     if difficulty is not None:
-        check_choice("difficulty", difficulty, ("easy", "medium", "hard", "extreme"))
-    check_positive_int("steps_per_task", steps_per_task)
-    check_positive_int("episode_len", episode_len)
-    check_positive_int("shaping_horizon", shaping_horizon)
+        check_choice("difficulty", difficulty, DIFFICULTIES)
+    elif strategy == "generate":
+        raise ValueError(
+            f"difficulty None needs a preset strategy; with strategy 'generate' use one of "
+            f"{DIFFICULTIES}"
+        )
+    if layout_names is not None:
+        if isinstance(layout_names, str) or not all(isinstance(x, str) for x in layout_names):
+            raise ValueError(
+                f"layout_names must be a list of preset names, got {layout_names!r}; "
+                f"available: {sorted(preset_names())}"
+            )
+        unknown_names = [x for x in layout_names if x not in preset_names()]
+        if unknown_names or not layout_names:
+            raise ValueError(
+                f"unknown preset layout(s) {unknown_names or list(layout_names)}; "
+                f"available: {sorted(preset_names())}"
+            )
+    for name, value in (
+        ("steps_per_task", steps_per_task),
+        ("cycles", cycles),
+        ("eval_every", eval_every),
+        ("eval_episodes", eval_episodes),
+        ("episode_len", episode_len),
+        ("shaping_horizon", shaping_horizon),
+    ):
+        check_positive_int(name, value)
     if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)):
-        raise ValueError(f"num_agents must be an int in 1..{MAX_AGENTS}, got {num_agents!r}")
+        raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (an int), got {num_agents!r}")
+    if not 1 <= num_agents <= MAX_AGENTS:
+        raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}")
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, (int, np.integer)):
+        raise ValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
+    if max_attempts < 0:
+        raise ValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
+    flags = {
+        "sparse_rewards": sparse_rewards,
+        "individual_rewards": individual_rewards,
+        "partial_observability": partial_observability,
+        "sticky_actions": sticky_actions,
+        "slippery_tiles": slippery_tiles,
+        "random_pot_size": random_pot_size,
+        "random_cook_time": random_cook_time,
+        "random_reset": random_reset,
+        "separated_agents": separated_agents,
+    }
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
     if sparse_rewards and individual_rewards:
         raise ValueError("sparse_rewards and individual_rewards cannot both be set (as in MEAL)")
     layouts = build_layouts(
         n,
         strategy=strategy,
         difficulty=difficulty,
-        seed=seed,
+        seed=layout_seed,
         num_agents=int(num_agents),
         episode_len=episode_len,
         layout_names=layout_names,
@@ -214,7 +338,7 @@ def build_suite(
     options = {
         "difficulty": difficulty,
         "strategy": strategy,
-        "layout_seed": int(seed),
+        "layout_seed": int(layout_seed),
         "sparse_rewards": bool(sparse_rewards),
         "individual_rewards": bool(individual_rewards),
         "shaping_horizon": int(shaping_horizon),
@@ -223,6 +347,7 @@ def build_suite(
         "slippery_tiles": bool(slippery_tiles),
         "random_pot_size": bool(random_pot_size),
         "random_cook_time": bool(random_cook_time),
+        "random_reset": bool(random_reset),
         "obs_padding": obs_padding,
         "stochasticity_level": level,
     }

@@ -1,0 +1,178 @@
+"""What a run leaves besides its logs: progress.json and the progress bar, evaluation
+videos, and the fresh-episode source CL methods can ask for."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+
+from baselines_sb3 import main_job
+from baselines_sb3.cl.base import ContinualMethod
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress, read_progress
+from cl_suites.core.runlog import read_eval
+from cl_suites.core.task import TaskSequence, TaskSpec
+from cl_suites.core.video import VideoRecorder, video_path
+from cl_suites.training import run_random_agent
+
+th.set_num_threads(1)
+
+
+def test_random_agent_writes_progress_json_and_stays_quiet(tmp_path, capsys):
+    run_random_agent(
+        "Diagnostic", seed=0, run_dir=tmp_path, num_envs=2, steps_per_task=40, eval_every=40,
+        eval_episodes=1, n_tasks=2,
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""  # library calls show no progress unless asked
+    progress = read_progress(tmp_path)
+    assert progress["state"] == "finished"
+    assert progress["total_step"] == progress["total_steps"] == 80
+    assert (progress["task_id"], progress["task_name"], progress["cycle"]) == (1, "cue-shift-1", 0)
+    assert progress["steps_per_s"] > 0 and progress["pid"] > 0 and progress["host"]
+    assert progress["updated"].endswith("+00:00")
+
+
+def test_progress_bar_shows_task_and_one_rate_when_asked(tmp_path, capsys):
+    from cl_suites.api import make_sequence
+
+    schedule = make_sequence("Diagnostic", steps_per_task=100, n_tasks=2).schedule(1)
+    bar = RunProgress(schedule, run_dir=tmp_path, show=True, unit="agent steps")
+    bar.update(150, force=True)
+    assert read_progress(tmp_path)["state"] == "running"
+    bar.close("failed")
+    err = capsys.readouterr().err
+    assert "task 1:cue-shift-1 cycle 0" in err and err.count("agent steps/s") == 1
+    assert json.loads((tmp_path / "progress.json").read_text())["state"] == "failed"
+
+
+# -- videos ---------------------------------------------------------------------------
+class PaintEnv(gym.Env):
+    """Episodes of ``length`` steps; renders a frame whose brightness is the step count."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int = 5, render_mode: str | None = None):
+        self.length, self.render_mode, self.t = length, render_mode, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, self.t >= self.length, False, {}
+
+    def render(self):
+        return np.full((16, 24, 3), 40 * self.t, dtype=np.uint8)
+
+
+def _paint_sequence(length=5):
+    tasks = tuple(
+        TaskSpec(
+            f"paint{i}", partial(PaintEnv, length), 10, make_test=partial(PaintEnv, length + 1)
+        )
+        for i in range(2)
+    )
+    return TaskSequence(
+        "Paint", tasks, PaintEnv.observation_space, PaintEnv.action_space, eval_every=10
+    )
+
+
+def test_evaluator_records_one_episode_per_task_and_split(tmp_path):
+    from moviepy import VideoFileClip
+
+    recorder = VideoRecorder(tmp_path, boundaries=[0, 20], fps=10)
+    evaluator = Evaluator(_paint_sequence(), seed=0, episodes=3, num_envs=2, video=recorder)
+    policy = lambda obs, ids: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
+    for step in (0, 10, 20, 30):
+        evaluator.evaluate(step, policy)
+    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    assert names == [
+        f"eval-step{s:09d}-task{t:02d}-{split}.mp4"
+        for s in (0, 20)
+        for t in (0, 1)
+        for split in ("test", "train")
+    ]
+    clip = VideoFileClip(str(video_path(tmp_path, 20, 1, "test")))
+    assert clip.size == [24, 16]
+    assert round(clip.duration * clip.fps) == 6  # the first frame + 6 steps, last one lost
+    clip.close()
+    assert recorder.state_dict() == {"next": 2}
+
+
+def test_capture_video_needs_envs_that_render(tmp_path):
+    """Diagnostic's envs render once the core passes render_mode (interface 3); until then
+    the job refuses before training, naming the problem."""
+    from cl_suites.suites.diagnostic import CueEnv
+
+    kw = dict(
+        suite="Diagnostic", method="ft", learner="ppo", preset="small", seed=0, num_envs=2,
+        run_dir=tmp_path, resume=False,
+    )  # fmt: skip
+    overrides = {"n_tasks": 2, "steps_per_task": 64, "eval_every": 64, "eval_episodes": 1,
+                 "report": False, "capture_video": True, "video_length": 3}  # fmt: skip
+    try:
+        CueEnv(0, render_mode="rgb_array")
+    except TypeError:
+        with pytest.raises(ValueError, match="cannot render"):
+            main_job.run_main_job(overrides=overrides, **kw)
+        return
+    main_job.run_main_job(overrides=overrides, **kw)
+    names = {p.name for p in (tmp_path / "videos").iterdir()}
+    assert "eval-step000000000-task00-train.mp4" in names
+    assert "eval-step000000064-task01-train.mp4" in names
+
+
+# -- fresh episodes for importances (interface 11) --------------------------------------
+class SourceUser(ContinualMethod):
+    """Asks for 2 fresh episodes x 7 steps of each finished task."""
+
+    name = "source-user"
+    needs_task_boundaries = True
+
+    def __init__(self):
+        super().__init__()
+        self.source = None
+        self.batches: list[tuple[int, tuple[int, ...]]] = []
+
+    def set_episode_source(self, fn):
+        self.source = fn
+
+    def on_task_switch(self, event):
+        obs = self.source(event.previous.task_id, 2, 7)
+        self.batches.append((event.previous.task_id, tuple(obs.shape)))
+
+
+def test_job_gives_methods_a_fresh_episode_source(tmp_path, monkeypatch):
+    method = SourceUser()
+    monkeypatch.setattr(main_job, "make_method", lambda *a, **k: method)
+    main_job.run_main_job(
+        suite="Diagnostic", method="ewc", learner="ppo", preset="small", seed=0, num_envs=2,
+        run_dir=tmp_path, resume=False,
+        overrides={"n_tasks": 2, "steps_per_task": 64, "eval_every": 64, "eval_episodes": 1,
+                   "report": False, "show_task": False},
+    )  # fmt: skip
+    assert method.batches == [(0, (14, 5)), (1, (14, 5))]  # every step of 2 envs x 7 steps
+    assert len(read_eval(tmp_path)) == 3 * 2
+
+
+def test_rollout_observations_replay_with_the_seed():
+    from cl_suites.api import make_sequence
+
+    seq = make_sequence("Diagnostic", n_tasks=2)
+    evaluator = Evaluator(seq, seed=5)
+    policy = lambda obs, ids: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
+    a, ids = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
+    b, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
+    c, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=200)
+    assert a.shape == (12, 5) and (ids == 1).all()
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
