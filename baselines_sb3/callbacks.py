@@ -20,14 +20,22 @@ from cl_suites.core.task import Segment
 def make_eval_policy(
     model: BaseAlgorithm, method: Any = None
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: the deterministic
-    (argmax) action of the model's policy, as CORA evaluates; task-aware policies get the
-    task ids as the ``task_id`` observation key; P&C acts with its knowledge base."""
+    """``policy(obs, task_ids[, prev_actions, prev_rewards]) -> actions`` for the core
+    ``Evaluator``: the deterministic (argmax) action of the model's policy, as CORA
+    evaluates; the policy's observation layout is built by its ``build_observation`` (task
+    ids, previous action and reward); P&C acts with its knowledge base."""
     policy = model.policy
 
-    def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+    def act(
+        obs: np.ndarray,
+        task_ids: np.ndarray,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+    ) -> np.ndarray:
         net = method.eval_policy_module(policy) if method is not None else policy
-        if getattr(net, "task_aware", False):
+        if hasattr(net, "build_observation"):
+            obs = net.build_observation(obs, task_ids, prev_actions, prev_rewards)
+        elif getattr(net, "task_aware", False):
             obs = {OBS_KEY: obs, TASK_KEY: np.asarray(task_ids, dtype=np.int64)}
         mode = getattr(net, "evaluation_mode", None)
         if mode is None:
@@ -35,6 +43,7 @@ def make_eval_policy(
         with mode():
             return net.predict(obs, deterministic=True)[0]
 
+    act.needs_previous_action_reward = bool(getattr(policy, "previous_action_reward", False))
     return act
 
 

@@ -101,13 +101,9 @@ class JobSpec:
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
-            "learner": self.hp["learner"],
-            "method": self.hp["method"],
+            **{k: v for k, v in self.hp.items() if k not in ("suite_defaults", "num_envs")},
             "multi_head": self.multi_head,
             "task_id_input": self.task_id_input,
-            "network": self.hp["network"],
-            "net_arch": self.hp["net_arch"],
-            "reward_clip": self.hp["reward_clip"],
         }
 
 
@@ -134,10 +130,7 @@ def resolve_job(
     _check_choice("learner", learner, LEARNERS)
     hp = presets.resolve(info.name, learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    for key in list(overrides):
-        for section in ("learner", "method"):
-            if key in hp[section]:
-                hp[section][key] = overrides.pop(key)
+    overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     return JobSpec(
         suite=info,
@@ -251,7 +244,7 @@ def run_main_job(
     )
 
     method_kwargs = dict(hp["method"])
-    if spec.method == "clear" and job.get("replay_on_disk"):
+    if spec.method in ("clear", "ewc", "online-ewc", "pnc") and job.get("replay_on_disk"):
         method_kwargs["disk_dir"] = run_dir / "replay"
     cl = make_method(spec.method, seed=int(seed), **method_kwargs)
     model = build_model(

@@ -14,37 +14,25 @@ all agents); SB3's ``num_timesteps`` counts slots, i.e. ``num_agents`` per env s
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.utils import get_linear_fn
 
 from baselines_sb3 import presets
 from baselines_sb3.callbacks import make_eval_policy
 from baselines_sb3.cl import attach_method, make_method
-from baselines_sb3.learners import ContinualPPO
+from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.main_job import _write_report
-from baselines_sb3.policies import ContinualPolicy
-from baselines_sb3.wrappers import TaskIdObservation
 from cl_suites.core.runlog import RunLog
 from cl_suites.meal import build_suite, parse_meal_id
 from cl_suites.meal.batched import MealBatchedEnv
 from cl_suites.meal.evaluation import MealEvaluator
 from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
-MEAL_METHODS: tuple[str, ...] = ("ft", "l2", "ewc", "online-ewc", "mas")
+MEAL_METHODS: tuple[str, ...] = presets.MEAL_METHODS
 MEAL_JOB_OPTIONS: tuple[str, ...] = ("multi_head", "task_id_input", "progress", "device", "report")
-MEAL_NET_ARCH = {"paper": [128, 128], "small": [64]}
-"""MEAL appendix B.1: MLP of width 128 on the flattened observation (small: one layer of 64)."""
-MEAL_SMALL_SUITE: dict[str, Any] = {
-    "steps_per_task": 2_000,
-    "eval_every": 2_000,
-    "eval_episodes": 2,
-}
-MEAL_MINIBATCHES = 8
 
 
 class MealEvalCallback(BaseCallback):
@@ -116,28 +104,18 @@ def run_meal_job(
         raise ValueError(
             "resuming MEAL runs is not supported yet (no JAX env checkpoint); start a new --run-dir"
         )
-    small = preset == "small"
-    hp = presets.resolve("MEAL", "ppo", method, preset)
-    if not small:
-        hp["method"] = copy.deepcopy(presets.MEAL_METHODS[method])
+    hp = presets.resolve(f"MEAL-{n_tasks}", learner, method, preset)
     job = {k: overrides.pop(k) for k in MEAL_JOB_OPTIONS if k in overrides}
-    for key in list(overrides):
-        for section in ("learner", "method"):
-            if key in hp[section]:
-                hp[section][key] = overrides.pop(key)
-    multi_head = bool(job.get("multi_head", True))
-    task_id_input = bool(job.get("task_id_input", True))
-    suite_kwargs = {**(MEAL_SMALL_SUITE if small else {}), **overrides}
+    overrides = presets.route_overrides(hp, learner, method, overrides)
+    multi_head = bool(job.get("multi_head", hp["multi_head"]))
+    task_id_input = bool(job.get("task_id_input", hp["task_id_input"]))
+    suite_kwargs = {**hp["suite_defaults"], **overrides}
     meal_suite = build_suite(n_tasks, **suite_kwargs)
     sequence = meal_suite.sequence
     n_envs = int(num_envs or hp["num_envs"])
     batched = MealBatchedEnv(meal_suite, n_envs)
     schedule = batched.schedule()
     run_dir = Path(run_dir)
-    learner_kw = dict(hp["learner"])
-    slots = n_envs * meal_suite.num_agents
-    learner_kw["batch_size"] = max(1, learner_kw["n_steps"] * slots // MEAL_MINIBATCHES)
-    net_arch = MEAL_NET_ARCH["small" if small else "paper"]
     description = meal_suite.describe()
     metadata = {
         "suite_id": f"CLSuite/MEAL-{n_tasks}-v0",
@@ -159,12 +137,9 @@ def run_meal_job(
         "metric_settings": description["metric_settings"],
         "score_normalizers": meal_suite.score_normalizers(),
         "hyperparameters": {
-            "learner": learner_kw,
-            "method": hp["method"],
+            **{k: v for k, v in hp.items() if k not in ("suite_defaults", "num_envs")},
             "multi_head": multi_head,
             "task_id_input": task_id_input,
-            "network": "mlp",
-            "net_arch": net_arch,
         },
         "step_unit": "env steps (one joint action of all agents)",
     }
@@ -172,28 +147,19 @@ def run_meal_job(
     run_log = RunLog(run_dir, metadata)
     vec = MealSB3VecEnv(batched)
     vec.seed(int(seed))
-    env: Any = vec
-    if multi_head or task_id_input:
-        env = TaskIdObservation(vec, len(sequence.tasks))
+    env, _ = wrap_env(vec, sequence, hp, multi_head=multi_head, task_id_input=task_id_input)
     cl = make_method(method, seed=int(seed), **hp["method"])
-    if learner_kw.pop("lr_anneal", False):
-        learner_kw["learning_rate"] = get_linear_fn(learner_kw["learning_rate"], 0.0, 1.0)
-    policy_kwargs = {
-        "num_tasks": len(sequence.tasks),
-        "multi_head": multi_head,
-        "task_id_input": task_id_input,
-        "net_arch": list(net_arch),
-        "normalize_images": False,  # counts and flags, not pixels
-    }
-    model = ContinualPPO(
-        ContinualPolicy,
+    model = build_model(
+        learner,
         env,
-        cl_method=cl,
-        policy_kwargs=policy_kwargs,
+        sequence,
+        hp,
+        cl,
+        method=method,
         seed=int(seed),
+        multi_head=multi_head,
+        task_id_input=task_id_input,
         device=job.get("device", "auto"),
-        verbose=0,
-        **learner_kw,
     )
     cl_callback = attach_method(model, cl, env)
     evaluator = MealEvaluator(meal_suite, seed=int(seed), run_log=run_log, engine=batched.engine)

@@ -96,10 +96,19 @@ class Evaluator:
             for split_id, split in enumerate(task.splits)
         ]
         active = list(jobs)
+        previous = bool(getattr(policy, "needs_previous_action_reward", False))
         while active:
             obs = np.concatenate([job.obs for job in active])
             task_ids = np.concatenate([job.task_ids for job in active])
-            actions = policy(obs, task_ids)
+            if previous:  # CORA's IMPALA inputs; each episode starts from zeros
+                actions = policy(
+                    obs,
+                    task_ids,
+                    np.concatenate([job.prev_actions for job in active]),
+                    np.concatenate([job.prev_rewards for job in active]),
+                )
+            else:
+                actions = policy(obs, task_ids)
             offset = 0
             for job in active:
                 job.step(actions[offset : offset + job.env.num_envs])
@@ -163,6 +172,8 @@ class _EvalJob:
         self.counts = np.zeros(n, dtype=int)
         self.running = np.zeros(n, dtype=np.float64)
         self.returns: list[float] = []
+        self.prev_actions = np.zeros(n, dtype=np.int64)
+        self.prev_rewards = np.zeros(n, dtype=np.float32)
 
     @property
     def finished(self) -> bool:
@@ -171,7 +182,10 @@ class _EvalJob:
     def step(self, actions: np.ndarray) -> None:
         self.obs, rewards, terminations, truncations, _ = self.env.step(actions)
         self.running += rewards
-        for i in np.flatnonzero(terminations | truncations):
+        ended = terminations | truncations
+        self.prev_actions = np.where(ended, 0, np.asarray(actions).reshape(-1)).astype(np.int64)
+        self.prev_rewards = np.where(ended, 0.0, rewards).astype(np.float32)
+        for i in np.flatnonzero(ended):
             if self.counts[i] < self.targets[i]:
                 self.returns.append(float(self.running[i]))
                 self.counts[i] += 1
