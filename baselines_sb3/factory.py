@@ -14,6 +14,7 @@ import numpy as np
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.vec_env import VecEnv
+from torch import nn
 
 from baselines_sb3.cl.base import ContinualMethod
 from baselines_sb3.learners import ContinualPPO, VTrace
@@ -31,6 +32,7 @@ from baselines_sb3.wrappers import (
 from cl_suites.core.task import TaskSequence
 
 LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 _LEARNER_CLASSES = {"ppo": ContinualPPO, "vtrace": VTrace}
 
 
@@ -101,6 +103,10 @@ def policy_kwargs(
         "ortho_init": bool(hp.get("ortho_init", True)),
         "normalize_images": bool(hp.get("normalize_images", True)),
     }
+    activation = hp.get("activation", "tanh")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    kwargs["activation_fn"] = ACTIVATIONS[activation]
     network = hp.get("network", "mlp")
     if network not in FEATURE_EXTRACTORS:
         raise ValueError(f"unknown network {network!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")

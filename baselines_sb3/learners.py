@@ -37,7 +37,12 @@ from stable_baselines3.common.utils import explained_variance, update_learning_r
 from torch import nn
 from torch.nn import functional as F
 
-from baselines_sb3.cl.base import ContinualMethod, find_task_switch_source, install_loss_hook
+from baselines_sb3.cl.base import (
+    ContinualMethod,
+    find_task_switch_source,
+    install_loss_hook,
+    latest_step_segment,
+)
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "linear-per-task", "linear-steps")
@@ -105,10 +110,7 @@ class TaskSwitchLearner:
         if cursor is None:
             return None
         steps_per_update = self.n_steps * cursor.num_envs  # type: ignore[attr-defined]
-        task_steps, segment = cursor.task_step, cursor.segment
-        if task_steps == 0 and cursor.index > 0:  # the rollout ended with the previous task
-            segment = cursor.segments[cursor.index - 1]
-            task_steps = segment.steps
+        segment, task_steps = latest_step_segment(cursor)
         k = max(math.ceil(task_steps / steps_per_update) - 1, 0)
         return min(k * steps_per_update, segment.steps) / segment.steps
 

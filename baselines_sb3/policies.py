@@ -29,6 +29,7 @@ key optional but ``"obs"``). Options:
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,11 @@ PARAMETER_GROUPS: tuple[str, ...] = (
     "actor_head",
     "critic_head",
 )
+
+
+def _one_hot(ids: th.Tensor, n: int) -> th.Tensor:
+    """``(B,)`` ids to ``(B, n)`` float one-hots (comparison, so ``vmap`` can batch it)."""
+    return (ids.unsqueeze(-1) == th.arange(n, device=ids.device)).float()
 
 
 def _keys(space: spaces.Space) -> tuple[str, ...]:
@@ -261,11 +267,10 @@ class ContinualPolicy(ActorCriticPolicy):
         x = preprocess_obs(x, self.inner_observation_space, normalize_images=self.normalize_images)
         parts = [(extractor or self.features_extractor)(x)]
         if self.task_id_input:
-            parts.append(nn.functional.one_hot(self.task_ids(obs), self.num_tasks).float())
+            parts.append(_one_hot(self.task_ids(obs), self.num_tasks))
         if self.previous_action_reward:
             reward = obs[PREV_REWARD_KEY].reshape(-1, 1).float().clamp(-1.0, 1.0)
-            action = obs[PREV_ACTION_KEY].reshape(-1).long()
-            parts += [reward, nn.functional.one_hot(action, self.n_actions).float()]
+            parts += [reward, _one_hot(obs[PREV_ACTION_KEY].reshape(-1).long(), self.n_actions)]
         return parts[0] if len(parts) == 1 else th.cat(parts, dim=1)
 
     def latents(self, obs: Any) -> tuple[th.Tensor, th.Tensor]:
@@ -282,10 +287,11 @@ class ContinualPolicy(ActorCriticPolicy):
         """(action-distribution parameters ``(B, n)``, values ``(B, 1)``) of each row's head."""
         out = (action_net or self.action_net)(latent_pi)
         values = (value_net or self.value_net)(latent_vf)
-        if self.multi_head:
-            rows = th.arange(out.shape[0], device=out.device)
-            out = out.view(out.shape[0], self.num_tasks, -1)[rows, task_ids]
-            values = values[rows, task_ids].unsqueeze(-1)
+        if self.multi_head:  # gather, not fancy indexing: per-sample gradients vmap it
+            n = out.shape[1] // self.num_tasks
+            index = task_ids.view(-1, 1, 1).expand(-1, 1, n)
+            out = out.view(-1, self.num_tasks, n).gather(1, index).squeeze(1)
+            values = values.gather(1, task_ids.view(-1, 1))
         return out, values
 
     def outputs(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
@@ -304,9 +310,11 @@ class ContinualPolicy(ActorCriticPolicy):
         return logits.masked_fill(~valid, th.finfo(logits.dtype).min)
 
     def _distribution(self, params: th.Tensor) -> Distribution:
-        if isinstance(self.action_dist, DiagGaussianDistribution):
-            return self.action_dist.proba_distribution(params, self.log_std)
-        return self.action_dist.proba_distribution(action_logits=params)
+        # SB3's distribution objects hold their parameters: one fresh object per call
+        dist = copy.copy(self.action_dist)
+        if isinstance(dist, DiagGaussianDistribution):
+            return dist.proba_distribution(params, self.log_std)
+        return dist.proba_distribution(action_logits=params)
 
     def loss_and_acting_distributions(
         self, obs: Any

@@ -264,6 +264,7 @@ SMALL_NET = {"net_arch": [64], "cnn_features_dim": 64}
 POLICY_OPTIONS: tuple[str, ...] = (
     "network",
     "net_arch",
+    "activation",
     "cnn_features_dim",
     "ortho_init",
     "trunk_layer_norm",
@@ -353,9 +354,10 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
 
     Keys: ``learner`` (learner kwargs), ``method`` (method kwargs, ``variant`` included),
     ``num_envs``, the policy options of ``POLICY_OPTIONS`` (``network``, ``net_arch``,
-    ``cnn_features_dim``, ``ortho_init``, ``trunk_layer_norm``, ``normalize_images``,
-    ``action_mask_mode``, ``previous_action_reward``, ``reward_clip``, ``reward_sign``,
-    ``time_limit_terminal``), ``multi_head``, ``task_id_input`` and ``suite_defaults``
+    ``activation``, ``cnn_features_dim``, ``ortho_init``, ``trunk_layer_norm``,
+    ``normalize_images``, ``action_mask_mode``, ``previous_action_reward``, ``reward_clip``,
+    ``reward_sign``, ``time_limit_terminal``), ``multi_head``, ``task_id_input`` and
+    ``suite_defaults``
     (suite kwargs the preset sets unless the run does).
 
     Raises ``ValueError`` for an unknown preset or learner, a suite without presets, and a
@@ -374,6 +376,7 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
         "num_envs": SMALL_NUM_ENVS if small else CORA_NUM_ENVS,
         "network": CORA_NETWORK.get(name, "shallow") if image else "mlp",
         "net_arch": [],
+        "activation": "relu",
         "cnn_features_dim": None,
         "ortho_init": False,  # CORA's networks keep PyTorch's default init
         "trunk_layer_norm": False,
@@ -401,7 +404,12 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
     if _chores(name) and learner == "vtrace" and not small:
         out["num_envs"] = CORA_CHORES_NUM_ENVS
     if family == "diagnostic":
-        out.update(net_arch=[64], time_limit_terminal=False, previous_action_reward=False)
+        out.update(
+            net_arch=[64],
+            activation="tanh",
+            time_limit_terminal=False,
+            previous_action_reward=False,
+        )
     if small:
         out.update(SMALL_NET)
         out["suite_defaults"] = dict(SMALL_SUITE_OVERRIDES.get(name, SMALL_SUITE))
@@ -427,6 +435,7 @@ def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
         "num_envs": MEAL_NUM_ENVS,
         "network": "mlp",
         "net_arch": list(SMALL_NET["net_arch"] if small else MEAL_NET_ARCH),
+        "activation": "relu",
         "cnn_features_dim": None,
         "ortho_init": True,
         "trunk_layer_norm": True,

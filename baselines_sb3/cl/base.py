@@ -336,6 +336,19 @@ def attach_method(
     return ContinualMethodCallback(method, switches_from_infos)
 
 
+def latest_step_segment(cursor: Any) -> tuple[Segment, int]:
+    """The segment of the env's latest step and the steps taken in it so far.
+
+    Right after a switch (``task_step == 0``) the latest step still belonged to the
+    previous segment, fully spent: an update on a rollout that ended exactly at a switch
+    trains on the previous task's data (CORA labels an update with its batch's task).
+    """
+    if cursor.task_step == 0 and cursor.index > 0:
+        previous = cursor.segments[cursor.index - 1]
+        return previous, previous.steps
+    return cursor.segment, cursor.task_step
+
+
 def select_parameters(
     policy: ActorCriticPolicy, groups: tuple[str, ...] | str = "all"
 ) -> list[tuple[str, th.nn.Parameter]]:

@@ -31,7 +31,12 @@ from typing import Any
 import numpy as np
 import torch as th
 
-from baselines_sb3.cl.base import ContinualMethod, Rollout, find_task_switch_source
+from baselines_sb3.cl.base import (
+    ContinualMethod,
+    Rollout,
+    find_task_switch_source,
+    latest_step_segment,
+)
 from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
 from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
@@ -127,8 +132,11 @@ class ProgressCompress(ContinualMethod):
             self._segment = segment
 
     def current_segment(self) -> Segment | None:
-        current = getattr(self._source, "current_task", None)
-        return current if isinstance(current, Segment) else self._segment
+        """The segment of the data the next update trains on (see ``latest_step_segment``)."""
+        cursor = getattr(self._source, "cursor", None)
+        if cursor is not None:
+            return latest_step_segment(cursor)[0]
+        return self._segment
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         self.buffer.add(rollout)
