@@ -20,7 +20,7 @@ from baselines_sb3.cl.regularizers import normalize_importance
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.learners import RunningRewardStd, VTrace
-from baselines_sb3.networks import CoraResidualCNN, ImpalaShallowCNN
+from baselines_sb3.networks import A2CPPOCNN, CoraResidualCNN, ImpalaShallowCNN
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
@@ -148,6 +148,9 @@ def test_cora_residual_network_as_common_nets():
     assert th.allclose(block(x), expected)
     shallow = ImpalaShallowCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))
     assert [m.out_channels for m in shallow.cnn if isinstance(m, th.nn.Conv2d)] == [32, 64, 64]
+    ppo_cnn = A2CPPOCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))
+    assert [m.out_channels for m in ppo_cnn.cnn if isinstance(m, th.nn.Conv2d)] == [32, 64, 32]
+    assert ppo_cnn.linear[0].in_features == 32 * 7 * 7
 
 
 def test_running_reward_std_as_cora():
@@ -173,6 +176,47 @@ def test_time_limit_is_terminal_but_switch_bootstraps():
             flags.append((infos[0]["TimeLimit.truncated"], bool(infos[0]["task_switched"])))
     assert (False, False) in flags  # 10-step episode ends (Diagnostic truncates them)
     assert (True, True) in flags  # the switch truncation still bootstraps
+
+
+def test_evaluation_feeds_previous_action_and_reward_from_zero():
+    """CORA evaluates each episode in a fresh env (environment.py initial(): zeros)."""
+    from cl_suites.core.evaluation import Evaluator
+    from cl_suites.suites.diagnostic import build
+
+    sequence = build(n_tasks=1, steps_per_task=40, show_task=False, eval_episodes=2)
+    calls = []
+
+    def policy(obs, task_ids, prev_actions, prev_rewards):
+        calls.append((prev_actions.copy(), prev_rewards.copy()))
+        return np.full(len(obs), 2)
+
+    policy.needs_previous_action_reward = True
+    Evaluator(sequence, seed=0, num_envs=1).evaluate(0, policy)
+    assert calls[0][0].tolist() == [0] and calls[0][1].tolist() == [0.0]
+    assert calls[1][0].tolist() == [2] and calls[1][1][0] in (-1.0, 1.0)
+    assert calls[10][0].tolist() == [0]  # the second 10-step episode starts from zeros
+
+
+def test_cora_ppo_lr_decays_over_fixed_steps_then_stops_at_zero():
+    """ppo_policy.py _update_learning_rate: lr0 (1 - k / (decay_over_steps // (T E))) over the
+    whole run (CORA's formula turns negative after 1e7 steps: ours stops at 0)."""
+    from baselines_sb3.learners import ContinualPPO
+
+    model = ContinualPPO(
+        ContinualPolicy,
+        _diag_env(n_envs=4),
+        n_steps=10,
+        batch_size=20,
+        learning_rate=1e-3,
+        lr_schedule="linear-steps",
+        lr_decay_steps=400,
+        policy_kwargs={"net_arch": [8]},
+    )
+    rates = {}
+    for steps in (40, 80, 440, 800):
+        model.num_timesteps = steps
+        rates[steps] = model.current_learning_rate()
+    assert rates == pytest.approx({40: 1e-3, 80: 0.9e-3, 440: 0.0, 800: 0.0})
 
 
 # --------------------------------------------------------------------------- action masks
@@ -372,6 +416,7 @@ def test_ewc_penalty_off_before_min_task_steps_but_consolidated():
             return not self.locals["infos"][0].get("sequence_done")
 
     model.learn(800, callback=[cb, Watch()])
+    assert method.batch_unrolls == 4 and method.groups == "all"  # batch_size unrolls, all
     assert method.consolidations[0]["task_id"] == 0  # consolidated at 400 steps < 600
     after_switch = [s for s in seen if s[0] > 400]
     assert after_switch and all(terms and not active for _, terms, active in after_switch)
@@ -392,6 +437,43 @@ def test_online_ewc_and_pnc_normalisation_as_cora_computes():
     assert th.allclose(intended["w"][0], th.tensor([0.6, 0.8]))
     method = CoraOnlineEWC(lam=1.0)
     assert (method.online_gamma, method.normalize, method.min_task_steps) == (0.99, "row", 0)
+
+
+def test_unroll_buffer_keeps_the_latest_frames():
+    """EWCTaskInfo: a ring of the task's latest replay_buffer_frames transitions."""
+    buffer = UnrollBuffer(6, gym.spaces.Box(0, 255, (2,), np.uint8))
+    for i in range(4):  # rollouts of 2 steps x 1 env, observations tagged with i
+        obs = np.full((3, 2), i, np.float32)
+        buffer.add(_unroll(obs, [0, 1], [1.0, 0.0], [0, 0, 0], [0.0, 0.0]))
+    assert buffer.num_frames == 6 and buffer.num_unrolls == 3
+    batch = buffer.sample(50, np.random.default_rng(0))
+    assert batch["obs"].dtype == np.uint8 and batch["obs"].shape == (3, 50, 2)
+    assert set(np.unique(batch["obs"])) == {1, 2, 3}  # the oldest rollout was dropped
+
+
+def test_online_ewc_accumulates_then_normalises(monkeypatch):
+    """ewc_monobeast.py: F = online_gamma * F_old + F_new (eq. 9 of P&C), then the
+    normalisation, anchor = latest parameters, one term for all tasks."""
+    policy = _small_policy()
+    method = CoraOnlineEWC(lam=1.0, normalize="full")
+    model = _FakeModel(policy)
+    method.bind(policy, model)
+    method.buffer = type("B", (), {"__len__": lambda s: 1})()
+    news = iter([1.0, 2.0])
+
+    def fake(forward, params, buffer, **_):
+        value = next(news)
+        return {n: th.full_like(p, value) for n, p in params}
+
+    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    method.on_task_switch(_switch(0, 1, 100))
+    method.on_task_switch(_switch(1, 2, 200))
+    assert list(method.terms) == ["online"]
+    f = method.terms["online"][0]["action_net.bias"]  # 2 entries
+    first = th.full((2,), 1.0) / 2**0.5  # normalised after task 0
+    expected = (0.99 * first + 2.0) / th.linalg.vector_norm(0.99 * first + 2.0)
+    assert th.allclose(f, expected)
+    assert method.penalty_active()  # no min-steps gate for online EWC (CORA's code)
 
 
 # --------------------------------------------------------------------------- P&C
@@ -456,6 +538,10 @@ def test_pnc_adapter_per_layer_after_first_and_reset_at_switch():
     assert th.equal(before["adapter"], after["adapter"]) and th.equal(before["kb"], after["kb"])
     policy.reset_active_column(adapters=True)
     assert not th.equal(after["adapter"], parts["adapter"]())
+    obs = th.rand(5, 5)
+    with policy.evaluation_mode():  # CORA evaluates P&C with its knowledge base
+        acting = policy.get_distribution(obs).distribution.logits
+    assert th.allclose(acting, th.log_softmax(policy.kb_logits_and_values(obs)[0], -1))
 
 
 def test_pnc_kl_summed_over_replayed_states():
