@@ -58,9 +58,15 @@ PARAMETER_GROUPS: tuple[str, ...] = (
 )
 
 
+_ARANGES: dict[tuple[int, str], th.Tensor] = {}
+
+
 def _one_hot(ids: th.Tensor, n: int) -> th.Tensor:
-    """``(B,)`` ids to ``(B, n)`` float one-hots (comparison, so ``vmap`` can batch it)."""
-    return (ids.unsqueeze(-1) == th.arange(n, device=ids.device)).float()
+    """``(B,)`` ids to ``(B, n)`` float one-hots (a comparison, so ``vmap`` can batch it)."""
+    key = (n, str(ids.device))
+    if key not in _ARANGES:
+        _ARANGES[key] = th.arange(n, device=ids.device)
+    return (ids.unsqueeze(-1) == _ARANGES[key]).float()
 
 
 def _keys(space: spaces.Space) -> tuple[str, ...]:

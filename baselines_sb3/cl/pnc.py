@@ -38,7 +38,7 @@ from baselines_sb3.cl.base import (
     latest_step_segment,
 )
 from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
-from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
+from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance, warn_if_large
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
@@ -124,6 +124,7 @@ class ProgressCompress(ContinualMethod):
         if self.buffer is None:
             disk = None if self.disk_dir is None else f"{self.disk_dir}/pnc"
             self.buffer = UnrollBuffer(self.buffer_frames, policy.observation_space, disk)
+            warn_if_large(self.buffer, self.name)
         env = model.get_env() if model is not None else None
         self._source = find_task_switch_source(env) if env is not None else None
 

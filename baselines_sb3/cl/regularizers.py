@@ -335,6 +335,17 @@ class QuadraticPenalty(ContinualMethod):
 
 
 # --------------------------------------------------------------------------- CORA
+def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> None:
+    """Warn (once per buffer) when a full RAM buffer would exceed ``limit`` bytes."""
+    if buffer.disk_dir is None and buffer.max_bytes > limit:
+        warnings.warn(
+            f"{method}: a full buffer of {buffer.capacity_frames:,} frames holds "
+            f"{buffer.max_bytes / 2**30:.1f} GiB of observations in RAM; use replay_on_disk "
+            "(disk_dir) or a smaller buffer_frames",
+            stacklevel=3,
+        )
+
+
 class _CoraFisherMixin:
     """CORA's Fisher on stored unrolls: buffer settings shared by EWC, online EWC, P&C."""
 
@@ -359,7 +370,9 @@ class _CoraFisherMixin:
 
     def _new_buffer(self, name: str) -> UnrollBuffer:
         disk = None if self.disk_dir is None else f"{self.disk_dir}/{name}"
-        return UnrollBuffer(self.buffer_frames, self.policy.observation_space, disk)  # type: ignore[attr-defined]
+        buffer = UnrollBuffer(self.buffer_frames, self.policy.observation_space, disk)  # type: ignore[attr-defined]
+        warn_if_large(buffer, self.name)  # type: ignore[attr-defined]
+        return buffer
 
     def _fisher(self, forward: Any, params: list, buffer: UnrollBuffer) -> Importance:
         normalizer = getattr(self.policy, "reward_normalizer", None)  # type: ignore[attr-defined]

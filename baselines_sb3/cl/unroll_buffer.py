@@ -9,7 +9,10 @@ oldest rollout while more than ``capacity_frames`` transitions are held (the lat
 rollout is always kept). Observations are stored in the observation space's own dtype
 (uint8 images, int64 discrete keys), in RAM or, with ``disk_dir``, in ``.npy`` files read
 through memory maps (a checkpoint then records the file names, not the contents; files
-dropped after the checkpoint are skipped on resume with a warning).
+dropped after the checkpoint are skipped on resume with a warning). A RAM buffer larger
+than ``checkpoint_limit_bytes`` is left out of checkpoints (with a warning): after a
+resume it refills from the frames played since (CORA's paper-size buffers are 1e6
+frames, 28 GB of Atari observations, which CORA kept on disk too).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class UnrollBuffer:
         capacity_frames: int,
         observation_space: spaces.Space,
         disk_dir: str | os.PathLike[str] | None = None,
+        checkpoint_limit_bytes: int = 256 * 2**20,
     ):
         if int(capacity_frames) < 1:
             raise ValueError(f"capacity_frames must be >= 1, got {capacity_frames}")
@@ -61,6 +65,31 @@ class UnrollBuffer:
         self.disk_dir = Path(disk_dir) if disk_dir is not None else None
         self.chunks: list[dict[str, Any]] = []
         self._next_id = 0
+        self.checkpoint_limit_bytes = int(checkpoint_limit_bytes)
+        subspaces = (
+            observation_space.spaces.values()
+            if isinstance(observation_space, spaces.Dict)
+            else [observation_space]
+        )
+        self.frame_bytes = sum(
+            int(np.prod(sp.shape or (1,))) * self.dtypes[k].itemsize
+            for k, sp in zip(self.dtypes, subspaces, strict=True)
+        )
+
+    @property
+    def max_bytes(self) -> int:
+        """Observation bytes of a full buffer."""
+        return self.capacity_frames * self.frame_bytes
+
+    @property
+    def resident_bytes(self) -> int:
+        """Observation bytes held in RAM now."""
+        return sum(
+            a.nbytes
+            for c in self.chunks
+            for a in c["obs"].values()
+            if not getattr(a, "filename", None)
+        )
 
     # -- filling -------------------------------------------------------------------------
     @property
@@ -153,6 +182,14 @@ class UnrollBuffer:
 
     # -- checkpoints ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        if self.resident_bytes > self.checkpoint_limit_bytes:
+            warnings.warn(
+                f"unroll buffer: {self.resident_bytes / 2**20:,.0f} MiB of observations in RAM "
+                "are left out of the checkpoint (a resumed run refills the buffer); keep it on "
+                "disk (replay_on_disk) to checkpoint it",
+                stacklevel=2,
+            )
+            return {"chunks": [], "next_id": self._next_id}
         chunks = []
         for chunk in self.chunks:
             stored = {k: v for k, v in chunk.items() if k != "obs"}
