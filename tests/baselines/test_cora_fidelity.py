@@ -670,3 +670,44 @@ def test_bad_options_name_the_valid_ones():
         presets.resolve("MEAL-2", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="unknown preset 'huge'.*paper, small"):
         presets.resolve("Atari6", "vtrace", "ft", "huge")
+
+
+@pytest.mark.parametrize("method", ["pnc", "ewc"])
+def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, method):
+    """The per-task LR, the previous-action inputs, the Fisher buffers and P&C's phase and
+    knowledge base survive a kill: the resumed run logs exactly the uninterrupted one."""
+    from baselines_sb3 import callbacks
+    from baselines_sb3.main_job import run_main_job
+    from cl_suites.core.runlog import read_episodes, read_eval
+
+    kw = dict(
+        suite="Diagnostic", method=method, learner="vtrace", preset="small", seed=1, num_envs=4
+    )
+    ov = {
+        "n_tasks": 2,
+        "steps_per_task": 480,
+        "eval_every": 240,
+        "checkpoint_every": 240,
+        "progress": False,
+        "report": False,
+        "previous_action_reward": True,
+    }
+    run_main_job(run_dir=tmp_path / "full", resume=False, overrides=ov, **kw)
+    original = callbacks.ContinualEvalCallback._on_step
+
+    def killer(self):
+        out = original(self)
+        if self.num_timesteps >= 700:
+            raise KeyboardInterrupt("simulated kill")
+        return out
+
+    callbacks.ContinualEvalCallback._on_step = killer
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(run_dir=tmp_path / "cut", resume=False, overrides=ov, **kw)
+    finally:
+        callbacks.ContinualEvalCallback._on_step = original
+    run_main_job(run_dir=tmp_path / "cut", resume=True, overrides=ov, **kw)
+    full, cut = read_eval(tmp_path / "full"), read_eval(tmp_path / "cut")
+    assert full.drop(columns="wall_time").equals(cut.drop(columns="wall_time"))
+    assert read_episodes(tmp_path / "full").equals(read_episodes(tmp_path / "cut"))
