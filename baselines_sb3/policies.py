@@ -214,28 +214,8 @@ class ContinualPolicy(ActorCriticPolicy):
 
     # -- parameter groups (interface 12) -----------------------------------------------
     def parameter_groups(self) -> dict[str, list[tuple[str, nn.Parameter]]]:
-        """Trainable parameters by part, with their ``named_parameters`` names.
-
-        Keys: ``shared`` (features extractor), ``actor_trunk`` / ``critic_trunk`` (the
-        MLP extractor's policy / value nets), ``actor_head`` (``action_net``),
-        ``critic_head`` (``value_net``). Subclasses add keys of their own.
-        """
-        prefixes = {
-            "shared": "features_extractor.",
-            "actor_trunk": "mlp_extractor.policy_net.",
-            "critic_trunk": "mlp_extractor.value_net.",
-            "actor_head": "action_net.",
-            "critic_head": "value_net.",
-        }
-        groups: dict[str, list[tuple[str, nn.Parameter]]] = {k: [] for k in prefixes}
-        for name, param in self.named_parameters():
-            if not param.requires_grad:
-                continue
-            for group, prefix in prefixes.items():
-                if name.startswith(prefix):
-                    groups[group].append((name, param))
-                    break
-        return groups
+        """Trainable parameters by part (see :func:`parameter_groups`); subclasses add keys."""
+        return parameter_groups(self)
 
     def build_observation(
         self,
@@ -367,3 +347,28 @@ class ContinualPolicy(ActorCriticPolicy):
     def evaluation_mode(self) -> Iterator[None]:
         """Act as evaluation should (here: unchanged; P&C: with the knowledge base)."""
         yield
+
+
+_GROUP_PREFIXES = {
+    "shared": "features_extractor.",
+    "actor_trunk": "mlp_extractor.policy_net.",
+    "critic_trunk": "mlp_extractor.value_net.",
+    "actor_head": "action_net.",
+    "critic_head": "value_net.",
+}
+
+
+def parameter_groups(policy: ActorCriticPolicy) -> dict[str, list[tuple[str, nn.Parameter]]]:
+    """Trainable parameters of any SB3 ``ActorCriticPolicy`` by part, with their
+    ``named_parameters`` names (interface 12): ``shared`` (features extractor),
+    ``actor_trunk`` / ``critic_trunk`` (the MLP extractor's policy / value nets),
+    ``actor_head`` (``action_net``), ``critic_head`` (``value_net``)."""
+    groups: dict[str, list[tuple[str, nn.Parameter]]] = {k: [] for k in _GROUP_PREFIXES}
+    for name, param in policy.named_parameters():
+        if not param.requires_grad:
+            continue
+        for group, prefix in _GROUP_PREFIXES.items():
+            if name.startswith(prefix):
+                groups[group].append((name, param))
+                break
+    return groups

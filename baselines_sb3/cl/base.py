@@ -359,7 +359,12 @@ def select_parameters(
         return [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
     if isinstance(groups, str):
         groups = (groups,)
-    available = policy.parameter_groups() if hasattr(policy, "parameter_groups") else {}
+    if hasattr(policy, "parameter_groups"):
+        available = policy.parameter_groups()
+    else:  # any SB3 ActorCriticPolicy has the same parts
+        from baselines_sb3.policies import parameter_groups
+
+        available = parameter_groups(policy)
     unknown = [g for g in groups if g not in available]
     if unknown:
         raise ValueError(

@@ -233,6 +233,10 @@ class QuadraticPenalty(ContinualMethod):
         """Fold the finished task (``event.previous``) into the penalty."""
         raise NotImplementedError
 
+    def _forward(self) -> Any:
+        """``obs -> (logits, values)`` of the protected policy (any SB3 actor-critic)."""
+        return lambda obs: logits_and_values(self.policy, obs)
+
     def _anchor(self) -> Importance:
         return {n: p.detach().clone() for n, p in self.named_parameters(self.policy)}
 
@@ -335,6 +339,24 @@ class QuadraticPenalty(ContinualMethod):
 
 
 # --------------------------------------------------------------------------- CORA
+def _switch_state(event: TaskSwitch | None) -> dict[str, Any] | None:
+    if event is None:
+        return None
+    current = None if event.current is None else event.current.as_dict()
+    return {
+        "previous": event.previous.as_dict(),
+        "current": current,
+        "total_step": event.total_step,
+    }
+
+
+def _switch_from_state(state: Mapping[str, Any] | None) -> TaskSwitch | None:
+    if state is None:
+        return None
+    current = None if state["current"] is None else Segment(**state["current"])
+    return TaskSwitch(Segment(**state["previous"]), current, int(state["total_step"]))
+
+
 def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> None:
     """Warn (once per buffer) when a full RAM buffer would exceed ``limit`` bytes."""
     if buffer.disk_dir is None and buffer.max_bytes > limit:
@@ -347,7 +369,31 @@ def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> 
 
 
 class _CoraFisherMixin:
-    """CORA's Fisher on stored unrolls: buffer settings shared by EWC, online EWC, P&C."""
+    """CORA's Fisher on stored unrolls, shared by EWC and online EWC.
+
+    CORA consolidates at the first learner update of the new task (``custom_loss``), once
+    every unroll of the finished task is in its buffer. Here the switch is noted and the
+    consolidation runs at the end of the rollout in which it happened, after that rollout
+    is stored, before the learner's next update.
+    """
+
+    _pending: TaskSwitch | None = None
+
+    def on_task_switch(self, event: TaskSwitch) -> None:
+        task = int(event.previous.task_id)
+        steps = self._switch_step() - self._task_start  # type: ignore[attr-defined]
+        self.task_steps[task] = self.task_steps.get(task, 0) + steps  # type: ignore[attr-defined]
+        if self._pending is not None:  # a switch with no rollout end in between
+            self._consolidate_pending()
+        self._pending = event
+        if event.current is not None:
+            self._segment = event.current
+        self._task_start = self._switch_step()  # type: ignore[attr-defined]
+
+    def _consolidate_pending(self) -> None:
+        if self._pending is not None:
+            event, self._pending = self._pending, None
+            self.consolidate_task(event)  # type: ignore[attr-defined]
 
     def _init_fisher(
         self,
@@ -439,20 +485,22 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
         return self.buffers[task_id]
 
     def on_rollout_end(self, rollout: Rollout) -> None:
-        # a rollout cut by a switch mixes two tasks: CORA's per-task buffers never do
+        """Store the rollout in its task's buffer, then consolidate a task that ended
+        during it (see ``_CoraFisherMixin``). A rollout cut by a switch mixes two tasks:
+        CORA's per-task buffers never hold such unrolls, so it is left out."""
         if rollout.first_step >= self._task_start:
             self._buffer(self.current_task_id()).add(rollout)
+        elif self._pending is not None and rollout.end_step <= self._task_start:
+            self._buffer(int(self._pending.previous.task_id)).add(rollout)
+        self._consolidate_pending()
 
     def consolidate_task(self, event: TaskSwitch) -> None:
         task = int(event.previous.task_id)
-        self.task_steps[task] = (
-            self.task_steps.get(task, 0) + self._switch_step() - self._task_start
-        )
         buffer = self.buffers.get(task)
         if buffer is None or len(buffer) == 0:
             return
         params = self.named_parameters(self.policy)
-        fisher = self._fisher(self.policy.logits_and_values, params, buffer)
+        fisher = self._fisher(self._forward(), params, buffer)
         self.terms[task] = (fisher, self._anchor())
         self._record(event, unrolls=len(buffer))
         # the next visit of this task refills the ring entirely when a visit is at least
@@ -475,6 +523,7 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
             "buffers": {k: b.state_dict() for k, b in self.buffers.items()},
             "task_steps": dict(self.task_steps),
             "rng": self.rng.bit_generator.state,
+            "pending": _switch_state(self._pending),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -484,6 +533,7 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
             self._buffer(int(task)).load_state_dict(buffer_state)
         self.task_steps = {int(k): int(v) for k, v in state["task_steps"].items()}
         self.rng.bit_generator.state = state["rng"]
+        self._pending = _switch_from_state(state.get("pending"))
 
 
 class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
@@ -529,16 +579,13 @@ class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         self.buffer.add(rollout)
+        self._consolidate_pending()
 
     def consolidate_task(self, event: TaskSwitch) -> None:
-        task = int(event.previous.task_id)
-        self.task_steps[task] = (
-            self.task_steps.get(task, 0) + self._switch_step() - self._task_start
-        )
         if len(self.buffer) == 0:
             return
         params = self.named_parameters(self.policy)
-        fisher = self._fisher(self.policy.logits_and_values, params, self.buffer)
+        fisher = self._fisher(self._forward(), params, self.buffer)
         old = self.terms.get("online")
         if old is not None:  # P&C eq. 9
             fisher = {k: self.online_gamma * old[0][k] + v for k, v in fisher.items()}
@@ -558,6 +605,7 @@ class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
             "buffer": self.buffer.state_dict(),
             "task_steps": dict(self.task_steps),
             "rng": self.rng.bit_generator.state,
+            "pending": _switch_state(self._pending),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -565,6 +613,7 @@ class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
         self.buffer.load_state_dict(state["buffer"])
         self.task_steps = {int(k): int(v) for k, v in state["task_steps"].items()}
         self.rng.bit_generator.state = state["rng"]
+        self._pending = _switch_from_state(state.get("pending"))
 
 
 # --------------------------------------------------------------------------- MEAL
@@ -672,9 +721,6 @@ class _FreshEpisodeImportance(QuadraticPenalty):
         old = self.terms.get("all")
         self.terms["all"] = (self.combine(old[0] if old else None, new), self._anchor())
         self._record(event, steps=episodes.num_steps)
-
-    def _forward(self) -> Any:
-        return lambda obs: logits_and_values(self.policy, obs)
 
     def state_dict(self) -> dict[str, Any]:
         return {

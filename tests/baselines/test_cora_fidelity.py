@@ -378,6 +378,7 @@ def test_ewc_one_entry_per_task_overwritten_and_mean_penalty(monkeypatch):
         anchors.append({n: p.detach().clone() for n, p in params.items()})
         model.num_timesteps = step - 1
         method.on_task_switch(_switch(prev, nxt, step))
+        method._consolidate_pending()  # what the end of the switch's rollout does
     assert set(method.terms) == {0, 1}
     assert float(method.terms[0][0]["action_net.weight"][0, 0]) == 3.0  # overwritten
     assert th.equal(method.terms[0][1]["action_net.weight"], anchors[2]["action_net.weight"])
@@ -459,20 +460,21 @@ def test_online_ewc_accumulates_then_normalises(monkeypatch):
     model = _FakeModel(policy)
     method.bind(policy, model)
     method.buffer = type("B", (), {"__len__": lambda s: 1})()
-    news = iter([1.0, 2.0])
+    news = iter([th.tensor([1.0, 2.0]), th.tensor([3.0, 1.0])])
 
     def fake(forward, params, buffer, **_):
         value = next(news)
-        return {n: th.full_like(p, value) for n, p in params}
+        return {n: value.clone() if n == "action_net.bias" else th.ones_like(p) for n, p in params}
 
     monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
-    method.on_task_switch(_switch(0, 1, 100))
-    method.on_task_switch(_switch(1, 2, 200))
+    for prev, nxt, step in ((0, 1, 100), (1, 2, 200)):
+        method.on_task_switch(_switch(prev, nxt, step))
+        method._consolidate_pending()  # what the end of the switch's rollout does
     assert list(method.terms) == ["online"]
-    f = method.terms["online"][0]["action_net.bias"]  # 2 entries
-    first = th.full((2,), 1.0) / 2**0.5  # normalised after task 0
-    expected = (0.99 * first + 2.0) / th.linalg.vector_norm(0.99 * first + 2.0)
-    assert th.allclose(f, expected)
+    f = method.terms["online"][0]["action_net.bias"]
+    first = th.tensor([1.0, 2.0]) / 5**0.5  # normalised after task 0
+    expected = 0.99 * first + th.tensor([3.0, 1.0])
+    assert th.allclose(f, expected / th.linalg.vector_norm(expected))
     assert method.penalty_active()  # no min-steps gate for online EWC (CORA's code)
 
 
