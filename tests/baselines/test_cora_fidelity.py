@@ -452,6 +452,23 @@ def test_unroll_buffer_keeps_the_latest_frames():
     assert set(np.unique(batch["obs"])) == {1, 2, 3}  # the oldest rollout was dropped
 
 
+def test_unroll_buffer_on_disk_checkpoints_file_names(tmp_path):
+    space = gym.spaces.Box(0, 255, (2,), np.uint8)
+    buffer = UnrollBuffer(4, space, disk_dir=tmp_path)
+    for i in range(3):
+        obs = np.full((3, 2), i, np.float32)
+        buffer.add(_unroll(obs, [0, 1], [1.0, 0.0], [0, 0, 0], [0.0, 0.0]))
+    assert len(list(tmp_path.glob("*.npy"))) == 2 and buffer.resident_bytes == 0
+    state = buffer.state_dict()
+    restored = UnrollBuffer(4, space, disk_dir=tmp_path)
+    restored.load_state_dict(state)
+    assert set(np.unique(restored.sample(20, np.random.default_rng(0))["obs"])) == {1, 2}
+    buffer.add(_unroll(np.full((3, 2), 3, np.float32), [0, 1], [0, 0], [0, 0, 0], [0, 0]))
+    with pytest.warns(UserWarning, match="1 rollouts written to disk"):
+        restored.load_state_dict(state)  # the rollout of 1 was dropped since
+    assert restored.num_unrolls == 1
+
+
 def test_online_ewc_accumulates_then_normalises(monkeypatch):
     """ewc_monobeast.py: F = online_gamma * F_old + F_new (eq. 9 of P&C), then the
     normalisation, anchor = latest parameters, one term for all tasks."""
