@@ -153,7 +153,7 @@ def _stepwise_squared_grads(
             w = weights[idx]
             for name, _ in params:
                 g2 = grads["policy." + name].pow(2)
-                total[name] += (w.view(-1, *([1] * (g2.dim() - 1))) * g2).sum(0)
+                total[name] += (w.view(-1, *([1] * (g2.dim() - 1))) * g2).sum(0).detach()
         return total
     except RuntimeError as err:  # an op without a vmap rule: loop over steps
         warnings.warn(f"per-step gradients not vectorised ({err}); looping", stacklevel=3)

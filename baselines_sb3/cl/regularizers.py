@@ -75,7 +75,7 @@ def normalize_importance(importance: Importance, method: str | None) -> Importan
     if method is None:
         return importance
     if method == "mean":
-        total = sum(float(v.abs().sum()) for v in importance.values())
+        total = sum(float(v.detach().abs().sum()) for v in importance.values())
         count = sum(v.numel() for v in importance.values())
         mean = total / (count + 1e-8)
         return {k: v / (mean + 1e-8) for k, v in importance.items()}
