@@ -15,6 +15,13 @@ boundary (a change of task id):
   over every state of ``batch_unrolls`` replayed unrolls (``T + 1`` observations each)
   drawn from the buffer of recent frames, gradients reaching the KB only.
 
+CORA's ``ProgressAndCompressNet.parameters()`` lists the KB twice (the active column
+holds the KB as a submodule, and the KB is appended again), so its optimizer and gradient
+clipping see every KB parameter twice: in a compress update the KB's gradient counts
+twice in the clipping norm, is scaled by the clipping coefficient twice, and RMSProp
+steps it twice (``kb_listed_twice=True`` reproduces this; in progress updates the KB has
+no gradient, so nothing changes there).
+
 The KB's Fisher (CORA's online EWC applied to the KB, ``"full"`` normalisation) is taken
 where CORA takes it: at the first compress update of every task but the run's first, on
 the buffer of recent frames (by then mostly the new task's progress-phase frames) and the
@@ -60,6 +67,8 @@ class ProgressCompress(ContinualMethod):
             unrolls per Fisher and distillation batch (default: the learner's ``n_envs``)
             and the frames of the buffer of recent unrolls (CORA Atari/Procgen: 1e5).
         reset: ``"column"`` (CORA's code) or ``"column+adapters"``.
+        kb_listed_twice: the KB's parameters count twice in the compress update's
+            clipping and optimizer steps, as in CORA (see the module docstring).
         disk_dir: keep the buffer's observations on disk.
         seed: sampling seed.
     """
@@ -78,10 +87,12 @@ class ProgressCompress(ContinualMethod):
         batch_unrolls: int | None = None,
         buffer_frames: int = 100_000,
         reset: str = "column",
+        kb_listed_twice: bool = True,
         disk_dir: Any = None,
         seed: int = 0,
     ):
         super().__init__()
+        self.kb_listed_twice = bool(kb_listed_twice)
         if reset not in RESETS:
             raise ValueError(f"unknown reset {reset!r}; valid: {', '.join(RESETS)}")
         if normalize is not None and normalize not in NORMALIZATIONS:
@@ -254,10 +265,15 @@ class ProgressCompress(ContinualMethod):
         penalty = self.kb_penalty()
         if penalty is not None:
             loss = loss + penalty
-        policy.optimizer.zero_grad()
+        policy.optimizer.zero_grad()  # only the KB receives gradients below
         loss.backward()
-        th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+        params = list(policy.parameters())
+        if self.kb_listed_twice:
+            params += [p for _, p in self.kb_parameters()]
+        th.nn.utils.clip_grad_norm_(params, model.max_grad_norm)
         policy.optimizer.step()
+        if self.kb_listed_twice:
+            policy.optimizer.step()  # the KB's second entry in CORA's parameter list
         if getattr(model, "_logger", None) is not None:
             model.logger.record("train/pnc_distill_kl", float(kl.detach()))
             if penalty is not None:

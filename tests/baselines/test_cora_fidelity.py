@@ -391,7 +391,9 @@ def test_ewc_one_entry_per_task_overwritten_and_mean_penalty(monkeypatch):
         for n, f in importance.items()
     )
     expected = 10.0 / 2 * by_hand / 2
-    assert float(method.penalty(policy).detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert float(method.penalty(policy).detach()) == pytest.approx(
+        float(expected.detach()), rel=1e-5
+    )
     for p in policy.parameters():
         p.grad = None
     assert float(method.penalty_grad_(policy)) == pytest.approx(float(expected.detach()), rel=1e-4)
@@ -573,6 +575,29 @@ def test_pnc_kl_summed_over_replayed_states():
     lk = th.log_softmax(model.policy.kb_logits_and_values(obs)[0], -1)
     assert obs.shape[0] == 11 * 3  # T + 1 observations of each replayed unroll
     assert float(kl) == pytest.approx(float((la.exp() * (la - lk)).sum().detach()), rel=1e-5)
+
+
+def test_pnc_compress_step_counts_the_kb_twice_as_cora():
+    """ProgressAndCompressNet.parameters() lists the KB twice: RMSProp steps it twice and
+    the clipping sees it twice (reproduced by default, off with kb_listed_twice=False)."""
+    results = {}
+    for twice in (True, False):
+        model, method, cb = _pnc_model()
+        method.kb_listed_twice = twice
+        model.learn(120, callback=cb)
+        kb = method.kb_parameters()
+        before = {n: p.detach().clone() for n, p in kb}
+        active = model.policy.action_net.weight.detach().clone()
+        method.rng = np.random.default_rng(0)
+        method.compress_step(model)
+        state = model.policy.optimizer.state
+        steps = [state[p]["step"] for _, p in kb if "step" in state[p]]  # the KL's parameters
+        assert steps
+        results[twice] = (steps, {n: (p.detach() - before[n]) for n, p in kb})
+        assert any(results[twice][1][n].abs().sum() > 0 for n, _ in kb)
+        assert th.equal(active, model.policy.action_net.weight)  # only the KB learns
+    assert all(int(s) == 2 for s in results[True][0])
+    assert all(int(s) == 1 for s in results[False][0])
 
 
 # --------------------------------------------------------------------------- presets
