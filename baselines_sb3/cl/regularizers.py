@@ -503,11 +503,19 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
         fisher = self._fisher(self._forward(), params, buffer)
         self.terms[task] = (fisher, self._anchor())
         self._record(event, unrolls=len(buffer))
-        # the next visit of this task refills the ring entirely when a visit is at least
-        # as long as the ring: its old content can never be sampled again
-        if event.previous.steps >= self.buffer_frames:
+        # the old content can never be sampled again when the task does not come back, or
+        # when its next visit is at least as long as the ring (it refills it entirely)
+        if event.previous.steps >= self.buffer_frames or not self._comes_back(event):
             buffer.clear()
             del self.buffers[task]
+
+    def _comes_back(self, event: TaskSwitch) -> bool:
+        """Whether ``event.previous``'s task has a later segment in the schedule."""
+        segments = getattr(getattr(self._source, "cursor", None), "segments", None)
+        if segments is None:
+            return True
+        later = segments[event.previous.index + 1 :]
+        return any(s.task_id == event.previous.task_id for s in later)
 
     def current_task_steps(self) -> int:
         """Agent steps of the current task over all its visits so far."""
