@@ -9,10 +9,17 @@ silence_legacy_gym_banner()  # before stable-baselines3 imports the legacy gym p
 from baselines_sb3.callbacks import ContinualEvalCallback, ProgressBarCallback, make_eval_policy
 from baselines_sb3.cl import METHODS, ContinualMethod, attach_method, make_method
 from baselines_sb3.learners import ContinualPPO, VTrace
-from baselines_sb3.networks import ImpalaDeepCNN, ImpalaShallowCNN
-from baselines_sb3.policies import ContinualPolicy, ProgressCompressPolicy
+from baselines_sb3.networks import CoraResidualCNN, ImpalaDeepCNN, ImpalaShallowCNN
+from baselines_sb3.pnc_policy import ProgressCompressPolicy
+from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.vtrace import vtrace_targets
-from baselines_sb3.wrappers import TaskIdObservation, VecClipReward
+from baselines_sb3.wrappers import (
+    PreviousActionReward,
+    TaskIdObservation,
+    VecClipReward,
+    VecSignReward,
+    VecTimeLimitAsTermination,
+)
 
 __all__ = [
     "METHODS",
@@ -20,13 +27,17 @@ __all__ = [
     "ContinualMethod",
     "ContinualPPO",
     "ContinualPolicy",
+    "CoraResidualCNN",
     "ImpalaDeepCNN",
     "ImpalaShallowCNN",
+    "PreviousActionReward",
     "ProgressBarCallback",
     "ProgressCompressPolicy",
     "TaskIdObservation",
     "VTrace",
     "VecClipReward",
+    "VecSignReward",
+    "VecTimeLimitAsTermination",
     "attach_method",
     "make_eval_policy",
     "make_method",

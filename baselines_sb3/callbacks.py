@@ -16,6 +16,7 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from baselines_sb3.cl.base import EpisodeSource, FreshEpisodes
 from baselines_sb3.policies import OBS_KEY, TASK_KEY
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
@@ -26,15 +27,23 @@ from cl_suites.core.task import Segment
 def make_eval_policy(
     model: BaseAlgorithm, method: Any = None, deterministic: bool = True
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: the model's policy,
-    greedy (argmax) by default as CORA and MEAL evaluate, sampled with
-    ``deterministic=False``; task-aware policies get the task ids as the ``task_id``
-    observation key; P&C acts with its knowledge base."""
+    """``policy(obs, task_ids[, prev_actions, prev_rewards]) -> actions`` for the core
+    ``Evaluator``: the model's policy, greedy (argmax) by default as CORA and MEAL
+    evaluate, sampled with ``deterministic=False``; the policy's observation layout is
+    built by its ``build_observation`` (task ids, previous action and reward); P&C acts
+    with its knowledge base."""
     policy = model.policy
 
-    def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+    def act(
+        obs: np.ndarray,
+        task_ids: np.ndarray,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+    ) -> np.ndarray:
         net = method.eval_policy_module(policy) if method is not None else policy
-        if getattr(net, "task_aware", False):
+        if hasattr(net, "build_observation"):
+            obs = net.build_observation(obs, task_ids, prev_actions, prev_rewards)
+        elif getattr(net, "task_aware", False):
             obs = {OBS_KEY: obs, TASK_KEY: np.asarray(task_ids, dtype=np.int64)}
         mode = getattr(net, "evaluation_mode", None)
         if mode is None:
@@ -42,35 +51,43 @@ def make_eval_policy(
         with mode():
             return net.predict(obs, deterministic=deterministic)[0]
 
+    act.needs_previous_action_reward = bool(getattr(policy, "previous_action_reward", False))
     return act
 
 
 def make_episode_source(
     evaluator: Evaluator, model: BaseAlgorithm, current_step: Callable[[], int]
-) -> Callable[[int, int, int], Any]:
-    """``fn(task_id, episodes, max_steps) -> observations`` for CL methods that estimate
-    importances from fresh episodes of the finished task (interface of
-    ``ContinualMethod.set_episode_source``).
+) -> EpisodeSource:
+    """The fresh-episode source of CL methods that estimate importances from fresh
+    episodes of the finished task (``ContinualMethod.set_episode_source``, interface 11).
 
     ``episodes`` envs of the task's training split play ``max_steps`` steps each (an
     episode that ends restarts), every agent acting with the model's sampled policy; the
-    result holds every observation the policy saw, ``(episodes * max_steps [* agents],
-    ...)``, as the policy takes it (``{"obs", "task_id"}`` when it is task-aware). The envs
-    are the evaluator's, seeded from the run seed, the task and ``current_step()``.
+    result holds every observation the policy saw as the policy takes it (``{"obs",
+    "task_id"}`` when it is task-aware), one "step" per (time step, env), with each step's
+    index in its chunk and whether the env's first episode was still running. The envs are
+    the evaluator's, seeded from the run seed, the task and ``current_step()``.
     """
     act = make_eval_policy(model, None, deterministic=False)
 
-    def source(task_id: int, episodes: int, max_steps: int) -> Any:
+    def source(task_id: int, episodes: int, max_steps: int) -> FreshEpisodes:
         training = model.policy.training
         try:
-            obs, task_ids = evaluator.rollout_observations(
+            obs, task_ids, ended = evaluator.rollout_observations(
                 task_id, episodes, max_steps, act, current_step()
             )
         finally:  # SB3's predict leaves the policy in evaluation mode
             model.policy.set_training_mode(training)
         if getattr(model.policy, "task_aware", False):
-            return {OBS_KEY: obs, TASK_KEY: task_ids.astype(np.int64)}
-        return obs
+            obs = {OBS_KEY: obs, TASK_KEY: task_ids.astype(np.int64)}
+        steps, envs = ended.shape
+        ended_before = np.cumsum(ended, axis=0) - ended > 0  # an end at an earlier step
+        return FreshEpisodes(
+            observations=obs,
+            num_agents=len(task_ids) // (steps * envs),
+            step_in_episode=np.repeat(np.arange(steps), envs),
+            alive=~ended_before.reshape(-1),
+        )
 
     return source
 

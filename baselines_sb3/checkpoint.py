@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecTransposeImage
 
+from baselines_sb3.wrappers import restart_observation
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.fsutil import atomic_write
 from cl_suites.core.runlog import truncate_logs as truncate_logs  # lives in the run log
@@ -158,11 +158,7 @@ def apply_checkpoint(
             for r, n in zip(returns, lengths, strict=True)
             if n > 0
         ]
-        if task_id_wrapper is not None:
-            fresh = {"obs": fresh, "task_id": task_id_wrapper.task_ids.copy()}
-        if isinstance(model.env, VecTransposeImage):
-            fresh = model.env.transpose_observations(fresh)
-        model._last_obs = fresh
+        model._last_obs = restart_observation(model.env, fresh)
         model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
     set_rng_state(state["rng"])
     return cut

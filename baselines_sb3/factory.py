@@ -1,28 +1,53 @@
 """Building a baseline from resolved hyperparameters: the env wrappers a preset asks for and
-the SB3 learner with its policy.
+the SB3 learner with its policy, for every suite (MEAL's IPPO included).
 
 ``baselines_sb3.presets.resolve`` says *what* to build (a plain dict of hyperparameters);
 this module builds it. The main job, and any user script, call :func:`wrap_env` on the
-sequence's SB3 VecEnv and then :func:`build_model`.
+sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and then :func:`build_model`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space
-from stable_baselines3.common.utils import get_linear_fn
 from stable_baselines3.common.vec_env import VecEnv
+from torch import nn
 
 from baselines_sb3.cl.base import ContinualMethod
 from baselines_sb3.learners import ContinualPPO, VTrace
 from baselines_sb3.networks import FEATURE_EXTRACTORS
-from baselines_sb3.policies import ContinualPolicy, ProgressCompressPolicy
-from baselines_sb3.wrappers import TaskIdObservation, VecClipReward
+from baselines_sb3.pnc_policy import ProgressCompressPolicy
+from baselines_sb3.policies import ContinualPolicy
+from baselines_sb3.presets import check_options
+from baselines_sb3.wrappers import (
+    PreviousActionReward,
+    TaskIdObservation,
+    VecClipReward,
+    VecSignReward,
+    VecTimeLimitAsTermination,
+)
 from cl_suites.core.task import TaskSequence
 
 LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+_LEARNER_CLASSES = {"ppo": ContinualPPO, "vtrace": VTrace}
+
+
+def learner_class(learner: str) -> type[OnPolicyAlgorithm]:
+    """``ContinualPPO`` for ``"ppo"``, ``VTrace`` for ``"vtrace"``."""
+    if learner not in _LEARNER_CLASSES:
+        raise ValueError(f"unknown learner {learner!r}; valid: {', '.join(LEARNERS)}")
+    return _LEARNER_CLASSES[learner]
+
+
+def action_masks(sequence: Any) -> np.ndarray | None:
+    """The sequence's per-task valid actions ``(num_tasks, n_actions)`` (interface 1), or
+    ``None`` when no task restricts its actions."""
+    masks = getattr(sequence, "action_masks", lambda: None)()
+    return None if masks is None else np.asarray(masks, dtype=bool)
 
 
 def wrap_env(
@@ -33,18 +58,69 @@ def wrap_env(
     multi_head: bool,
     task_id_input: bool,
 ) -> tuple[VecEnv, TaskIdObservation | None]:
-    """The training env as the learner sees it: the task id as an observation key when the
-    policy needs it, and reward clipping when the preset clips (``hp["reward_clip"]``).
+    """The training env as the learner sees it.
+
+    In order: the task id as an observation key when the policy needs it (multi-head,
+    task-id input, or per-task action masks), the previous action and reward
+    (``hp["previous_action_reward"]``), time-limit ends as terminal
+    (``hp["time_limit_terminal"]``), reward clipping (``hp["reward_clip"]``) or sign
+    (``hp["reward_sign"]``).
 
     Returns the wrapped env and the ``TaskIdObservation`` layer (``None`` if absent; a
     resumed run restores its task ids).
     """
     task_wrapper = None
-    if multi_head or task_id_input:
+    if multi_head or task_id_input or action_masks(sequence) is not None:
         env = task_wrapper = TaskIdObservation(env, len(sequence.tasks))
+    if hp.get("previous_action_reward"):
+        env = PreviousActionReward(env)
+    if hp.get("time_limit_terminal"):
+        env = VecTimeLimitAsTermination(env)
     if hp.get("reward_clip") is not None:
         env = VecClipReward(env, *hp["reward_clip"])
+    if hp.get("reward_sign"):
+        env = VecSignReward(env)
     return env, task_wrapper
+
+
+def policy_kwargs(
+    env: VecEnv,
+    sequence: TaskSequence,
+    hp: dict[str, Any],
+    *,
+    multi_head: bool,
+    task_id_input: bool,
+) -> dict[str, Any]:
+    """``policy_kwargs`` of the learner for ``hp`` (network, heads, masks, init)."""
+    kwargs: dict[str, Any] = {
+        "num_tasks": len(sequence.tasks),
+        "multi_head": multi_head,
+        "task_id_input": task_id_input,
+        "net_arch": list(hp["net_arch"]),
+        "action_masks": action_masks(sequence),
+        "action_mask_mode": hp.get("action_mask_mode", "sampling"),
+        "trunk_layer_norm": bool(hp.get("trunk_layer_norm", False)),
+        "ortho_init": bool(hp.get("ortho_init", True)),
+        "normalize_images": bool(hp.get("normalize_images", True)),
+    }
+    activation = hp.get("activation", "tanh")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    kwargs["activation_fn"] = ACTIVATIONS[activation]
+    network = hp.get("network", "mlp")
+    if network not in FEATURE_EXTRACTORS:
+        raise ValueError(f"unknown network {network!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")
+    image = is_image_space(sequence.observation_space, check_channels=False)
+    if image and network != "mlp":
+        kwargs["features_extractor_class"] = FEATURE_EXTRACTORS[network]
+        if hp.get("cnn_features_dim"):
+            kwargs["features_extractor_kwargs"] = {"features_dim": hp["cnn_features_dim"]}
+    elif network != "mlp":
+        raise ValueError(
+            f"network {network!r} needs image observations; {sequence.name} has "
+            f"{sequence.observation_space} (use network 'mlp')"
+        )
+    return kwargs
 
 
 def build_model(
@@ -63,34 +139,22 @@ def build_model(
     """The SB3 learner (``"ppo"``: ``ContinualPPO``; ``"vtrace"``: ``VTrace``) with a
     ``ContinualPolicy`` (``ProgressCompressPolicy`` for P&C) over ``env``.
 
-    ``hp`` is ``presets.resolve(...)``'s dict: ``learner`` (algorithm kwargs), ``network``,
-    ``net_arch``, ``cnn_features_dim``.
+    ``hp`` is ``presets.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
+    minibatch size from the env's width (``n_steps * env.num_envs // n_minibatches``; on
+    MEAL ``env.num_envs`` counts agent slots, so IPPO's minibatches span every agent).
+    Raises ``ValueError`` naming an option the learner does not support.
     """
-    if learner not in LEARNERS:
-        raise ValueError(f"unknown learner {learner!r}; valid: {', '.join(LEARNERS)}")
-    policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
-    policy_kwargs: dict[str, Any] = {
-        "num_tasks": len(sequence.tasks),
-        "multi_head": multi_head,
-        "task_id_input": task_id_input,
-        "net_arch": list(hp["net_arch"]),
-    }
-    if hp.get("network") == "mlp":  # MEAL: an MLP on the flattened grid of counts and flags
-        policy_kwargs["normalize_images"] = False
-    elif is_image_space(sequence.observation_space, check_channels=False):
-        extractor = FEATURE_EXTRACTORS[hp["network"]]
-        policy_kwargs["features_extractor_class"] = extractor
-        if hp.get("cnn_features_dim"):
-            policy_kwargs["features_extractor_kwargs"] = {"features_dim": hp["cnn_features_dim"]}
+    cls = learner_class(learner)
     kw = dict(hp["learner"])
-    if learner == "ppo" and kw.pop("lr_anneal", False):
-        kw["learning_rate"] = get_linear_fn(kw["learning_rate"], 0.0, 1.0)
-    algorithm = ContinualPPO if learner == "ppo" else VTrace
-    return algorithm(
+    check_options("learner", learner, cls, kw)
+    policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
+    return cls(
         policy_cls,
         env,
         cl_method=cl,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=policy_kwargs(
+            env, sequence, hp, multi_head=multi_head, task_id_input=task_id_input
+        ),
         seed=seed,
         device=device,
         verbose=0,

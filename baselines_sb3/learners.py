@@ -1,13 +1,30 @@
-"""Learners: an IMPALA-style V-trace actor-critic as an SB3 algorithm, and PPO with CL hooks.
+"""Learners: an IMPALA-style V-trace actor-critic and PPO, as SB3 algorithms with CL hooks.
 
-Both accept a :class:`~baselines_sb3.cl.base.ContinualMethod` through ``cl_method``;
-its penalty/extra loss reach the optimizer through the ``zero_grad`` hook of
+Both accept a :class:`~baselines_sb3.cl.base.ContinualMethod` through ``cl_method``; its
+penalty / extra loss reach the optimizer through the ``zero_grad`` hook of
 :func:`~baselines_sb3.cl.base.install_loss_hook` (clipped together with the loss), and a
 method may take over an update (P&C's compress phase) through ``custom_update``.
+
+Both follow the task switches of the sequence env they train on (they subscribe to the
+env's ``on_task_switch``; see :class:`TaskSwitchLearner`):
+
+* ``lr_schedule``: ``"constant"``; ``"linear"`` (SB3: one decay over the whole run);
+  ``"linear-per-task"``: ``lr * (1 - min(k * B, S) / S)`` for the ``k``-th update of a
+  task of ``S`` steps with ``B`` steps per update, restarting at every task (CORA's
+  ``monobeast.py`` ``lr_lambda``, MEAL Table 4); ``"linear-steps"``: one decay to 0 over
+  ``lr_decay_steps`` agent steps, then 0 (CORA's PPO).
+* ``reset_optimizer_at_switch``: the optimizer's state (Adam moments, RMSProp averages)
+  is emptied at every switch (MEAL builds a new optimizer per task).
+
+Both are stateless beyond what checkpoints already hold: the schedule position is read
+from the env's ``SequenceCursor`` at every update, and a reset is part of the optimizer
+state saved after the switch, so a resumed run continues both exactly.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,9 +33,108 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.utils import explained_variance, update_learning_rate
+from torch import nn
+from torch.nn import functional as F
 
-from baselines_sb3.cl.base import ContinualMethod, install_loss_hook
+from baselines_sb3.cl.base import (
+    ContinualMethod,
+    find_task_switch_source,
+    install_loss_hook,
+    latest_step_segment,
+)
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
+
+LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "linear-per-task", "linear-steps")
+ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch", "minibatch-biased", "batch", "none")
+VALUE_LOSSES: tuple[str, ...] = ("mse", "clipped-max")
+
+
+def _check(name: str, value: str, valid: tuple[str, ...]) -> str:
+    if value not in valid:
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+    return value
+
+
+class TaskSwitchLearner:
+    """Mixin for SB3 on-policy algorithms: the CL method's hook, the per-task learning-rate
+    schedule and the optimizer reset at task switches (see the module docstring)."""
+
+    cl_method: ContinualMethod | None
+    lr_schedule_kind: str
+    lr_decay_steps: int | None
+    reset_optimizer_at_switch: bool
+
+    def _init_task_schedule(
+        self,
+        cl_method: ContinualMethod | None,
+        lr_schedule: str,
+        lr_decay_steps: int | None,
+        reset_optimizer_at_switch: bool,
+    ) -> None:
+        self.cl_method = cl_method
+        self.lr_schedule_kind = _check("lr_schedule", lr_schedule, LR_SCHEDULES)
+        if lr_schedule == "linear-steps" and not lr_decay_steps:
+            raise ValueError("lr_schedule 'linear-steps' needs lr_decay_steps (agent steps)")
+        self.lr_decay_steps = int(lr_decay_steps) if lr_decay_steps else None
+        self.reset_optimizer_at_switch = bool(reset_optimizer_at_switch)
+        self._switch_source: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def _setup_model(self) -> None:
+        super()._setup_model()  # type: ignore[misc]
+        if self.cl_method is not None:
+            install_loss_hook(self, self.cl_method)  # type: ignore[arg-type]
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._switch_source = find_task_switch_source(self.env)  # type: ignore[attr-defined]
+        if self._switch_source is not None:
+            self._unsubscribe = self._switch_source.on_task_switch(self._on_task_switch)
+
+    def _on_task_switch(self, event: Any) -> None:
+        if self.reset_optimizer_at_switch:
+            self.policy.optimizer.state.clear()  # type: ignore[attr-defined]
+
+    # -- learning rate -----------------------------------------------------------------------
+    def _base_learning_rate(self) -> float:
+        lr = self.learning_rate  # type: ignore[attr-defined]
+        return float(lr(1.0) if callable(lr) else lr)
+
+    def task_progress(self) -> float | None:
+        """CORA's ``min(k * B, S) / S`` for the update about to run (``None`` without a
+        sequence env). ``k`` counts this task's earlier updates: the cursor's steps into
+        the task (or into the task just finished, when this update's rollout ended exactly
+        at a switch) divided by the steps per update ``B``, rounded up, minus one."""
+        cursor = getattr(self._switch_source, "cursor", None)
+        if cursor is None:
+            return None
+        steps_per_update = self.n_steps * cursor.num_envs  # type: ignore[attr-defined]
+        segment, task_steps = latest_step_segment(cursor)
+        k = max(math.ceil(task_steps / steps_per_update) - 1, 0)
+        return min(k * steps_per_update, segment.steps) / segment.steps
+
+    def current_learning_rate(self) -> float:
+        """The learning rate of the update about to run."""
+        lr0 = self._base_learning_rate()
+        kind = self.lr_schedule_kind
+        if kind == "constant":
+            return lr0
+        if kind == "linear-steps":
+            per_update = self.n_steps * self.n_envs  # type: ignore[attr-defined]
+            k = max(math.ceil(self.num_timesteps / per_update) - 1, 0)  # type: ignore[attr-defined]
+            updates = max(self.lr_decay_steps // per_update, 1)
+            return lr0 * max(0.0, 1.0 - k / updates)
+        progress = self.task_progress() if kind == "linear-per-task" else None
+        if progress is None:  # "linear", or no sequence env to follow
+            progress = 1.0 - self._current_progress_remaining  # type: ignore[attr-defined]
+        return lr0 * (1.0 - progress)
+
+    def _update_learning_rate(self, optimizers: Any) -> None:
+        lr = self.current_learning_rate()
+        self.logger.record("train/learning_rate", lr)  # type: ignore[attr-defined]
+        for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
+            update_learning_rate(optimizer, lr)
 
 
 # --------------------------------------------------------------------------- buffers
@@ -45,8 +161,37 @@ def _obs_tensor(observations: Any, device: th.device) -> Any:
     return th.as_tensor(observations.reshape(-1, *observations.shape[2:]), device=device)
 
 
+class RunningRewardStd(nn.Module):
+    """Running standard deviation of every reward seen (CORA ``nets.py``
+    ``update_running_moments`` / ``get_running_std``, from MiniHack's polybeast): rewards
+    are divided by it, not centred. Buffers, so it travels in the policy's state dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("reward_sum", th.zeros((), dtype=th.float64))
+        self.register_buffer("reward_m2", th.zeros((), dtype=th.float64))
+        self.register_buffer("reward_count", th.full((), 1e-8, dtype=th.float64))
+
+    @th.no_grad()
+    def update(self, rewards: th.Tensor) -> None:
+        rewards = rewards.double().flatten()
+        count = rewards.numel()
+        new_sum = rewards.sum()
+        new_mean = new_sum / count
+        mean = self.reward_sum / self.reward_count
+        m2 = ((rewards - new_mean) ** 2).sum() + (self.reward_count * count) / (
+            self.reward_count + count
+        ) * (new_mean - mean) ** 2
+        self.reward_count += count
+        self.reward_sum += new_sum
+        self.reward_m2 += m2
+
+    def std(self) -> th.Tensor:
+        return th.sqrt(self.reward_m2 / self.reward_count)
+
+
 # --------------------------------------------------------------------------- V-trace learner
-class VTrace(OnPolicyAlgorithm):
+class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     """IMPALA-style synchronous actor-critic with V-trace targets (an SB3 algorithm).
 
     Each update uses the whole rollout (``n_envs`` unrolls of ``n_steps``), one gradient
@@ -54,10 +199,14 @@ class VTrace(OnPolicyAlgorithm):
     collection the behaviour and target policies coincide at the update, so V-trace
     equals n-step returns here; off-policy data such as CLEAR's replay uses the full
     correction). RMSProp by default (``alpha``, ``rms_prop_eps``), as in IMPALA/CORA.
+    CORA runs 64 asynchronous actors feeding batches of 32 unrolls; this learner steps 32
+    envs in lockstep instead (a deliberate deviation: deterministic and resumable).
 
     Args (beyond SB3's ``OnPolicyAlgorithm``): ``rho_bar``, ``c_bar``, ``use_rms_prop``,
     ``rms_prop_alpha``, ``rms_prop_eps``, ``loss_reduction`` (``"sum"`` over the batch as in
-    TorchBeast, or ``"mean"``), ``cl_method``.
+    TorchBeast, or ``"mean"``), ``normalize_reward`` (divide rewards by their running
+    standard deviation, CORA's MiniHack), ``lr_schedule``, ``lr_decay_steps``,
+    ``reset_optimizer_at_switch``, ``cl_method``.
     """
 
     def __init__(
@@ -76,6 +225,10 @@ class VTrace(OnPolicyAlgorithm):
         rms_prop_alpha: float = 0.99,
         rms_prop_eps: float = 0.01,
         loss_reduction: str = "mean",
+        normalize_reward: bool = False,
+        lr_schedule: str = "constant",
+        lr_decay_steps: int | None = None,
+        reset_optimizer_at_switch: bool = False,
         cl_method: ContinualMethod | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         verbose: int = 0,
@@ -84,8 +237,8 @@ class VTrace(OnPolicyAlgorithm):
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
-        if loss_reduction not in ("mean", "sum"):
-            raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        _check("loss_reduction", loss_reduction, ("mean", "sum"))
+        self._init_task_schedule(cl_method, lr_schedule, lr_decay_steps, reset_optimizer_at_switch)
         super().__init__(
             policy,
             env,
@@ -113,7 +266,7 @@ class VTrace(OnPolicyAlgorithm):
         )
         self.rho_bar, self.c_bar = float(rho_bar), float(c_bar)
         self.loss_reduction = loss_reduction
-        self.cl_method = cl_method
+        self.normalize_reward = bool(normalize_reward)
         if use_rms_prop and "optimizer_class" not in self.policy_kwargs:
             self.policy_kwargs["optimizer_class"] = th.optim.RMSprop
             self.policy_kwargs["optimizer_kwargs"] = dict(
@@ -129,13 +282,14 @@ class VTrace(OnPolicyAlgorithm):
 
     def _setup_model(self) -> None:
         super()._setup_model()
-        if self.cl_method is not None:
-            install_loss_hook(self, self.cl_method)
+        if self.normalize_reward:
+            self.policy.reward_normalizer = RunningRewardStd().to(self.device)
 
     def train(self) -> None:
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         if self.cl_method is not None and self.cl_method.custom_update(self):
+            self._n_updates += 1
             return
         buf = self.rollout_buffer
         t_len, n_envs = buf.buffer_size, buf.n_envs
@@ -146,12 +300,16 @@ class VTrace(OnPolicyAlgorithm):
         values, log_prob, entropy = self.policy.evaluate_actions(obs, actions)
         values = values.flatten()
         as_t = lambda a: th.as_tensor(a, device=self.device, dtype=th.float32)  # noqa: E731
+        rewards = as_t(buf.rewards)
+        if self.normalize_reward:
+            self.policy.reward_normalizer.update(rewards)
+            rewards = rewards / self.policy.reward_normalizer.std().float()
         starts = as_t(buf.episode_starts)
         dones_after = th.cat([starts[1:], as_t(buf.last_dones).unsqueeze(0)], dim=0)
         vs, pg_adv = vtrace_targets(
             as_t(buf.log_probs),
             log_prob.detach().view(t_len, n_envs),
-            as_t(buf.rewards),
+            rewards,
             values.detach().view(t_len, n_envs),
             as_t(buf.last_values),
             self.gamma * (1.0 - dones_after),
@@ -197,23 +355,129 @@ class VTrace(OnPolicyAlgorithm):
 
 
 # --------------------------------------------------------------------------- PPO
-class ContinualPPO(PPO):
-    """SB3 ``PPO`` plus a ``cl_method``: the method's losses go through the optimizer hook,
-    and a method may replace an update (``custom_update``, e.g. P&C compress)."""
+class ContinualPPO(TaskSwitchLearner, PPO):
+    """SB3 ``PPO`` with a ``cl_method``, the task-switch behaviour of
+    :class:`TaskSwitchLearner` and the PPO variants of the reference code.
 
-    def __init__(self, *args: Any, cl_method: ContinualMethod | None = None, **kwargs: Any):
-        self.cl_method = cl_method
+    Extra args:
+        value_loss: ``"mse"`` (SB3: ``mse(returns, values)``, with ``clip_range_vf``
+            clipping the prediction) or ``"clipped-max"`` (CORA's PPO and MEAL:
+            ``0.5 * max((V - R)^2, (V_clip - R)^2)``, ``V_clip`` clipped around the old value
+            by ``clip_range_vf``, default ``clip_range``).
+        advantage_normalization: ``"minibatch"`` (SB3: per minibatch, unbiased std),
+            ``"minibatch-biased"`` (MEAL: per minibatch, ``jnp.std``), ``"batch"`` (CORA's
+            PPO: over the whole rollout, unbiased std + 1e-5) or ``"none"``; default from
+            SB3's ``normalize_advantage``.
+        n_minibatches: minibatches per epoch; sets ``batch_size = n_steps * n_envs //
+            n_minibatches`` (overrides ``batch_size``).
+        lr_schedule / lr_decay_steps / reset_optimizer_at_switch: see the module docstring.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        cl_method: ContinualMethod | None = None,
+        value_loss: str = "mse",
+        advantage_normalization: str | None = None,
+        n_minibatches: int | None = None,
+        lr_schedule: str = "constant",
+        lr_decay_steps: int | None = None,
+        reset_optimizer_at_switch: bool = False,
+        **kwargs: Any,
+    ):
+        self._init_task_schedule(cl_method, lr_schedule, lr_decay_steps, reset_optimizer_at_switch)
+        self.value_loss = _check("value_loss", value_loss, VALUE_LOSSES)
+        if advantage_normalization is None:
+            advantage_normalization = (
+                "minibatch" if kwargs.get("normalize_advantage", True) else "none"
+            )
+        self.advantage_normalization = _check(
+            "advantage_normalization", advantage_normalization, ADVANTAGE_NORMALIZATIONS
+        )
+        if n_minibatches is not None:
+            env = kwargs.get("env", args[1] if len(args) > 1 else None)
+            n_steps = int(kwargs.get("n_steps", 2048))
+            kwargs["batch_size"] = max(1, n_steps * int(env.num_envs) // int(n_minibatches))
         super().__init__(*args, **kwargs)
 
-    def _setup_model(self) -> None:
-        super()._setup_model()
-        if self.cl_method is not None:
-            install_loss_hook(self, self.cl_method)
-
     def train(self) -> None:
-        if self.cl_method is not None:
-            self.policy.set_training_mode(True)
-            self._update_learning_rate(self.policy.optimizer)
-            if self.cl_method.custom_update(self):
-                return
-        super().train()
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        if self.cl_method is not None and self.cl_method.custom_update(self):
+            self._n_updates += 1
+            return
+        clip_range = self.clip_range(self._current_progress_remaining)
+        clip_vf = (
+            self.clip_range_vf(self._current_progress_remaining)
+            if self.clip_range_vf is not None
+            else None
+        )
+        buf = self.rollout_buffer
+        if self.advantage_normalization == "batch":
+            adv = buf.advantages
+            buf.advantages = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-5)
+        pg_losses, value_losses, entropy_losses, clip_fractions = [], [], [], []
+        continue_training = True
+        for _epoch in range(self.n_epochs):
+            approx_kls = []
+            for data in buf.get(self.batch_size):
+                actions = data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    actions = actions.long().flatten()
+                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
+                values = values.flatten()
+                advantages = data.advantages
+                if self.advantage_normalization.startswith("minibatch") and len(advantages) > 1:
+                    unbiased = self.advantage_normalization == "minibatch"
+                    advantages = (advantages - advantages.mean()) / (
+                        advantages.std(unbiased=unbiased) + 1e-8
+                    )
+                ratio = th.exp(log_prob - data.old_log_prob)
+                pg_loss = -th.min(
+                    advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                ).mean()
+                value_loss = self._value_loss(values, data, clip_range, clip_vf)
+                entropy_loss = -th.mean(entropy if entropy is not None else -log_prob)
+                loss = pg_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                with th.no_grad():
+                    log_ratio = log_prob - data.old_log_prob
+                    approx_kls.append(float(th.mean((th.exp(log_ratio) - 1) - log_ratio)))
+                if self.target_kl is not None and approx_kls[-1] > 1.5 * self.target_kl:
+                    continue_training = False
+                    break
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+                pg_losses.append(float(pg_loss.detach()))
+                value_losses.append(float(value_loss.detach()))
+                entropy_losses.append(float(entropy_loss.detach()))
+                clip_fractions.append(float(th.mean((th.abs(ratio - 1) > clip_range).float())))
+            self._n_updates += 1
+            if not continue_training:
+                break
+        explained = explained_variance(buf.values.flatten(), buf.returns.flatten())
+        for key, values_ in (
+            ("policy_gradient_loss", pg_losses),
+            ("value_loss", value_losses),
+            ("entropy_loss", entropy_losses),
+            ("clip_fraction", clip_fractions),
+        ):
+            if values_:
+                self.logger.record(f"train/{key}", float(np.mean(values_)))
+        self.logger.record("train/explained_variance", explained)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+
+    def _value_loss(
+        self, values: th.Tensor, data: Any, clip_range: float, clip_vf: float | None
+    ) -> th.Tensor:
+        if self.value_loss == "clipped-max":
+            bound = clip_vf if clip_vf is not None else clip_range
+            clipped = data.old_values + th.clamp(values - data.old_values, -bound, bound)
+            return (
+                0.5 * th.max((values - data.returns).pow(2), (clipped - data.returns).pow(2)).mean()
+            )
+        if clip_vf is not None:
+            values = data.old_values + th.clamp(values - data.old_values, -clip_vf, clip_vf)
+        return F.mse_loss(data.returns, values)

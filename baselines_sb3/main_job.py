@@ -16,7 +16,6 @@ calls summed over sub-envs).
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,21 +84,11 @@ override those.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
 """
 
-MEAL_METHODS: tuple[str, ...] = ("ft", "l2", "ewc", "online-ewc", "mas")
 MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
-MEAL_MINIBATCHES = 8
-"""MEAL appendix B.2 table 4: 8 minibatches per update (over every agent's rows)."""
-MEAL_NET_ARCH = {"paper": [128, 128], "small": [64]}
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
 """Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
 every episode to random agent positions, inventories and pot states (its Overcooked's
 ``random_reset=True``, for training and evaluation envs alike)."""
-MEAL_SMALL_SUITE: dict[str, Any] = {
-    "steps_per_task": 2_048,
-    "eval_every": 1_024,
-    "eval_episodes": 2,
-}
-
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
 
@@ -169,13 +158,9 @@ class JobSpec:
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
-            "learner": self.hp["learner"],
-            "method": self.hp["method"],
+            **{k: v for k, v in self.hp.items() if k not in ("suite_defaults", "num_envs")},
             "multi_head": self.multi_head,
             "task_id_input": self.task_id_input,
-            "network": self.hp["network"],
-            "net_arch": self.hp["net_arch"],
-            "reward_clip": self.hp["reward_clip"],
         }
 
     def eval_at_start(self) -> bool:
@@ -183,27 +168,6 @@ class JobSpec:
 
     def eval_per_task(self) -> bool:
         return bool(self.job.get("eval_per_task", self.meal is not None))
-
-
-def _meal_model_settings(hp: dict[str, Any], preset: str, method: str) -> dict[str, Any]:
-    """MEAL's model settings where ``presets.resolve`` does not give them (it answers
-    MEAL with a CORA CNN network): an MLP on the flattened grid, multi-head outputs and
-    the task id as input, no reward clipping, MEAL's CL coefficients under ``paper``."""
-    if hp.get("network") not in ("shallow", "deep"):
-        return hp  # the presets know MEAL
-    small = preset == "small"
-    hp.update(
-        network="mlp",
-        net_arch=list(MEAL_NET_ARCH["small" if small else "paper"]),
-        cnn_features_dim=None,
-        reward_clip=None,
-        multi_head=True,
-        task_id_input=True,
-        suite_defaults=dict(MEAL_SMALL_SUITE) if small else {},
-    )
-    if not small:
-        hp["method"] = copy.deepcopy(presets.MEAL_METHODS.get(method, {}))
-    return hp
 
 
 def resolve_job(
@@ -235,7 +199,7 @@ def resolve_job(
         from cl_suites.meal.suite import suite_info
 
         info = suite_info(str(suite).split(":", 1)[-1])
-        _check_choice("method for MEAL", method, MEAL_METHODS)
+        _check_choice("method for MEAL", method, presets.MEAL_METHODS)
     else:
         info = find_suite(suite)
     preset_suite = "MEAL" if meal else info.name
@@ -244,24 +208,13 @@ def resolve_job(
     if meal:
         _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
     hp = presets.resolve(preset_suite, learner, method, preset)
-    if meal:
-        hp = _meal_model_settings(hp, preset, method)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    learner_overrides = set()
-    for key in list(overrides):
-        for section in ("learner", "method"):
-            if key in hp[section]:
-                hp[section][key] = overrides.pop(key)
-                learner_overrides.add(key)
+    overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
     meal_suite = None
     if meal:
         meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
-        if "batch_size" not in learner_overrides and "n_steps" in hp["learner"]:
-            slots = hp["learner"]["n_steps"] * n_envs * meal_suite.num_agents
-            minibatches = hp.get("num_minibatches", MEAL_MINIBATCHES)
-            hp["learner"]["batch_size"] = max(1, slots // minibatches)
         sequence = meal_suite.sequence
     else:
         sequence = info.build(**suite_kwargs)
@@ -374,6 +327,8 @@ def run_main_job(
     if spec.method == "clear":  # RAM if the buffer fits, else run_dir/replay (or refuse)
         storage = replay_storage(job.get("replay_on_disk"))
         method_kwargs.update(disk_dir=run_dir / "replay", storage=storage)
+    elif spec.method in ("ewc", "online-ewc", "pnc") and job.get("replay_on_disk"):
+        method_kwargs["disk_dir"] = run_dir / "replay"  # CORA's per-task frame buffers
     cl = make_method(spec.method, seed=int(seed), **method_kwargs)
     model = build_model(
         spec.learner,
@@ -399,7 +354,7 @@ def run_main_job(
         env_source=eval_source,
         video=_video_recorder(run_dir, job, schedule),
     )
-    if hasattr(cl, "set_episode_source"):
+    if cl.needs_fresh_episodes:  # e.g. MEAL's Fisher: 5 fresh episodes x 500 steps
         cl.set_episode_source(
             make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
         )
@@ -458,7 +413,7 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
         batched = MealBatchedEnv(spec.meal, spec.num_envs)
-        sb3_env = MealSB3VecEnv(batched, episode_end_terminal=True)  # MEAL's done at 400
+        sb3_env = MealSB3VecEnv(batched)  # 400-step ends are terminal: hp time_limit_terminal
         return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
     from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.core.vector import SequenceVectorEnv

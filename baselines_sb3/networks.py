@@ -1,22 +1,44 @@
-"""Feature extractors (SB3 ``BaseFeaturesExtractor``) of the IMPALA paper.
+"""Networks of the reference code as SB3 modules.
 
-Inputs are channel-first images (SB3 transposes channel-last image observations with
-``VecTransposeImage`` and scales uint8 images to [0, 1] before the extractor).
+Feature extractors (SB3 ``BaseFeaturesExtractor``; channel-first images, already scaled to
+[0, 1] by SB3's preprocessing), selected by name in ``FEATURE_EXTRACTORS``:
 
-* :class:`ImpalaShallowCNN`: the "shallow" model CORA uses for Atari, MiniHack and
-  CHORES, i.e. the Nature-DQN CNN of TorchBeast's AtariNet (conv 32x8x8/4, 64x4x4/2,
-  64x3x3/1, then a 512-unit ReLU layer).
-* :class:`ImpalaDeepCNN`: the "deep" residual model CORA uses for Procgen (three stacks of
-  conv3x3 + max-pool 3x3/2 + two residual blocks with 16, 32, 32 channels, then a
-  256-unit ReLU layer).
+* ``"shallow"`` :class:`ImpalaShallowCNN`: IMPALA's shallow model as CORA builds it for
+  Atari, MiniHack and CHORES (``common_nets.py`` ``ConvNet84x84`` arch ``"orig"``: conv
+  32x8x8/4, 64x4x4/2, 64x3x3/1, each with ReLU, a 512-unit linear layer, and the ReLU
+  that ``nets.py`` applies to the conv net's output).
+* ``"residual"`` :class:`CoraResidualCNN`: CORA's only residual network
+  (``common_nets.py`` arch ``"impala_res_cnn"``, added in 5508d5f): three stacks of
+  conv3x3 (``padding="same"``) + unpadded max-pool 3x3/2 + two residual blocks with 32,
+  64, 64 channels, flatten without a ReLU, a 512-unit linear layer and ``nets.py``'s ReLU.
+  CORA's residual blocks start with an in-place ReLU on their input, so the skip
+  connection adds ``relu(x)``, not ``x``: reproduced here.
+* ``"impala-deep"`` :class:`ImpalaDeepCNN`: the residual network of the IMPALA paper as
+  other libraries build it (16, 32, 32 channels, padded max-pool, ReLU before flatten,
+  256 units). Neither CORA's code nor its paper's; kept as an option.
+* ``"a2c-ppo"`` :class:`A2CPPOCNN`: the CNN of CORA's PPO (``a2c_ppo_acktr_gail``
+  ``CNNBase``: conv 32x8x8/4, 64x4x4/2, 32x3x3/1, a 512-unit layer).
+* ``"mlp"``: SB3's ``FlattenExtractor`` (vector observations, MEAL's grids).
+
+:class:`SeparateTrunks` is MEAL's actor-critic body (``architectures/mlp.py``): two
+independent MLPs (actor, critic) of Linear -> ReLU -> LayerNorm layers.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 import torch as th
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureCNN
+from stable_baselines3.common.torch_layers import (
+    BaseFeaturesExtractor,
+    FlattenExtractor,
+    NatureCNN,
+)
 from torch import nn
+
+
+def _flat_size(cnn: nn.Module, observation_space: gym.Space) -> int:
+    with th.no_grad():
+        return int(cnn(th.zeros(1, *observation_space.shape)).shape[1])
 
 
 class ImpalaShallowCNN(NatureCNN):
@@ -26,6 +48,55 @@ class ImpalaShallowCNN(NatureCNN):
         super().__init__(observation_space, features_dim=features_dim, normalized_image=False)
 
 
+class _CoraResidualBlock(nn.Module):
+    """``relu(x) + conv(relu(conv(relu(x))))``: CORA's block, whose first ReLU is in place."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding="same")
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding="same")
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        x = th.relu(x)
+        return x + self.conv1(th.relu(self.conv0(x)))
+
+
+class CoraResidualCNN(BaseFeaturesExtractor):
+    """CORA's residual CNN (see the module docstring).
+
+    Args:
+        observation_space: channel-first image Box ``(C, H, W)``.
+        features_dim: units of the final layer (CORA: 512).
+        channels: channels of the three stacks (CORA: ``hidden_dim=32`` -> 32, 64, 64).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        features_dim: int = 512,
+        channels: tuple[int, ...] = (32, 64, 64),
+    ):
+        super().__init__(observation_space, features_dim)
+        layers: list[nn.Module] = []
+        in_channels = observation_space.shape[0]
+        for out_channels in channels:
+            layers += [
+                nn.Conv2d(in_channels, out_channels, 3, padding="same"),
+                nn.MaxPool2d(3, stride=2),
+                _CoraResidualBlock(out_channels),
+                _CoraResidualBlock(out_channels),
+            ]
+            in_channels = out_channels
+        layers.append(nn.Flatten())
+        self.cnn = nn.Sequential(*layers)
+        self.linear = nn.Sequential(
+            nn.Linear(_flat_size(self.cnn, observation_space), features_dim), nn.ReLU()
+        )
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        return self.linear(self.cnn(observations))
+
+
 class _ResidualBlock(nn.Module):
     def __init__(self, channels: int):
         super().__init__()
@@ -33,19 +104,11 @@ class _ResidualBlock(nn.Module):
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
 
     def forward(self, x: th.Tensor) -> th.Tensor:
-        out = self.conv0(th.relu(x))
-        out = self.conv1(th.relu(out))
-        return x + out
+        return x + self.conv1(th.relu(self.conv0(th.relu(x))))
 
 
 class ImpalaDeepCNN(BaseFeaturesExtractor):
-    """IMPALA's deep residual CNN.
-
-    Args:
-        observation_space: channel-first image Box ``(C, H, W)``.
-        features_dim: size of the final ReLU layer (256 in the paper).
-        channels: channels of the three stacks.
-    """
+    """The IMPALA paper's deep residual CNN (16/32/32 channels, 256 units)."""
 
     def __init__(
         self,
@@ -66,9 +129,32 @@ class ImpalaDeepCNN(BaseFeaturesExtractor):
             in_channels = out_channels
         layers += [nn.ReLU(), nn.Flatten()]
         self.cnn = nn.Sequential(*layers)
-        with th.no_grad():
-            n_flat = self.cnn(th.zeros(1, *observation_space.shape)).shape[1]
-        self.linear = nn.Sequential(nn.Linear(n_flat, features_dim), nn.ReLU())
+        self.linear = nn.Sequential(
+            nn.Linear(_flat_size(self.cnn, observation_space), features_dim), nn.ReLU()
+        )
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        return self.linear(self.cnn(observations))
+
+
+class A2CPPOCNN(BaseFeaturesExtractor):
+    """CORA's PPO CNN (``a2c_ppo_acktr_gail`` ``CNNBase``): 32/64/32 channels, 512 units.
+    The flattened size is computed from the input (CORA hard-codes 84x84 inputs)."""
+
+    def __init__(self, observation_space: gym.Space, features_dim: int = 512):
+        super().__init__(observation_space, features_dim)
+        self.cnn = nn.Sequential(
+            nn.Conv2d(observation_space.shape[0], 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 32, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        self.linear = nn.Sequential(
+            nn.Linear(_flat_size(self.cnn, observation_space), features_dim), nn.ReLU()
+        )
 
     def forward(self, observations: th.Tensor) -> th.Tensor:
         return self.linear(self.cnn(observations))
@@ -76,5 +162,56 @@ class ImpalaDeepCNN(BaseFeaturesExtractor):
 
 FEATURE_EXTRACTORS: dict[str, type[BaseFeaturesExtractor]] = {
     "shallow": ImpalaShallowCNN,
-    "deep": ImpalaDeepCNN,
+    "residual": CoraResidualCNN,
+    "impala-deep": ImpalaDeepCNN,
+    "a2c-ppo": A2CPPOCNN,
+    "mlp": FlattenExtractor,
 }
+"""Feature extractors by the name the presets and ``--network`` use."""
+
+
+class SeparateTrunks(nn.Module):
+    """MEAL's actor-critic body: independent actor and critic MLPs, each layer
+    ``Linear -> activation -> LayerNorm(eps=1e-5)`` (LayerNorm optional).
+
+    Same interface as SB3's ``MlpExtractor`` (``policy_net``, ``value_net``,
+    ``latent_dim_pi``, ``latent_dim_vf``, ``forward_actor``, ``forward_critic``).
+
+    Args:
+        feature_dim: input size (flattened observation, plus the task one-hot).
+        net_arch: hidden sizes, shared by both trunks (MEAL: ``[128, 128]``).
+        layer_norm: apply LayerNorm after each activation (MEAL: True).
+        activation_fn: activation class (MEAL: ReLU).
+    """
+
+    def __init__(
+        self,
+        feature_dim: int,
+        net_arch: list[int],
+        layer_norm: bool = True,
+        activation_fn: type[nn.Module] = nn.ReLU,
+    ):
+        super().__init__()
+
+        def trunk() -> nn.Sequential:
+            layers: list[nn.Module] = []
+            size = feature_dim
+            for width in net_arch:
+                layers += [nn.Linear(size, width), activation_fn()]
+                if layer_norm:
+                    layers.append(nn.LayerNorm(width, eps=1e-5))
+                size = width
+            return nn.Sequential(*layers)
+
+        self.policy_net = trunk()
+        self.value_net = trunk()
+        self.latent_dim_pi = self.latent_dim_vf = net_arch[-1] if net_arch else feature_dim
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.policy_net(features), self.value_net(features)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        return self.policy_net(features)
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        return self.value_net(features)

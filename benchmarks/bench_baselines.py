@@ -16,6 +16,12 @@ interleaved with the others, and the best run of each is compared.
 * V-trace vs SB3 A2C with the same network (``ContinualPolicy``, MLP 64x64), n_envs=8,
   n_steps=20, learning rate, device and threads; A2C with SB3's own ``MlpPolicy`` is
   printed for reference.
+* CORA's IMPALA inputs and schedule (issue 10): V-trace with the previous action and
+  reward as inputs (``PreviousActionReward``) and the per-task linear learning rate vs
+  V-trace as before (plain observations, constant learning rate), same network, envs and
+  batch: 32 envs x 20 steps on 64x64x3 frames with the shallow CNN (a synthetic
+  two-task image sequence, so the learner dominates as on a GPU-less Procgen run) and on
+  Diagnostic with a 64x64 MLP (the worst case: the extra inputs next to a tiny network).
 * CLEAR buffer: resident bytes per stored transition vs raw uint8 observation bytes
   (Procgen 64x64x3), and the disk-backed mode filled with 1M Procgen transitions
   (resident set of the process measured with psutil/resource).
@@ -33,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch as th
 from gymnasium import spaces
@@ -40,9 +47,13 @@ from stable_baselines3 import A2C
 
 from baselines_sb3.cl import ReservoirBuffer, attach_method, make_method
 from baselines_sb3.learners import ContinualPPO, VTrace
+from baselines_sb3.networks import ImpalaShallowCNN
 from baselines_sb3.policies import ContinualPolicy
+from baselines_sb3.wrappers import PreviousActionReward
 from cl_suites.api import make_vec
 from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.core.task import TaskSequence, TaskSpec
+from cl_suites.core.vector import SequenceVectorEnv
 
 th.set_num_threads(1)
 
@@ -83,6 +94,61 @@ def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) 
         device="cpu",
     )
     model = cls(policy, env, **kw)
+    t = time.process_time()
+    model.learn(steps - 2 * n_envs * 20)
+    return model.num_timesteps / (time.process_time() - t)
+
+
+class _FrameEnv(gym.Env):
+    """64x64x3 frames from a fixed bank, rewards in {-1, 0, 1}, 100-step episodes: an
+    image task whose simulator costs next to nothing."""
+
+    observation_space = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    action_space = spaces.Discrete(15)
+    _bank = np.random.default_rng(0).integers(0, 255, (64, 64, 64, 3), dtype=np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._bank[0], {}
+
+    def step(self, action):
+        self._t += 1
+        reward = float(self.np_random.integers(-1, 2))
+        return self._bank[self._t % 64], reward, False, self._t >= 100, {}
+
+
+def _sequence(kind: str, steps: int) -> TaskSequence:
+    if kind == "mlp":
+        from cl_suites.suites.diagnostic import build
+
+        return build(n_tasks=2, steps_per_task=steps // 2 + 1)
+    tasks = tuple(TaskSpec(f"frames{i}", _FrameEnv, steps // 2 + 1) for i in range(2))
+    space = _FrameEnv.observation_space
+    return TaskSequence("Frames", tasks, space, _FrameEnv.action_space)
+
+
+def cora_inputs_rate(new: bool, kind: str, steps: int, n_envs: int = 32) -> float:
+    """V-trace agent steps per CPU-second, with (``new``) or without CORA's previous
+    action/reward inputs and per-task learning-rate schedule."""
+    env = SB3VecEnv(SequenceVectorEnv(_sequence(kind, steps), n_envs))
+    env.seed(0)
+    if new:
+        env = PreviousActionReward(env)
+    policy_kwargs: dict = {"net_arch": [64, 64] if kind == "mlp" else []}
+    if kind == "cnn":
+        policy_kwargs["features_extractor_class"] = ImpalaShallowCNN
+    model = VTrace(
+        ContinualPolicy,
+        env,
+        n_steps=20,
+        learning_rate=4e-4,
+        loss_reduction="sum",
+        lr_schedule="linear-per-task" if new else "constant",
+        policy_kwargs=policy_kwargs,
+        seed=0,
+        device="cpu",
+    )
     t = time.process_time()
     model.learn(steps - 2 * n_envs * 20)
     return model.num_timesteps / (time.process_time() - t)
@@ -169,12 +235,17 @@ def main() -> None:
     p.add_argument("--skip-disk", action="store_true")
     p.add_argument("--memmap-compare", type=int, default=0, metavar="TRANSITIONS")
     p.add_argument("--fill", nargs=2, metavar=("STORAGE", "TRANSITIONS"), help=argparse.SUPPRESS)
+    p.add_argument("--image-steps", type=int, default=12_800)
+    p.add_argument("--only-cora-inputs", action="store_true", help="run only that comparison")
     a = p.parse_args()
     if a.fill:
         fill(a.fill[0], int(a.fill[1]))
         return
     if a.memmap_compare:
         memmap_compare(a.memmap_compare)
+        return
+    cora_inputs(a.repeats, a.steps, a.image_steps)
+    if a.only_cora_inputs:
         return
     runs: dict[str, object] = {
         "ppo": lambda: ppo_rate(None, a.steps),
@@ -199,6 +270,25 @@ def main() -> None:
         f"{vt / mlp:.3f}x)"
     )
     buffer_memory(a.skip_disk)
+
+
+def cora_inputs(repeats: int, mlp_steps: int, image_steps: int) -> None:
+    runs = {
+        (kind, new): (lambda kind=kind, new=new, steps=steps: cora_inputs_rate(new, kind, steps))
+        for kind, steps in (("cnn", image_steps), ("mlp", mlp_steps))
+        for new in (False, True)
+    }
+    cora_inputs_rate(True, "mlp", 2000)  # warm-up
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for key, fn in runs.items():
+            best[key] = max(best[key], fn())
+    for kind, label in (("cnn", "64x64x3 frames, shallow CNN"), ("mlp", "Diagnostic, MLP 64x64")):
+        old, new = best[(kind, False)], best[(kind, True)]
+        print(
+            f"V-trace with CORA's previous action/reward inputs and per-task LR ({label}): "
+            f"{new:,.0f} vs {old:,.0f} steps per CPU-s = {new / old:.3f}x (target >= 0.95)"
+        )
 
 
 if __name__ == "__main__":

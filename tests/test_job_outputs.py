@@ -138,6 +138,7 @@ class SourceUser(ContinualMethod):
 
     name = "source-user"
     needs_task_boundaries = True
+    needs_fresh_episodes = True
 
     def __init__(self):
         super().__init__()
@@ -148,8 +149,10 @@ class SourceUser(ContinualMethod):
         self.source = fn
 
     def on_task_switch(self, event):
-        obs = self.source(event.previous.task_id, 2, 7)
-        self.batches.append((event.previous.task_id, tuple(obs.shape)))
+        episodes = self.source(event.previous.task_id, 2, 7)
+        assert episodes.num_agents == 1 and episodes.num_steps == 14
+        assert episodes.step_in_episode.tolist() == [t for t in range(7) for _ in range(2)]
+        self.batches.append((event.previous.task_id, tuple(episodes.observations.shape)))
 
 
 def test_job_gives_methods_a_fresh_episode_source(tmp_path, monkeypatch):
@@ -171,8 +174,8 @@ def test_rollout_observations_replay_with_the_seed():
     seq = make_sequence("Diagnostic", n_tasks=2)
     evaluator = Evaluator(seq, seed=5)
     policy = lambda obs, ids: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
-    a, ids = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
-    b, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
-    c, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=200)
-    assert a.shape == (12, 5) and (ids == 1).all()
+    a, ids, ended = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
+    b, _, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=100)
+    c, _, _ = evaluator.rollout_observations(1, 3, 4, policy, total_step=200)
+    assert a.shape == (12, 5) and (ids == 1).all() and ended.shape == (4, 3)
     assert np.array_equal(a, b) and not np.array_equal(a, c)

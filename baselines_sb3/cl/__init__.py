@@ -1,4 +1,9 @@
-"""Continual-learning methods for SB3 learners (one small interface, see ``base``)."""
+"""Continual-learning methods for SB3 learners (one small interface, see ``base``).
+
+Each CLI method name has the definitions of the reference code it comes from
+(``variant``): CORA's (``continual_rl``) for EWC and online EWC on the CORA suites, MEAL's
+for EWC, online EWC, MAS and L2 on MEAL (and for L2 and MAS everywhere: CORA has none).
+"""
 
 from __future__ import annotations
 
@@ -7,46 +12,80 @@ from typing import Any
 from baselines_sb3.cl.base import (
     ContinualMethod,
     ContinualMethodCallback,
+    EpisodeSource,
+    FreshEpisodes,
     Rollout,
     attach_method,
     install_loss_hook,
 )
 from baselines_sb3.cl.clear import CLEAR, ReservoirBuffer
 from baselines_sb3.cl.pnc import ProgressCompress
-from baselines_sb3.cl.regularizers import EWC, MAS, L2Anchor, OnlineEWC, QuadraticPenalty
+from baselines_sb3.cl.regularizers import (
+    CoraEWC,
+    CoraOnlineEWC,
+    MealEWC,
+    MealL2,
+    MealMAS,
+    MealOnlineEWC,
+    QuadraticPenalty,
+)
 
-METHODS: dict[str, type[ContinualMethod]] = {
-    "ft": ContinualMethod,
-    "ewc": EWC,
-    "online-ewc": OnlineEWC,
-    "l2": L2Anchor,
-    "mas": MAS,
-    "pnc": ProgressCompress,
-    "clear": CLEAR,
+METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
+    "ft": {"cora": ContinualMethod, "meal": ContinualMethod},
+    "ewc": {"cora": CoraEWC, "meal": MealEWC},
+    "online-ewc": {"cora": CoraOnlineEWC, "meal": MealOnlineEWC},
+    "l2": {"meal": MealL2},
+    "mas": {"meal": MealMAS},
+    "pnc": {"cora": ProgressCompress},
+    "clear": {"cora": CLEAR},
 }
+"""Method name -> ``{variant: class}``."""
+
+VARIANTS: tuple[str, ...] = ("cora", "meal")
 
 
-def make_method(name: str, seed: int = 0, **kwargs: Any) -> ContinualMethod:
-    """The CL method ``name`` (one of ``METHODS``) with its hyperparameters."""
+def method_class(name: str, variant: str | None = None) -> type[ContinualMethod]:
+    """The class of method ``name`` in ``variant`` (default: the method's first variant)."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
-    cls = METHODS[name]
+    classes = METHODS[name]
+    if variant is None:
+        return next(iter(classes.values()))
+    if variant not in classes:
+        raise ValueError(f"method {name!r} has no {variant!r} variant; valid: {', '.join(classes)}")
+    return classes[variant]
+
+
+def make_method(
+    name: str, seed: int = 0, variant: str | None = None, **kwargs: Any
+) -> ContinualMethod:
+    """The CL method ``name`` (one of ``METHODS``) of ``variant`` with its hyperparameters."""
+    from baselines_sb3.presets import check_options
+
+    cls = method_class(name, variant)
+    check_options("method", name, cls, kwargs)
     if cls is ContinualMethod:
+        if kwargs:
+            raise ValueError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
         return ContinualMethod()
-    if name in ("ewc", "online-ewc", "l2", "mas", "pnc", "clear"):
-        kwargs.setdefault("seed", seed)
+    kwargs.setdefault("seed", seed)
     return cls(**kwargs)
 
 
 __all__ = [
     "CLEAR",
-    "EWC",
-    "MAS",
     "METHODS",
+    "VARIANTS",
     "ContinualMethod",
     "ContinualMethodCallback",
-    "L2Anchor",
-    "OnlineEWC",
+    "CoraEWC",
+    "CoraOnlineEWC",
+    "EpisodeSource",
+    "FreshEpisodes",
+    "MealEWC",
+    "MealL2",
+    "MealMAS",
+    "MealOnlineEWC",
     "ProgressCompress",
     "QuadraticPenalty",
     "ReservoirBuffer",
@@ -54,4 +93,5 @@ __all__ = [
     "attach_method",
     "install_loss_hook",
     "make_method",
+    "method_class",
 ]

@@ -4,6 +4,9 @@ A :class:`ContinualMethod` sees four things: the policy it protects (``bind``), 
 finished rollout (``on_rollout_end``), each task switch of the sequence env
 (``on_task_switch``), and the optimizer steps of the learner, where it contributes a
 ``penalty(policy)`` (regularisers) and an ``extra_loss(policy, batch_size)`` (replay).
+A method that estimates importance on fresh episodes of the finished task (MEAL's Fisher
+and MAS) sets ``needs_fresh_episodes`` and receives ``set_episode_source(fn)`` from the
+job (interface 11, see :data:`EpisodeSource`).
 
 **Gradient clipping.** The penalty and extra loss are added *without forking SB3*:
 :func:`install_loss_hook` wraps the policy optimizer's ``zero_grad``. Every SB3
@@ -53,6 +56,9 @@ class Rollout:
         values: ``(T, E)`` behaviour values; ``log_probs``: ``(T, E)`` behaviour log-probs.
         first_step: agent step (global, summed over sub-envs) of the rollout's first row.
         end_step: agent step after the rollout's last row.
+        last_observations: ``(E, *obs_shape)`` (or dict) observation after the last row,
+            the one the learner bootstraps from; ``None`` when unknown.
+        last_episode_starts: ``(E,)`` 1 where ``last_observations`` starts an episode.
     """
 
     observations: Any
@@ -63,6 +69,8 @@ class Rollout:
     log_probs: np.ndarray
     first_step: int
     end_step: int
+    last_observations: Any = None
+    last_episode_starts: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
@@ -73,6 +81,38 @@ class Rollout:
         return int(self.rewards.shape[1])
 
 
+@dataclass
+class FreshEpisodes:
+    """Observations of fresh episodes of one task, played by the current policy.
+
+    Attributes:
+        observations: one batch as the policy takes it (a dict of arrays for Dict
+            layouts, the ``task_id`` key included for task-aware policies), ``S * A`` rows
+            ordered step by step and, within a step, agent by agent.
+        num_agents: ``A``, the agents acting at each step (1 for single-agent suites).
+        step_in_episode: ``(S,)`` index of each step within its episode chunk (0, 1, ...).
+        alive: ``(S,)`` True for the steps before the first end of an episode in the chunk
+            (a chunk of ``max_steps`` steps continues through auto-resets).
+    """
+
+    observations: Any
+    num_agents: int
+    step_in_episode: np.ndarray
+    alive: np.ndarray
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.step_in_episode)
+
+
+EpisodeSource = Callable[[int, int, int], FreshEpisodes]
+"""``fn(task_id, episodes, max_steps) -> FreshEpisodes``: play ``episodes`` chunks of
+``max_steps`` env steps each (auto-resetting) of task ``task_id`` with the current policy
+(sampled actions), on envs separate from the training env (interface 11; MEAL's Fisher:
+5 x 500). The job provides it; without one the method falls back to stored training states
+with a warning."""
+
+
 class ContinualMethod:
     """Base class: fine-tuning (no protection). Subclasses override what they need.
 
@@ -80,14 +120,21 @@ class ContinualMethod:
         name: the CLI name (``ft``, ``ewc``, ...).
         needs_task_boundaries: the method must hear task switches; attaching it to an
             env that signals none raises ``ValueError``.
+        needs_fresh_episodes: the method wants ``set_episode_source`` (interface 11).
     """
 
     name = "ft"
     needs_task_boundaries = False
+    needs_fresh_episodes = False
 
     def __init__(self) -> None:
         self.policy: ActorCriticPolicy | None = None
         self.model: OnPolicyAlgorithm | None = None
+        self.episode_source: EpisodeSource | None = None
+
+    def set_episode_source(self, fn: EpisodeSource | None) -> None:
+        """Where fresh episodes of a finished task come from (interface 11)."""
+        self.episode_source = fn
 
     # -- wiring ----------------------------------------------------------------------
     def bind(self, policy: ActorCriticPolicy, model: OnPolicyAlgorithm | None = None) -> None:
@@ -238,7 +285,9 @@ class ContinualMethodCallback(BaseCallback):
 
 
 def rollout_from_buffer(model: OnPolicyAlgorithm, first_step: int) -> Rollout:
+    """The learner's latest rollout (call at rollout end, before the update)."""
     buf = model.rollout_buffer
+    last_starts = getattr(model, "_last_episode_starts", None)
     return Rollout(
         observations=buf.observations,
         actions=buf.actions.reshape(buf.buffer_size, buf.n_envs, *buf.actions.shape[2:])
@@ -250,6 +299,8 @@ def rollout_from_buffer(model: OnPolicyAlgorithm, first_step: int) -> Rollout:
         log_probs=buf.log_probs,
         first_step=int(first_step),
         end_step=int(model.num_timesteps),
+        last_observations=getattr(model, "_last_obs", None),
+        last_episode_starts=None if last_starts is None else np.asarray(last_starts, np.float32),
     )
 
 
@@ -285,9 +336,43 @@ def attach_method(
     return ContinualMethodCallback(method, switches_from_infos)
 
 
-def unsubscribe_all(unsubscribers: list[Callable[[], None]]) -> None:
-    for fn in unsubscribers:
-        fn()
+def latest_step_segment(cursor: Any) -> tuple[Segment, int]:
+    """The segment of the env's latest step and the steps taken in it so far.
+
+    Right after a switch (``task_step == 0``) the latest step still belonged to the
+    previous segment, fully spent: an update on a rollout that ended exactly at a switch
+    trains on the previous task's data (CORA labels an update with its batch's task).
+    """
+    if cursor.task_step == 0 and cursor.index > 0:
+        previous = cursor.segments[cursor.index - 1]
+        return previous, previous.steps
+    return cursor.segment, cursor.task_step
+
+
+def select_parameters(
+    policy: ActorCriticPolicy, groups: tuple[str, ...] | str = "all"
+) -> list[tuple[str, th.nn.Parameter]]:
+    """Trainable ``(name, parameter)`` pairs of the named groups, in ``named_parameters``
+    order. ``groups="all"``: every trainable parameter. Group names are those of
+    ``policy.parameter_groups()`` (interface 12); unknown names raise ``ValueError``."""
+    if groups == "all":
+        return [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+    if isinstance(groups, str):
+        groups = (groups,)
+    if hasattr(policy, "parameter_groups"):
+        available = policy.parameter_groups()
+    else:  # any SB3 ActorCriticPolicy has the same parts
+        from baselines_sb3.policies import parameter_groups
+
+        available = parameter_groups(policy)
+    unknown = [g for g in groups if g not in available]
+    if unknown:
+        raise ValueError(
+            f"unknown parameter group(s) {unknown}; valid: {', '.join(available) or 'none'} "
+            "(or 'all')"
+        )
+    chosen = {id(p) for g in groups for _, p in available[g]}
+    return [(n, p) for n, p in policy.named_parameters() if id(p) in chosen]
 
 
 def flat_obs(observations: Any, index: np.ndarray | slice | None = None) -> Any:

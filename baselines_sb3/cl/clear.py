@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.preprocessing import get_obs_shape
 
 from baselines_sb3.cl.base import ContinualMethod, Rollout, logits_and_values
 from baselines_sb3.vtrace import vtrace_targets
@@ -185,7 +186,7 @@ class ReservoirBuffer:
         s, t = self.slots, self.unroll_length
         self.obs: dict[str, _FileArray | _MemArray] = {}
         for key, sp in _obs_spaces(observation_space).items():
-            shape = (s, t, *(sp.shape or ()))
+            shape = (s, t, *get_obs_shape(sp))  # Discrete keys: (1,), as SB3 buffers them
             dtype = np.int64 if isinstance(sp, spaces.Discrete) else sp.dtype
             if self.disk_dir is not None and isinstance(sp, spaces.Box):
                 self.obs[key] = _FileArray(

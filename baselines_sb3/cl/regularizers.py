@@ -1,48 +1,103 @@
-"""Quadratic-penalty methods: EWC, online EWC, L2 anchoring, MAS.
+"""Quadratic-penalty methods as CORA and MEAL define them.
 
-All four add ``lam / 2 * sum_k importance_k * (theta_k - anchor_k) ** 2`` to the loss and
-differ only in the importance and in how tasks combine:
+Every method adds ``lam / 2 * scale * sum_t sum_k F_t,k (theta_k - anchor_t,k)^2`` to the
+loss; they differ in the importance ``F``, in how tasks combine into terms ``t``, in
+``scale`` and in what is regularised:
 
-========== ============================================= ==================================
-method     importance of a finished task                 combination over tasks
-========== ============================================= ==================================
-ewc        diagonal Fisher ``E[(d log pi(a|s))^2]``,      one penalty per task (exact sum,
-           ``a ~ pi(.|s)``, over ``num_samples`` states   stored as one quadratic)
-online-ewc same Fisher, optionally normalised by its max  ``F = gamma * F + F_new``, anchor =
-                                                          latest parameters
-l2         1 for every parameter                          anchor = latest parameters
-mas        ``E |d ||f(s)||^2 / d theta|`` (f = logits)    sum of importances, one anchor per
-                                                          task (exact sum)
-========== ============================================= ==================================
+=================== ============================================ ============================
+method              importance / terms                           scale, parameters
+=================== ============================================ ============================
+``CoraEWC``         CORA Fisher (``cora_fisher``) on the task's  ``1 / #stored tasks``; every
+(``ewc``)           recent unrolls; one term per task id,        parameter; penalty off until
+                    overwritten when the task comes back         the current task has
+                                                                 ``min_task_steps``
+``CoraOnlineEWC``   one term: ``F = gamma F + F_new``, then      1; every parameter; no gate
+(``online-ewc``)    normalised (``"row"`` / ``"full"``)          (CORA's code)
+``MealEWC``         MEAL Fisher (``score_fisher``) on fresh      ``1 / #regularised
+(``ewc``)           episodes; one term: ``F = F + F_new``        parameters``; actor trunk
+                    (``mode="multi"``), anchor = latest          (+ shared) by default
+``MealEWC``         ``F = 0.9 F + 0.1 F_new``                    as above
+(``online-ewc``)
+``MealMAS``         ``mas_importance`` every 5th step, divided   as above
+(``mas``)           by its mean, ``w = 0.9 w + 0.1 w_new``
+``MealL2``          ``F = 1``, anchor = initial parameters,      as above; active from the
+(``l2``)            then the latest at every switch              first task
+=================== ============================================ ============================
 
-The importance is computed at the task switch (the agent step where the sequence env's
-``on_task_switch`` fires), on up to ``num_samples`` states of the finished task seen in
-its latest rollouts (a reservoir sample), never before. Tasks shorter than
-``min_task_steps`` agent steps are not consolidated.
-
-A sum of quadratics is again a quadratic, so any number of tasks costs one
-importance vector and one anchor per parameter: the penalty is as cheap after 100 tasks
-as after one.
+The importance of a finished task is computed at the task switch (the agent step where
+the sequence env's ``on_task_switch`` fires). The penalty gradient is written straight into
+``.grad`` in closed form (``penalty_grad_``): with ``F_sum = sum_t F_t`` and ``Fm = sum_t
+F_t anchor_t`` it is ``lam * scale * (F_sum theta - Fm)``, as cheap after 100 tasks as after one.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
-from torch.func import functional_call, grad, vmap
 
-from baselines_sb3.cl.base import ContinualMethod, Rollout, flat_obs
-from cl_suites.core.task import TaskSwitch
+from baselines_sb3.cl.base import (
+    ContinualMethod,
+    FreshEpisodes,
+    Rollout,
+    find_task_switch_source,
+    flat_obs,
+    logits_and_values,
+    select_parameters,
+)
+from baselines_sb3.cl.importance import cora_fisher, mas_importance, score_fisher
+from baselines_sb3.cl.unroll_buffer import UnrollBuffer
+from cl_suites.core.task import Segment, TaskSwitch
+
+Importance = dict[str, th.Tensor]
+NORMALIZATIONS: tuple[str, ...] = ("row", "row-intended", "full", "mean")
+MEAL_GROUPS: tuple[str, ...] = ("shared", "actor_trunk")
+
+
+def normalize_importance(importance: Importance, method: str | None) -> Importance:
+    """CORA's and MEAL's Fisher normalisations.
+
+    * ``"row"``: what CORA's ``checkpoint_task`` computes for ``normalize_fisher_method =
+      "row"``: its dimension is chosen from the network's *last* parameter (a bias, the
+      loop variable left over from the gradient loop), so every tensor is L2-normalised
+      along dim 0 (``F.normalize(v, dim=0)``).
+    * ``"row-intended"``: dim 1 for matrices and filters, dim 0 for vectors (the code's
+      evident intent).
+    * ``"full"``: each tensor divided by its Frobenius norm (tensors of zeros stay zero,
+      where CORA would produce NaN).
+    * ``"mean"``: MEAL's ``normalize_importance``: everything divided by the mean
+      absolute importance over all parameters.
+    """
+    if method is None:
+        return importance
+    if method == "mean":
+        total = sum(float(v.detach().abs().sum()) for v in importance.values())
+        count = sum(v.numel() for v in importance.values())
+        mean = total / (count + 1e-8)
+        return {k: v / (mean + 1e-8) for k, v in importance.items()}
+    out = {}
+    for name, v in importance.items():
+        if method == "full":
+            norm = th.linalg.vector_norm(v)
+            out[name] = v / norm if float(norm) > 0 else v
+        elif method == "row":
+            out[name] = th.nn.functional.normalize(v, dim=0)
+        elif method == "row-intended":
+            out[name] = th.nn.functional.normalize(v, dim=1 if v.dim() > 1 else 0)
+        else:
+            raise ValueError(
+                f"unknown normalization {method!r}; valid: {', '.join(NORMALIZATIONS)}"
+            )
+    return out
 
 
 class StateSample:
-    """A uniform (reservoir) sample of up to ``capacity`` observations of the current task."""
+    """A uniform (reservoir) sample of up to ``capacity`` observations of the current task
+    (the fallback of the fresh-episode methods when the job gives no episode source)."""
 
     def __init__(self, capacity: int, seed: int = 0):
         self.capacity = int(capacity)
@@ -54,12 +109,9 @@ class StateSample:
         self.seen = 0
 
     def add_rollout(self, rollout: Rollout, since_step: int) -> None:
-        """Add the rows of ``rollout`` played at or after agent step ``since_step``.
-
-        Algorithm R, vectorised: the ``k``-th offered row (0-based, counting every row
-        offered since ``clear``) is kept while the sample is not full, afterwards it
-        replaces slot ``j ~ U{0..k}`` when ``j < capacity`` (later rows win on ties).
-        """
+        """Add the rows of ``rollout`` played at or after agent step ``since_step``
+        (Algorithm R: the ``k``-th offered row replaces slot ``j ~ U{0..k}`` when
+        ``j < capacity`` once the sample is full)."""
         t_count, n_envs = rollout.num_steps, rollout.num_envs
         steps = rollout.first_step + np.arange(t_count) * n_envs
         rows = np.flatnonzero(steps >= since_step)
@@ -78,10 +130,21 @@ class StateSample:
                 self.items[j] = _row(obs, i)
         self.seen += int(flat.size)
 
-    def batch(self) -> Any:
+    def episodes(self) -> FreshEpisodes:
+        """The sample as single-agent "episodes" of one step each."""
         if isinstance(self.items[0], dict):
-            return {k: np.stack([it[k] for it in self.items]) for k in self.items[0]}
-        return np.stack(self.items)
+            obs: Any = {k: np.stack([it[k] for it in self.items]) for k in self.items[0]}
+        else:
+            obs = np.stack(self.items)
+        n = len(self.items)
+        return FreshEpisodes(obs, 1, np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"items": list(self.items), "seen": self.seen, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.items, self.seen = list(state["items"]), int(state["seen"])
+        self.rng.bit_generator.state = state["rng"]
 
 
 def _row(obs: Any, index: int) -> Any:
@@ -90,365 +153,670 @@ def _row(obs: Any, index: int) -> Any:
     return np.array(obs[index])
 
 
-def _to_tensor(policy: ActorCriticPolicy, batch: Any) -> Any:
-    if isinstance(batch, dict):
-        return {k: th.as_tensor(v, device=policy.device) for k, v in batch.items()}
-    return th.as_tensor(batch, device=policy.device)
-
-
-def _select(obs: Any, i: int) -> Any:
-    if isinstance(obs, dict):
-        return {k: v[i : i + 1] for k, v in obs.items()}
-    return obs[i : i + 1]
-
-
 class QuadraticPenalty(ContinualMethod):
     """Base of the quadratic-penalty methods (see the module docstring).
 
     Args:
         lam: penalty strength ``lambda``.
-        num_samples: states used to estimate the importance at a switch.
-        min_task_steps: tasks with fewer agent steps are not consolidated.
-        decay: ``None``: keep one exact penalty per task; a float ``gamma``: online
-            (importance ``gamma * old + new``, anchor = latest parameters).
-        normalize: divide each new importance by its maximum.
-        exclude: parameter-name prefixes left unregularised (e.g. ``("value_net",)``).
-        seed: seed of the state sample.
+        groups: parameter groups to regularise (``policy.parameter_groups()`` names) or
+            ``"all"``.
+        scale_by: ``"tasks"`` (divide by the number of stored terms, CORA's
+            ``scale_ewc_by_num_tasks``), ``"params"`` (divide by the number of regularised
+            parameters, MEAL) or ``"none"``.
+        seed: seed of the method's sampling.
+
+    State: ``terms`` maps a key (a task id, or ``"all"``) to ``(importance, anchor)``
+    dicts keyed by parameter name.
     """
 
     needs_task_boundaries = True
-    needs_samples = True
 
     def __init__(
         self,
         lam: float,
-        num_samples: int = 100,
-        min_task_steps: int = 0,
-        decay: float | None = None,
-        normalize: bool = False,
-        exclude: tuple[str, ...] = (),
+        groups: tuple[str, ...] | str = "all",
+        scale_by: str = "none",
         seed: int = 0,
     ):
         super().__init__()
         if lam < 0:
             raise ValueError(f"lam must be >= 0, got {lam}")
+        if scale_by not in ("tasks", "params", "none"):
+            raise ValueError(f"unknown scale_by {scale_by!r}; valid: tasks, params, none")
         self.lam = float(lam)
-        self.num_samples = int(num_samples)
-        self.min_task_steps = int(min_task_steps)
-        self.decay = decay
-        self.normalize = normalize
-        self.exclude = tuple(exclude)
-        self.samples = StateSample(num_samples, seed)
-        self.importance: dict[str, th.Tensor] = {}
-        self.anchor: dict[str, th.Tensor] = {}
-        self.consolidations: list[dict[str, int]] = []
-        self._task_start = 0
-        self._rollout_steps_seen = 0
-        self._flat: tuple[Any, ...] | None = None  # (policy, params, sizes, importance, anchor)
+        self.groups = groups if isinstance(groups, str) else tuple(groups)
+        self.scale_by = scale_by
+        self.seed = int(seed)
+        self.terms: dict[Any, tuple[Importance, Importance]] = {}
+        self.consolidations: list[dict[str, Any]] = []
+        self._flat: tuple[Any, ...] | None = None
+        self._source: Any = None
+        self._segment: Segment | None = None
+        self._task_start = 0  # learner steps (model.num_timesteps) where the current task began
 
-    # -- what to protect -------------------------------------------------------------
-    def named_parameters(self, policy: ActorCriticPolicy) -> list[tuple[str, th.nn.Parameter]]:
-        return [
-            (n, p)
-            for n, p in policy.named_parameters()
-            if p.requires_grad
-            and not n.startswith(self.exclude)
-            and not n.startswith("kb.")
-            and not n.startswith("adapter_")
-        ]
+    # -- wiring --------------------------------------------------------------------------
+    def bind(self, policy: ActorCriticPolicy, model: Any = None) -> None:
+        super().bind(policy, model)
+        self.named_parameters(policy)  # fails early on unknown groups
+        env = model.get_env() if model is not None else None
+        self._source = find_task_switch_source(env) if env is not None else None
 
-    def compute_importance(self, policy: ActorCriticPolicy, obs: Any) -> dict[str, th.Tensor]:
-        raise NotImplementedError
-
-    # -- events ----------------------------------------------------------------------
-    def set_current_segment(self, segment) -> None:
+    def set_current_segment(self, segment: Segment | None) -> None:
         if segment is not None:
-            self._task_start = max(int(segment.start_step), 0)
+            self._segment = segment
 
-    def on_rollout_end(self, rollout: Rollout) -> None:
-        if self.needs_samples:
-            self.samples.add_rollout(rollout, self._task_start)
+    def current_task_id(self) -> int:
+        """The task being trained now (read from the env's cursor when there is one)."""
+        current = getattr(self._source, "current_task", None)
+        segment = current if isinstance(current, Segment) else self._segment
+        return int(segment.task_id) if segment is not None else 0
+
+    def named_parameters(self, policy: ActorCriticPolicy) -> list[tuple[str, th.nn.Parameter]]:
+        """The regularised parameters (``groups``)."""
+        return select_parameters(policy, self.groups)
+
+    def _learner_step(self) -> int:
+        return int(getattr(self.model, "num_timesteps", 0))
+
+    def _switch_step(self) -> int:
+        """Learner step where the task that starts at this switch begins: the switch fires
+        inside ``env.step``, before SB3 counts that vector step."""
+        return self._learner_step() + int(getattr(self.model, "n_envs", 0) or 0)
 
     def on_task_switch(self, event: TaskSwitch) -> None:
-        previous = event.previous
-        task_steps = event.total_step - self._task_start
-        if (self.samples.items or not self.needs_samples) and task_steps >= self.min_task_steps:
-            self.consolidate(self.policy, previous.task_id, event.total_step)
-        self.samples.clear()
-        self._task_start = event.total_step
+        self.consolidate_task(event)
+        if event.current is not None:
+            self._segment = event.current
+        self._task_start = self._switch_step()
 
-    def consolidate(self, policy: ActorCriticPolicy, task_id: int, total_step: int) -> None:
-        """Compute the importance on the stored states and fold it into the penalty."""
-        obs = _to_tensor(policy, self.samples.batch()) if self.samples.items else None
-        was_training = policy.training
-        policy.set_training_mode(False)
-        with th.enable_grad():
-            new = self.compute_importance(policy, obs)
-        policy.set_training_mode(was_training)
-        if self.normalize:
-            top = max(float(v.max()) for v in new.values())
-            if top > 0:
-                new = {k: v / top for k, v in new.items()}
-        params = dict(self.named_parameters(policy))
-        for name, imp in new.items():
-            theta = params[name].detach().clone()
-            if name not in self.importance or self.decay is not None:
-                old = self.importance.get(name)
-                self.importance[name] = imp if old is None else self.decay * old + imp
-                self.anchor[name] = theta
-            else:  # exact sum of quadratics: weighted-mean anchor, same gradient
-                old_imp, old_anchor = self.importance[name], self.anchor[name]
-                total = old_imp + imp
-                safe = th.where(total > 0, total, th.ones_like(total))
-                self.anchor[name] = th.where(
-                    total > 0, (old_imp * old_anchor + imp * theta) / safe, theta
-                )
-                self.importance[name] = total
+    def consolidate_task(self, event: TaskSwitch) -> None:
+        """Fold the finished task (``event.previous``) into the penalty."""
+        raise NotImplementedError
+
+    def _forward(self) -> Any:
+        """``obs -> (logits, values)`` of the protected policy (any SB3 actor-critic)."""
+        return lambda obs: logits_and_values(self.policy, obs)
+
+    def _anchor(self) -> Importance:
+        return {n: p.detach().clone() for n, p in self.named_parameters(self.policy)}
+
+    def _record(self, event: TaskSwitch, **extra: Any) -> None:
+        """Note a consolidation of ``event.previous`` (``total_step``: the env's step)."""
         self._flat = None
         self.consolidations.append(
-            {
-                "task_id": int(task_id),
-                "total_step": int(total_step),
-                "num_samples": len(self.samples.items),
-            }
+            {"task_id": int(event.previous.task_id), "total_step": int(event.total_step), **extra}
         )
 
-    # -- loss ------------------------------------------------------------------------
+    # -- loss ----------------------------------------------------------------------------
+    def penalty_active(self) -> bool:
+        return True
+
     def _flat_state(self, policy: ActorCriticPolicy) -> tuple[Any, ...]:
-        """Protected parameters (those with an importance, in ``named_parameters`` order),
-        their sizes, and the importance and anchor concatenated into flat ``(D,)`` tensors;
-        rebuilt only after a consolidation or a checkpoint load."""
+        """``(params, sizes, F_sum, Fm_sum, C, n_terms, n_params)`` over the terms, flat;
+        rebuilt after a consolidation or a checkpoint load."""
         if self._flat is None or self._flat[0] is not policy:
-            named = [(n, p) for n, p in self.named_parameters(policy) if n in self.importance]
+            named = self.named_parameters(policy)
+            names = [n for n, _ in named]
             params = [p for _, p in named]
             sizes = [p.numel() for p in params]
-            importance = th.cat([self.importance[n].reshape(-1) for n, _ in named])
-            anchor = th.cat([self.anchor[n].reshape(-1) for n, _ in named])
-            self._flat = (policy, params, sizes, importance, anchor)
+            device = params[0].device if params else "cpu"
+            f_sum = th.zeros(sum(sizes), device=device)
+            fm_sum = th.zeros_like(f_sum)
+            const = th.zeros((), dtype=th.float64, device=device)
+            for importance, anchor in self.terms.values():
+                f = th.cat([importance[n].reshape(-1).to(device) for n in names])
+                m = th.cat([anchor[n].reshape(-1).to(device) for n in names])
+                f_sum += f
+                fm_sum += f * m
+                const += (f.double() * m.double().pow(2)).sum()
+            self._flat = (policy, params, sizes, f_sum, fm_sum, const, len(self.terms), sum(sizes))
         return self._flat
 
+    def scale(self, n_terms: int, n_params: int) -> float:
+        if self.scale_by == "tasks":
+            return 1.0 / max(n_terms, 1)
+        if self.scale_by == "params":
+            return 1.0 / (n_params + 1e-8)
+        return 1.0
+
     def penalty(self, policy: ActorCriticPolicy) -> th.Tensor | None:
-        if not self.importance or self.lam == 0:
+        """The penalty with an autograd graph (the learners use ``penalty_grad_``)."""
+        if not self.terms or self.lam == 0 or not self.penalty_active():
             return None
-        _, params, _, importance, anchor = self._flat_state(policy)
-        if not params:
-            return None
-        theta = th.cat([p.reshape(-1) for p in params])
-        return 0.5 * self.lam * (importance * (theta - anchor).pow(2)).sum()
+        named = dict(self.named_parameters(policy))
+        total = sum(
+            (importance[n] * (named[n] - anchor[n]).pow(2)).sum()
+            for importance, anchor in self.terms.values()
+            for n in named
+        )
+        _, _, _, _, _, _, n_terms, n_params = self._flat_state(policy)
+        return 0.5 * self.lam * self.scale(n_terms, n_params) * total
 
     def penalty_grad_(self, policy: ActorCriticPolicy) -> th.Tensor | None:
-        """Closed-form gradient ``lam * F * (theta - anchor)`` added to ``.grad`` (no
-        autograd graph: a few flat tensor ops per minibatch); returns the penalty value."""
-        if not self.importance or self.lam == 0:
+        """Adds ``lam * scale * (F_sum theta - Fm)`` to ``.grad`` (no autograd graph) and
+        returns the penalty's value."""
+        if not self.terms or self.lam == 0 or not self.penalty_active():
             return None
-        _, params, sizes, importance, anchor = self._flat_state(policy)
+        _, params, sizes, f_sum, fm_sum, const, n_terms, n_params = self._flat_state(policy)
         if not params:
             return None
+        coef = self.lam * self.scale(n_terms, n_params)
         with th.no_grad():
-            diff = th.cat([p.reshape(-1) for p in params]) - anchor
-            grad = importance * diff
-            grad.mul_(self.lam)
-            value = 0.5 * th.dot(grad, diff)
+            theta = th.cat([p.reshape(-1) for p in params])
+            grad = (f_sum * theta - fm_sum).mul_(coef)
+            quad = (f_sum.double() * theta.double().pow(2)).sum()
+            cross = (fm_sum.double() * theta.double()).sum()
+            value = 0.5 * coef * (quad - 2 * cross + const)
             for p, g in zip(params, grad.split(sizes), strict=True):
                 if p.grad is None:
-                    p.grad = g.view_as(p)
+                    p.grad = g.view_as(p).clone()
                 else:
                     p.grad.add_(g.view_as(p))
-        return value
+        return value.float()
 
-    # -- checkpoints -----------------------------------------------------------------
+    # -- checkpoints ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "importance": {k: v.cpu() for k, v in self.importance.items()},
-            "anchor": {k: v.cpu() for k, v in self.anchor.items()},
+            "terms": {
+                k: ({n: v.cpu() for n, v in f.items()}, {n: v.cpu() for n, v in m.items()})
+                for k, (f, m) in self.terms.items()
+            },
             "consolidations": list(self.consolidations),
             "task_start": self._task_start,
-            "samples": (
-                list(self.samples.items),
-                self.samples.seen,
-                self.samples.rng.bit_generator.state,
-            ),
+            "segment": None if self._segment is None else self._segment.as_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         device = self.policy.device if self.policy is not None else "cpu"
-        self.importance = {k: v.to(device) for k, v in state["importance"].items()}
-        self.anchor = {k: v.to(device) for k, v in state["anchor"].items()}
-        self._flat = None
+        self.terms = {
+            k: ({n: v.to(device) for n, v in f.items()}, {n: v.to(device) for n, v in m.items()})
+            for k, (f, m) in state["terms"].items()
+        }
         self.consolidations = list(state["consolidations"])
         self._task_start = int(state["task_start"])
-        items, seen, rng_state = state["samples"]
-        self.samples.items, self.samples.seen = list(items), int(seen)
-        self.samples.rng.bit_generator.state = rng_state
+        self._segment = Segment(**state["segment"]) if state.get("segment") else None
+        self._flat = None
 
 
-def fisher_diagonal(
-    policy: ActorCriticPolicy, obs: Any, params: list[tuple[str, th.nn.Parameter]]
-) -> dict[str, th.Tensor]:
-    """Diagonal Fisher ``mean_s (d log pi(a|s) / d theta)^2`` with ``a ~ pi(.|s)`` over the
-    ``N`` states in ``obs`` (per-state gradients batched with ``torch.func`` when the policy
-    exposes ``logits_and_values`` over a Discrete action space, else one state at a time)."""
-    actions = None
-    if _vectorisable(policy):
-        with th.no_grad():
-            logits = policy.logits_and_values(obs)[0]
-            actions = th.distributions.Categorical(logits=logits).sample()
+# --------------------------------------------------------------------------- CORA
+def _switch_state(event: TaskSwitch | None) -> dict[str, Any] | None:
+    if event is None:
+        return None
+    current = None if event.current is None else event.current.as_dict()
+    return {
+        "previous": event.previous.as_dict(),
+        "current": current,
+        "total_step": event.total_step,
+    }
+
+
+def _switch_from_state(state: Mapping[str, Any] | None) -> TaskSwitch | None:
+    if state is None:
+        return None
+    current = None if state["current"] is None else Segment(**state["current"])
+    return TaskSwitch(Segment(**state["previous"]), current, int(state["total_step"]))
+
+
+def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> None:
+    """Warn (once per buffer) when a full RAM buffer would exceed ``limit`` bytes."""
+    if buffer.disk_dir is None and buffer.max_bytes > limit:
+        warnings.warn(
+            f"{method}: a full buffer of {buffer.capacity_frames:,} frames holds "
+            f"{buffer.max_bytes / 2**30:.1f} GiB of observations in RAM; use replay_on_disk "
+            "(disk_dir) or a smaller buffer_frames",
+            stacklevel=3,
+        )
+
+
+class _CoraFisherMixin:
+    """CORA's Fisher on stored unrolls, shared by EWC and online EWC.
+
+    CORA consolidates at the first learner update of the new task (``custom_loss``), once
+    every unroll of the finished task is in its buffer. Here the switch is noted and the
+    consolidation runs at the end of the rollout in which it happened, after that rollout
+    is stored, before the learner's next update.
+    """
+
+    _pending: TaskSwitch | None = None
+
+    def on_task_switch(self, event: TaskSwitch) -> None:
+        task = int(event.previous.task_id)
+        steps = self._switch_step() - self._task_start  # type: ignore[attr-defined]
+        self.task_steps[task] = self.task_steps.get(task, 0) + steps  # type: ignore[attr-defined]
+        if self._pending is not None:  # a switch with no rollout end in between
+            self._consolidate_pending()
+        self._pending = event
+        if event.current is not None:
+            self._segment = event.current
+        self._task_start = self._switch_step()  # type: ignore[attr-defined]
+
+    def _consolidate_pending(self) -> None:
+        if self._pending is not None:
+            event, self._pending = self._pending, None
+            self.consolidate_task(event)  # type: ignore[attr-defined]
+
+    def _init_fisher(
+        self,
+        fisher_batches: int,
+        batch_unrolls: int | None,
+        buffer_frames: int,
+        disk_dir: Any,
+    ) -> None:
+        self.fisher_batches = int(fisher_batches)
+        self.batch_unrolls = batch_unrolls
+        self.buffer_frames = int(buffer_frames)
+        self.disk_dir = disk_dir
+        self.rng = np.random.default_rng(self.seed)  # type: ignore[attr-defined]
+
+    def _learner_settings(self, model: Any) -> None:
+        self.gamma = float(getattr(model, "gamma", 0.99))
+        self.vf_coef = float(getattr(model, "vf_coef", 0.5))
+        if self.batch_unrolls is None:
+            self.batch_unrolls = int(getattr(model, "n_envs", 32) or 32)
+
+    def _new_buffer(self, name: str) -> UnrollBuffer:
+        disk = None if self.disk_dir is None else f"{self.disk_dir}/{name}"
+        buffer = UnrollBuffer(self.buffer_frames, self.policy.observation_space, disk)  # type: ignore[attr-defined]
+        warn_if_large(buffer, self.name)  # type: ignore[attr-defined]
+        return buffer
+
+    def _fisher(self, forward: Any, params: list, buffer: UnrollBuffer) -> Importance:
+        normalizer = getattr(self.policy, "reward_normalizer", None)  # type: ignore[attr-defined]
+        was_training = self.policy.training  # type: ignore[attr-defined]
+        self.policy.set_training_mode(False)  # type: ignore[attr-defined]
         try:
-            return _per_sample_mean(
-                policy,
-                obs,
-                actions,
+            return cora_fisher(
+                forward,
                 params,
-                lambda lg, a: th.log_softmax(lg, -1).gather(-1, a.view(1, 1)).sum(),
-                lambda g: g.pow(2),
+                buffer,
+                num_batches=self.fisher_batches,
+                batch_unrolls=int(self.batch_unrolls),
+                gamma=self.gamma,
+                vf_coef=self.vf_coef,
+                rng=self.rng,
+                device=self.policy.device,  # type: ignore[attr-defined]
+                reward_scale=None if normalizer is None else float(normalizer.std()),
             )
-        except RuntimeError as err:  # an op without a vmap rule: fall back to the loop
-            warnings.warn(f"per-sample Fisher not vectorised ({err}); looping", stacklevel=2)
-    fisher = {name: th.zeros_like(p) for name, p in params}
-    tensors = [p for _, p in params]
-    n = _batch_len(obs)
-    for i in range(n):
-        dist = policy.get_distribution(_select(obs, i))
-        if actions is None:
-            action = dist.get_actions(deterministic=False).detach()
-        else:
-            action = actions[i : i + 1]
-        log_prob = dist.log_prob(action).sum()
-        grads = th.autograd.grad(log_prob, tensors, allow_unused=True)
-        for (name, _), g in zip(params, grads, strict=False):
-            if g is not None:
-                fisher[name] += g.detach().pow(2)
-    return {k: v / n for k, v in fisher.items()}
+        finally:
+            self.policy.set_training_mode(was_training)  # type: ignore[attr-defined]
 
 
-def tree_map(fn: Callable[[th.Tensor], th.Tensor], obs: Any) -> Any:
-    """``fn`` applied to an observation tensor or to each tensor of a dict of them."""
-    return {k: fn(v) for k, v in obs.items()} if isinstance(obs, dict) else fn(obs)
+class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
+    """EWC as CORA's ``ewc_monobeast.py`` (``online_ewc=False``).
 
-
-def _vectorisable(policy: ActorCriticPolicy) -> bool:
-    """Discrete-action MLP policies: per-state gradients through ``vmap`` (measured 7x faster
-    than the loop for a 64x64 MLP; slower for CNNs, which keep the loop)."""
-    return (
-        hasattr(policy, "logits_and_values")
-        and isinstance(policy.action_space, spaces.Discrete)
-        and not any(isinstance(m, th.nn.modules.conv._ConvNd) for m in policy.modules())
-    )
-
-
-class _Logits(th.nn.Module):
-    """``policy.logits_and_values(obs)[0]`` as a module (for ``torch.func.functional_call``)."""
-
-    def __init__(self, policy: ActorCriticPolicy):
-        super().__init__()
-        self.policy = policy
-
-    def forward(self, obs: Any) -> th.Tensor:
-        return self.policy.logits_and_values(obs)[0]
-
-
-def _per_sample_mean(
-    policy: ActorCriticPolicy,
-    obs: Any,
-    extra: th.Tensor,
-    params: list[tuple[str, th.nn.Parameter]],
-    scalar: Callable[[th.Tensor, th.Tensor], th.Tensor],
-    transform: Callable[[th.Tensor], th.Tensor],
-    chunk: int = 32,
-) -> dict[str, th.Tensor]:
-    """``mean_i transform(d scalar(logits(s_i), extra_i) / d theta)`` per parameter, with
-    ``logits(s_i)`` of shape ``(1, n_actions)``; per-state gradients from
-    ``vmap(grad(functional_call))``, ``chunk`` states at a time to bound memory."""
-    module = _Logits(policy)
-    detached = {"policy." + name: p.detach() for name, p in params}
-
-    def one(theta: dict[str, th.Tensor], x: Any, e: th.Tensor) -> th.Tensor:
-        batch1 = tree_map(lambda t: t.unsqueeze(0), x)
-        return scalar(functional_call(module, theta, (batch1,)), e)
-
-    per_sample = vmap(grad(one), in_dims=(None, 0, 0))
-    total = {name: th.zeros_like(p) for name, p in params}
-    n = _batch_len(obs)
-    for lo in range(0, n, chunk):
-        part = tree_map(lambda t: t[lo : lo + chunk], obs)  # noqa: B023
-        grads = per_sample(detached, part, extra[lo : lo + chunk])
-        for name, _ in params:
-            total[name] += transform(grads["policy." + name]).sum(0)
-    return {k: v / n for k, v in total.items()}
-
-
-def _batch_len(obs: Any) -> int:
-    return int(next(iter(obs.values())).shape[0]) if isinstance(obs, dict) else int(obs.shape[0])
-
-
-class EWC(QuadraticPenalty):
-    """Elastic weight consolidation (Kirkpatrick et al., 2017): one Fisher penalty per task."""
+    Args:
+        lam: ``ewc_lambda`` (CORA Atari/Procgen/CHORES: 10,000).
+        fisher_batches: batches of the Fisher (``n_fisher_samples``: 100).
+        batch_unrolls: unrolls per Fisher batch (default: the learner's ``n_envs``, CORA's
+            ``batch_size``: 32).
+        buffer_frames: transitions kept per task (``replay_buffer_frames``: 1e6).
+        min_task_steps: the penalty is off while the current task (all its visits
+            together) has fewer agent steps (``ewc_per_task_min_frames``: 2e5; CHORES'
+            configs leave CORA's default 20e6). Consolidation always happens.
+        groups, seed, disk_dir: see ``QuadraticPenalty``; observations on disk.
+    """
 
     name = "ewc"
 
-    def compute_importance(self, policy, obs):
-        return fisher_diagonal(policy, obs, self.named_parameters(policy))
+    def __init__(
+        self,
+        lam: float = 10_000.0,
+        fisher_batches: int = 100,
+        batch_unrolls: int | None = None,
+        buffer_frames: int = 1_000_000,
+        min_task_steps: int = 200_000,
+        groups: tuple[str, ...] | str = "all",
+        disk_dir: Any = None,
+        seed: int = 0,
+    ):
+        super().__init__(lam, groups=groups, scale_by="tasks", seed=seed)
+        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir)
+        self.min_task_steps = int(min_task_steps)
+        self.buffers: dict[int, UnrollBuffer] = {}
+        self.task_steps: dict[int, int] = {}
+
+    def bind(self, policy: ActorCriticPolicy, model: Any = None) -> None:
+        super().bind(policy, model)
+        self._learner_settings(model)
+
+    def _buffer(self, task_id: int) -> UnrollBuffer:
+        if task_id not in self.buffers:
+            self.buffers[task_id] = self._new_buffer(f"task{task_id}")
+        return self.buffers[task_id]
+
+    def on_rollout_end(self, rollout: Rollout) -> None:
+        """Store the rollout in its task's buffer, then consolidate a task that ended
+        during it (see ``_CoraFisherMixin``). A rollout cut by a switch mixes two tasks:
+        CORA's per-task buffers never hold such unrolls, so it is left out."""
+        if rollout.first_step >= self._task_start:
+            self._buffer(self.current_task_id()).add(rollout)
+        elif self._pending is not None and rollout.end_step <= self._task_start:
+            self._buffer(int(self._pending.previous.task_id)).add(rollout)
+        self._consolidate_pending()
+
+    def consolidate_task(self, event: TaskSwitch) -> None:
+        task = int(event.previous.task_id)
+        buffer = self.buffers.get(task)
+        if buffer is None or len(buffer) == 0:
+            return
+        params = self.named_parameters(self.policy)
+        fisher = self._fisher(self._forward(), params, buffer)
+        self.terms[task] = (fisher, self._anchor())
+        self._record(event, unrolls=len(buffer))
+        # the old content can never be sampled again when the task does not come back, or
+        # when its next visit is at least as long as the ring (it refills it entirely)
+        if event.previous.steps >= self.buffer_frames or not self._comes_back(event):
+            buffer.clear()
+            del self.buffers[task]
+
+    def _comes_back(self, event: TaskSwitch) -> bool:
+        """Whether ``event.previous``'s task has a later segment in the schedule."""
+        segments = getattr(getattr(self._source, "cursor", None), "segments", None)
+        if segments is None:
+            return True
+        later = segments[event.previous.index + 1 :]
+        return any(s.task_id == event.previous.task_id for s in later)
+
+    def current_task_steps(self) -> int:
+        """Agent steps of the current task over all its visits so far."""
+        task = self.current_task_id()
+        return self.task_steps.get(task, 0) + self._learner_step() - self._task_start
+
+    def penalty_active(self) -> bool:
+        return self.current_task_steps() >= self.min_task_steps
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "buffers": {k: b.state_dict() for k, b in self.buffers.items()},
+            "task_steps": dict(self.task_steps),
+            "rng": self.rng.bit_generator.state,
+            "pending": _switch_state(self._pending),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.buffers = {}
+        for task, buffer_state in state["buffers"].items():
+            self._buffer(int(task)).load_state_dict(buffer_state)
+        self.task_steps = {int(k): int(v) for k, v in state["task_steps"].items()}
+        self.rng.bit_generator.state = state["rng"]
+        self._pending = _switch_from_state(state.get("pending"))
 
 
-class OnlineEWC(QuadraticPenalty):
-    """Online EWC (Schwarz et al., 2018): decayed running Fisher, anchor = latest parameters."""
+class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
+    """Online EWC as CORA's ``ewc_monobeast.py`` (``online_ewc=True``): one term, ``F =
+    gamma F + F_new`` then normalised, anchor = the latest parameters; one unroll buffer
+    for all tasks; the penalty applies from the first consolidation on (CORA's code skips
+    the min-steps gate for online EWC; ``min_task_steps`` > 0 applies the paper's).
+
+    Args: ``lam`` (175), ``online_gamma`` (0.99), ``normalize`` (``"row"``, see
+    :func:`normalize_importance`), and those of :class:`CoraEWC`.
+    """
 
     name = "online-ewc"
 
-    def __init__(self, lam: float, gamma: float = 0.99, normalize: bool = True, **kwargs: Any):
-        super().__init__(lam, decay=gamma, normalize=normalize, **kwargs)
+    def __init__(
+        self,
+        lam: float = 175.0,
+        online_gamma: float = 0.99,
+        normalize: str | None = "row",
+        fisher_batches: int = 100,
+        batch_unrolls: int | None = None,
+        buffer_frames: int = 1_000_000,
+        min_task_steps: int = 0,
+        groups: tuple[str, ...] | str = "all",
+        disk_dir: Any = None,
+        seed: int = 0,
+    ):
+        super().__init__(lam, groups=groups, scale_by="tasks", seed=seed)
+        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir)
+        if normalize is not None and normalize not in NORMALIZATIONS:
+            raise ValueError(f"unknown normalize {normalize!r}; valid: {', '.join(NORMALIZATIONS)}")
+        self.online_gamma = float(online_gamma)
+        self.normalize = normalize
+        self.min_task_steps = int(min_task_steps)
+        self.buffer: UnrollBuffer | None = None
+        self.task_steps: dict[int, int] = {}
 
-    def compute_importance(self, policy, obs):
-        return fisher_diagonal(policy, obs, self.named_parameters(policy))
+    def bind(self, policy: ActorCriticPolicy, model: Any = None) -> None:
+        super().bind(policy, model)
+        self._learner_settings(model)
+        if self.buffer is None:
+            self.buffer = self._new_buffer("online")
+
+    def on_rollout_end(self, rollout: Rollout) -> None:
+        self.buffer.add(rollout)
+        self._consolidate_pending()
+
+    def consolidate_task(self, event: TaskSwitch) -> None:
+        if len(self.buffer) == 0:
+            return
+        params = self.named_parameters(self.policy)
+        fisher = self._fisher(self._forward(), params, self.buffer)
+        old = self.terms.get("online")
+        if old is not None:  # P&C eq. 9
+            fisher = {k: self.online_gamma * old[0][k] + v for k, v in fisher.items()}
+        self.terms["online"] = (normalize_importance(fisher, self.normalize), self._anchor())
+        self._record(event, unrolls=len(self.buffer))
+
+    def penalty_active(self) -> bool:
+        if self.min_task_steps <= 0:
+            return True
+        task = self.current_task_id()
+        steps = self.task_steps.get(task, 0) + self._learner_step() - self._task_start
+        return steps >= self.min_task_steps
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "buffer": self.buffer.state_dict(),
+            "task_steps": dict(self.task_steps),
+            "rng": self.rng.bit_generator.state,
+            "pending": _switch_state(self._pending),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.buffer.load_state_dict(state["buffer"])
+        self.task_steps = {int(k): int(v) for k, v in state["task_steps"].items()}
+        self.rng.bit_generator.state = state["rng"]
+        self._pending = _switch_from_state(state.get("pending"))
 
 
-class L2Anchor(QuadraticPenalty):
-    """L2 anchoring to the parameters at the latest task switch (importance 1)."""
+# --------------------------------------------------------------------------- MEAL
+def meal_groups(regularize_critic: bool = False, regularize_heads: bool = False) -> tuple[str, ...]:
+    """MEAL's ``build_reg_weights``: everything but the parameters whose path holds
+    ``critic`` (unless ``regularize_critic``) or ``actor_head``/``critic_head`` (unless
+    ``regularize_heads``)."""
+    groups = list(MEAL_GROUPS)
+    if regularize_critic:
+        groups.append("critic_trunk")
+    if regularize_heads:
+        groups.append("actor_head")
+        if regularize_critic:
+            groups.append("critic_head")
+    return tuple(groups)
 
-    name = "l2"
-    needs_samples = False
 
-    def __init__(self, lam: float, **kwargs: Any):
-        kwargs.setdefault("num_samples", 1)
-        super().__init__(lam, decay=0.0, **kwargs)
+class _FreshEpisodeImportance(QuadraticPenalty):
+    """Base of MEAL's methods: importance from fresh episodes of the finished task
+    (interface 11), one term, anchored at the latest parameters; the penalty is divided
+    by the number of regularised parameters.
 
-    def compute_importance(self, policy, obs):
-        return {name: th.ones_like(p) for name, p in self.named_parameters(policy)}
+    Args:
+        lam: ``reg_coef``.
+        mode: ``"multi"`` (``F = F + F_new``), ``"online"`` (``F = decay F + (1 - decay)
+            F_new``) or ``"last"`` (``F = F_new``).
+        decay: online decay (0.9).
+        episodes / max_steps: fresh episodes per importance estimate (5 x 500).
+        normalize: ``"mean"`` (MEAL's ``normalize_importance``) or ``None``.
+        regularize_critic / regularize_heads: also regularise the critic trunk / the heads
+            (MEAL Table 4: No / No). ``groups`` overrides both.
+        fallback_states: states of the finished task kept for when no episode source is
+            set (with a warning).
+    """
+
+    needs_fresh_episodes = True
+    modes: tuple[str, ...] = ("multi", "online", "last")
+
+    def __init__(
+        self,
+        lam: float,
+        mode: str = "multi",
+        decay: float = 0.9,
+        episodes: int = 5,
+        max_steps: int = 500,
+        normalize: str | None = None,
+        regularize_critic: bool = False,
+        regularize_heads: bool = False,
+        groups: tuple[str, ...] | str | None = None,
+        fallback_states: int = 2_500,
+        seed: int = 0,
+    ):
+        chosen = groups if groups is not None else meal_groups(regularize_critic, regularize_heads)
+        super().__init__(lam, groups=chosen, scale_by="params", seed=seed)
+        if mode not in self.modes:
+            raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(self.modes)}")
+        self.mode, self.decay = mode, float(decay)
+        self.episodes, self.max_steps = int(episodes), int(max_steps)
+        self.normalize = normalize
+        self.samples = StateSample(fallback_states, seed)
+        self.generator = th.Generator().manual_seed(int(seed))
+        self._warned = False
+
+    def on_rollout_end(self, rollout: Rollout) -> None:
+        if self.episode_source is None:
+            self.samples.add_rollout(rollout, self._task_start)
+
+    def fresh_episodes(self, task_id: int) -> FreshEpisodes | None:
+        if self.episode_source is not None:
+            return self.episode_source(task_id, self.episodes, self.max_steps)
+        if not self._warned:
+            warnings.warn(
+                f"{self.name}: no fresh-episode source (set_episode_source); estimating the "
+                "importance on stored training states instead",
+                stacklevel=2,
+            )
+            self._warned = True
+        return self.samples.episodes() if self.samples.items else None
+
+    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
+        raise NotImplementedError
+
+    def combine(self, old: Importance | None, new: Importance) -> Importance:
+        """MEAL's ``update_state`` (the importance starts at zero)."""
+        if self.mode == "last":
+            return new
+        if old is None:
+            old = {k: th.zeros_like(v) for k, v in new.items()}
+        if self.mode == "multi":
+            return {k: old[k] + v for k, v in new.items()}
+        return {k: self.decay * old[k] + (1.0 - self.decay) * v for k, v in new.items()}
+
+    def consolidate_task(self, event: TaskSwitch) -> None:
+        task = int(event.previous.task_id)
+        episodes = self.fresh_episodes(task)
+        self.samples.clear()
+        if episodes is None:
+            return
+        was_training = self.policy.training
+        self.policy.set_training_mode(False)
+        try:
+            new = normalize_importance(self.compute_importance(episodes), self.normalize)
+        finally:
+            self.policy.set_training_mode(was_training)
+        old = self.terms.get("all")
+        self.terms["all"] = (self.combine(old[0] if old else None, new), self._anchor())
+        self._record(event, steps=episodes.num_steps)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "samples": self.samples.state_dict(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.samples.load_state_dict(state["samples"])
+        self.generator.set_state(state["generator"])
 
 
-class MAS(QuadraticPenalty):
-    """Memory-aware synapses (Aljundi et al., 2018): importance = mean absolute gradient of
-    the squared L2 norm of the policy's output logits."""
+class MealEWC(_FreshEpisodeImportance):
+    """EWC as MEAL's ``cl_methods/EWC.py``: ``mode="multi"`` sums the Fishers (``ewc``),
+    ``mode="online"`` with ``decay=0.9`` is MEAL's online EWC; Fisher = :func:`score_fisher`
+    of 5 fresh episodes x 500 steps."""
+
+    name = "ewc"
+
+    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
+        params = self.named_parameters(self.policy)
+        return score_fisher(self.policy, self._forward(), params, episodes, self.generator)
+
+
+class MealOnlineEWC(MealEWC):
+    """MEAL's online EWC: ``F = 0.9 F + 0.1 F_new``."""
+
+    name = "online-ewc"
+
+    def __init__(self, lam: float, mode: str = "online", **kwargs: Any):
+        super().__init__(lam, mode=mode, **kwargs)
+
+
+class MealMAS(_FreshEpisodeImportance):
+    """MAS as MEAL's ``MAS`` (issue 15: the current code's): squared gradients of
+    ``1/2 ||[log pi, V]||^2`` every ``stride``-th step, each task's importance divided by
+    its mean (``normalize_task``), combined online with decay 0.9."""
 
     name = "mas"
 
-    def compute_importance(self, policy, obs):
-        params = self.named_parameters(policy)
-        n = _batch_len(obs)
-        if _vectorisable(policy):
-            # Categorical's ``logits`` are normalised: the log-probabilities
-            try:
-                return _per_sample_mean(
-                    policy,
-                    obs,
-                    th.zeros(n, device=policy.device),
-                    params,
-                    lambda lg, _: th.log_softmax(lg, -1).pow(2).sum(),
-                    lambda g: g.abs(),
-                )
-            except RuntimeError as err:
-                warnings.warn(f"MAS importance not vectorised ({err}); looping", stacklevel=2)
-        tensors = [p for _, p in params]
-        importance = {name: th.zeros_like(p) for name, p in params}
-        for i in range(n):
-            dist = policy.get_distribution(_select(obs, i))
-            out = (
-                dist.distribution.logits
-                if hasattr(dist.distribution, "logits")
-                else dist.distribution.mean
-            )
-            grads = th.autograd.grad(out.pow(2).sum(), tensors, allow_unused=True)
-            for (name, _), g in zip(params, grads, strict=False):
-                if g is not None:
-                    importance[name] += g.detach().abs()
-        return {k: v / n for k, v in importance.items()}
+    def __init__(
+        self,
+        lam: float,
+        mode: str = "online",
+        stride: int = 5,
+        normalize_task: bool = True,
+        **kwargs: Any,
+    ):
+        super().__init__(lam, mode=mode, **kwargs)
+        self.stride = int(stride)
+        self.normalize_task = bool(normalize_task)
+
+    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
+        params = self.named_parameters(self.policy)
+        new = mas_importance(self.policy, self._forward(), params, episodes, self.stride)
+        return normalize_importance(new, "mean") if self.normalize_task else new
+
+
+class MealL2(QuadraticPenalty):
+    """L2 as MEAL's ``L2``: importance 1, anchored at the initial parameters from the
+    first task on, then at the parameters of every task switch; divided by the number of
+    regularised parameters."""
+
+    name = "l2"
+
+    def __init__(
+        self,
+        lam: float,
+        regularize_critic: bool = False,
+        regularize_heads: bool = False,
+        groups: tuple[str, ...] | str | None = None,
+        seed: int = 0,
+    ):
+        chosen = groups if groups is not None else meal_groups(regularize_critic, regularize_heads)
+        super().__init__(lam, groups=chosen, scale_by="params", seed=seed)
+
+    def bind(self, policy: ActorCriticPolicy, model: Any = None) -> None:
+        super().bind(policy, model)
+        if not self.terms:
+            self._set_anchor()
+
+    def _set_anchor(self) -> None:
+        ones = {n: th.ones_like(p) for n, p in self.named_parameters(self.policy)}
+        self.terms["all"] = (ones, self._anchor())
+        self._flat = None
+
+    def consolidate_task(self, event: TaskSwitch) -> None:
+        self._set_anchor()
+        self._record(event)

@@ -22,12 +22,14 @@ from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int, task_seed
 from cl_suites.core.vector import VectorizationMode, make_task_vector_env
 
-Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
+Policy = Callable[..., np.ndarray]
 """``policy(obs, task_ids) -> actions``: a batch of observations ``(B, *obs_shape)`` and
 the task id of each row ``(B,)`` to a batch of actions ``(B, *action_shape)``. Task-agnostic
 policies ignore ``task_ids``; multi-head policies use them to pick their head. In
 multi-agent suites each agent of each env is one row (row ``e * num_agents + i`` is agent
-``i`` of env ``e``)."""
+``i`` of env ``e``). A policy with ``needs_previous_action_reward = True`` (CORA's IMPALA
+network) is called ``policy(obs, task_ids, prev_actions (B,), prev_rewards (B,))``, both
+zero at the start of each episode."""
 
 EVAL_SEED_OFFSET = 1_000_003
 ROLLOUT_SEED_OFFSET = 2_000_003
@@ -56,11 +58,16 @@ class EvalBatch:
     num_agents: int | None = None
     counts: np.ndarray = field(init=False)
     running: np.ndarray = field(init=False)
+    prev_actions: np.ndarray = field(init=False)
+    prev_rewards: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.task_ids)
         self.counts = np.zeros(n, dtype=np.int64)
         self.running = np.zeros(n, dtype=np.float64)
+        rows = n * (self.num_agents or 1)
+        self.prev_actions = np.zeros(rows, dtype=np.int64)  # zero at each episode start
+        self.prev_rewards = np.zeros(rows, dtype=np.float32)
 
     @property
     def num_envs(self) -> int:
@@ -80,11 +87,35 @@ class EvalBatch:
     def step(self, actions: np.ndarray) -> np.ndarray:
         """Step with the policy's ``actions`` for this batch's rows; returns the mask of
         sub-envs whose episode ended."""
+        rows = np.asarray(actions).reshape(-1)
         if self.num_agents is not None:
-            actions = np.asarray(actions).reshape(self.num_envs, self.num_agents)
+            actions = rows.reshape(self.num_envs, self.num_agents)
         self.obs, rewards, terminations, truncations, _ = self.env.step(actions)
         self.running += rewards
-        return np.asarray(terminations | truncations)
+        ended = np.asarray(terminations | truncations)
+        per_row = self.num_agents or 1
+        ended_rows = np.repeat(ended, per_row)
+        self.prev_actions = np.where(ended_rows, 0, rows).astype(np.int64)
+        self.prev_rewards = np.where(ended_rows, 0.0, np.repeat(rewards, per_row)).astype(
+            np.float32
+        )
+        return ended
+
+    def previous_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each policy row's previous action and reward (zero at an episode's start)."""
+        return self.prev_actions, self.prev_rewards
+
+
+def _act(policy: Policy, batches: Sequence[EvalBatch]) -> np.ndarray:
+    """The policy's actions for every row of ``batches``, in one call. Policies that take
+    the previous action and reward (CORA's IMPALA inputs:
+    ``policy.needs_previous_action_reward``) get them as two more arguments."""
+    rows, ids = zip(*(b.policy_rows() for b in batches), strict=True)
+    args = [np.concatenate(rows), np.concatenate(ids)]
+    if getattr(policy, "needs_previous_action_reward", False):
+        actions, rewards = zip(*(b.previous_rows() for b in batches), strict=True)
+        args += [np.concatenate(actions), np.concatenate(rewards)]
+    return np.asarray(policy(*args))
 
 
 class EvalEnvSource(Protocol):
@@ -356,24 +387,26 @@ class Evaluator:
 
     def rollout_observations(
         self, task_id: int, episodes: int, max_steps: int, policy: Policy, total_step: int
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh training episodes of ``task_id``: ``episodes`` envs play ``max_steps`` steps
         each (episodes that end restart), acting with ``policy``.
 
-        Returns every observation the policy saw, as policy rows ``(episodes * max_steps
-        [* num_agents], *obs_shape)``, and their task ids. The envs are seeded from
-        ``(seed, total_step, task_id)``. Used for importances that need fresh episodes of
-        the finished task (MEAL's Fisher: 5 episodes x 500 steps).
+        Returns every observation the policy saw, as policy rows ``(max_steps * episodes
+        [* num_agents], *obs_shape)`` ordered step by step, then env by env (then agent by
+        agent); their task ids; and ``ended`` ``(max_steps, episodes)`` bool, True where an
+        env's episode ended at that step. The envs are seeded from ``(seed, total_step,
+        task_id)``. Used for importances that need fresh episodes of the finished task
+        (MEAL's Fisher: 5 episodes x 500 steps).
         """
         seed = task_seed(self.seed + ROLLOUT_SEED_OFFSET, int(total_step), int(task_id))
         batch = self.source.start_rollout(int(task_id), int(episodes), seed)
-        rows, ids = [], []
+        rows, ids, ended = [], [], []
         for _ in range(int(max_steps)):
             obs, task_ids = batch.policy_rows()
             rows.append(np.array(obs))
             ids.append(task_ids)
-            batch.step(policy(obs, task_ids))
-        return np.concatenate(rows), np.concatenate(ids)
+            ended.append(batch.step(_act(policy, [batch])))
+        return np.concatenate(rows), np.concatenate(ids), np.stack(ended)
 
     def _play(
         self, batches: list[EvalBatch], policy: Policy, video_step: int | None
@@ -384,12 +417,12 @@ class Evaluator:
         recording = self._start_recording(batches) if video_step is not None else []
         active = list(batches)
         while active:
-            rows, ids = zip(*(b.policy_rows() for b in active), strict=True)
-            actions = np.asarray(policy(np.concatenate(rows), np.concatenate(ids)))
+            actions = _act(policy, active)
             offset = 0
-            for b, b_rows in zip(active, rows, strict=True):
-                ended = b.step(actions[offset : offset + len(b_rows)])
-                offset += len(b_rows)
+            for b in active:
+                width = b.num_envs * (b.num_agents or 1)
+                ended = b.step(actions[offset : offset + width])
+                offset += width
                 for i in np.flatnonzero(ended):
                     if b.counts[i] < b.targets[i]:
                         returns[(int(b.task_ids[i]), b.splits[i])].append(float(b.running[i]))

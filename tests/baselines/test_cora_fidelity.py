@@ -1,0 +1,757 @@
+"""CORA's learners, networks, CL methods and presets as ``continual_rl`` (f2754bb) runs them.
+
+Every default pinned here has a row in docs/fidelity.md ("CORA learners", "CORA
+continual-learning methods", "CORA presets per suite").
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+
+from baselines_sb3 import presets
+from baselines_sb3.cl import CoraEWC, CoraOnlineEWC, ProgressCompress, attach_method, make_method
+from baselines_sb3.cl.base import Rollout
+from baselines_sb3.cl.importance import cora_fisher
+from baselines_sb3.cl.regularizers import normalize_importance
+from baselines_sb3.cl.unroll_buffer import UnrollBuffer
+from baselines_sb3.factory import build_model, wrap_env
+from baselines_sb3.learners import RunningRewardStd, VTrace
+from baselines_sb3.networks import A2CPPOCNN, CoraResidualCNN, ImpalaShallowCNN
+from baselines_sb3.pnc_policy import ProgressCompressPolicy
+from baselines_sb3.policies import ContinualPolicy
+from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
+from cl_suites.api import make_vec
+from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.core.task import Segment, TaskSwitch
+
+
+def _diag_env(n_envs=4, steps=400, n_tasks=2):
+    env = SB3VecEnv(
+        make_vec("Diagnostic", n_envs, n_tasks=n_tasks, steps_per_task=steps, show_task=False)
+    )
+    env.seed(0)
+    return env
+
+
+class _Record(BaseCallback):
+    """Learning rate of every update and the env's task id when it ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates: list[tuple[int, float]] = []
+
+    def _on_step(self) -> bool:
+        return not self.locals["infos"][0].get("sequence_done")
+
+    def _on_rollout_end(self) -> None:
+        self.rates.append((self.num_timesteps, self.model.current_learning_rate()))
+
+
+# --------------------------------------------------------------------------- learners
+def test_lr_linear_per_task_halves_and_restarts():
+    """CORA monobeast.py lr_lambda: lr * (1 - min(k * T * B, S) / S), restarted per task."""
+    env = _diag_env(n_envs=4, steps=400)
+    model = VTrace(
+        ContinualPolicy,
+        env,
+        learning_rate=1e-3,
+        n_steps=10,
+        lr_schedule="linear-per-task",
+        policy_kwargs={"net_arch": [8]},
+        seed=0,
+    )
+    record = _Record()
+    model.learn(800, callback=record)
+    rates = dict(record.rates)  # agent step after the rollout -> lr of its update
+    assert rates[40] == pytest.approx(1e-3)  # first update of task 0
+    assert rates[240] == pytest.approx(0.5e-3)  # k = 5: half of the 400-step task
+    assert rates[400] == pytest.approx(1e-3 * (1 - 360 / 400))  # last update of task 0
+    assert rates[440] == pytest.approx(1e-3)  # right after the switch: restarted
+    assert rates[640] == pytest.approx(0.5e-3)
+
+
+def test_lr_schedule_survives_resume_from_cursor():
+    """The schedule position is read from the env's cursor (restored by checkpoints)."""
+    env = _diag_env(n_envs=4, steps=400)
+    model = VTrace(
+        ContinualPolicy,
+        env,
+        learning_rate=1e-3,
+        n_steps=10,
+        seed=0,
+        lr_schedule="linear-per-task",
+        policy_kwargs={"net_arch": [8]},
+    )
+    cursor = env.vector_env.cursor
+    cursor.start(0)
+    cursor.load_state_dict({**cursor.state_dict(), "index": 1, "total_step": 600, "task_step": 200})
+    assert model.current_learning_rate() == pytest.approx(1e-3 * (1 - 160 / 400))
+
+
+def test_previous_action_and_reward_reach_the_network():
+    """CORA nets.py: core input = [features, clamp(prev reward, -1, 1), one_hot(prev action)];
+    environment.py: zero at the start, carried across episode ends."""
+    venv = PreviousActionReward(TaskIdObservation(_diag_env(n_envs=2, steps=40), 2))
+    obs = venv.reset()
+    assert obs["prev_action"].tolist() == [0, 0] and obs["prev_reward"].tolist() == [[0], [0]]
+    for _ in range(12):  # past the end of a 10-step episode
+        venv.step_async(np.array([2, 1]))
+        obs, rewards, dones, infos = venv.step_wait()
+        assert obs["prev_action"].tolist() == [2, 1]
+        assert obs["prev_reward"][:, 0].tolist() == np.clip(rewards, -1, 1).tolist()
+        if dones.any():  # the new episode's first observation keeps the last action
+            assert infos[0]["terminal_observation"]["prev_action"] == 2
+    policy = ContinualPolicy(venv.observation_space, venv.action_space, lambda _: 1e-3, net_arch=[])
+    batch = {k: th.as_tensor(v) for k, v in obs.items()}
+    batch["prev_reward"] = th.tensor([[5.0], [-0.25]])
+    feats = policy.features(batch)
+    assert feats.shape[1] == policy.features_extractor.features_dim + 1 + 3
+    assert feats[:, -4].tolist() == [1.0, -0.25]  # clipped previous reward
+    assert feats[:, -3:].tolist() == [[0, 0, 1], [0, 1, 0]]  # one-hot previous action
+    logits_a = policy.logits_and_values(batch)[0]
+    batch["prev_action"] = th.tensor([0, 0])
+    assert not th.allclose(logits_a, policy.logits_and_values(batch)[0])
+
+
+def test_previous_inputs_zeroed_at_task_switch():
+    venv = PreviousActionReward(_diag_env(n_envs=2, steps=20))
+    venv.reset()
+    for _ in range(10):
+        venv.step_async(np.array([1, 1]))
+        obs, _, _, infos = venv.step_wait()
+        if infos[0].get("task_switched"):
+            assert obs["prev_action"].tolist() == [0, 0]
+            assert obs["prev_reward"].tolist() == [[0.0], [0.0]]
+            return
+    pytest.fail("no task switch seen")
+
+
+def test_cora_residual_network_as_common_nets():
+    """common_nets.py impala_res_cnn: 32/64/64, conv3x3 same, unpadded max-pool 3/2, blocks
+    whose in-place ReLU makes the skip add relu(x), no ReLU before flatten, 512 units."""
+    space = gym.spaces.Box(0, 1, (3, 64, 64), np.float32)
+    net = CoraResidualCNN(space)
+    convs = [m for m in net.cnn if isinstance(m, th.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [32, 64, 64]
+    pools = [m for m in net.cnn if isinstance(m, th.nn.MaxPool2d)]
+    assert all(p.kernel_size == 3 and p.stride == 2 and p.padding == 0 for p in pools)
+    assert not isinstance(net.cnn[-2], th.nn.ReLU)  # flatten directly after the last block
+    # 64 -> 31 -> 15 -> 7 (unpadded pools): 64 channels x 7 x 7 into the 512-unit layer
+    assert net.linear[0].in_features == 64 * 7 * 7 and net.features_dim == 512
+    block = net.cnn[2]
+    x = th.randn(2, 32, 5, 5) - 1.0
+    expected = th.relu(x) + block.conv1(th.relu(block.conv0(th.relu(x))))
+    assert th.allclose(block(x), expected)
+    shallow = ImpalaShallowCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))
+    assert [m.out_channels for m in shallow.cnn if isinstance(m, th.nn.Conv2d)] == [32, 64, 64]
+    ppo_cnn = A2CPPOCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))
+    assert [m.out_channels for m in ppo_cnn.cnn if isinstance(m, th.nn.Conv2d)] == [32, 64, 32]
+    assert ppo_cnn.linear[0].in_features == 32 * 7 * 7
+
+
+def test_running_reward_std_as_cora():
+    """nets.py update_running_moments / get_running_std: rewards divided, not centred."""
+    stats = RunningRewardStd()
+    a, b = th.tensor([1.0, 3.0]), th.tensor([0.0, 0.0, 8.0])
+    stats.update(a)
+    stats.update(b)
+    everything = th.cat([a, b]).double()
+    assert float(stats.std()) == pytest.approx(float(everything.std(unbiased=False)), rel=1e-6)
+
+
+def test_time_limit_is_terminal_but_switch_bootstraps():
+    from baselines_sb3.wrappers import VecTimeLimitAsTermination
+
+    env = VecTimeLimitAsTermination(_diag_env(n_envs=1, steps=25))
+    env.reset()
+    flags = []
+    for _ in range(25):
+        env.step_async(np.array([0]))
+        _, _, dones, infos = env.step_wait()
+        if dones[0]:
+            flags.append((infos[0]["TimeLimit.truncated"], bool(infos[0]["task_switched"])))
+    assert (False, False) in flags  # 10-step episode ends (Diagnostic truncates them)
+    assert (True, True) in flags  # the switch truncation still bootstraps
+
+
+def test_evaluation_feeds_previous_action_and_reward_from_zero():
+    """CORA evaluates each episode in a fresh env (environment.py initial(): zeros)."""
+    from cl_suites.core.evaluation import Evaluator
+    from cl_suites.suites.diagnostic import build
+
+    sequence = build(n_tasks=1, steps_per_task=40, show_task=False, eval_episodes=2)
+    calls = []
+
+    def policy(obs, task_ids, prev_actions, prev_rewards):
+        calls.append((prev_actions.copy(), prev_rewards.copy()))
+        return np.full(len(obs), 2)
+
+    policy.needs_previous_action_reward = True
+    Evaluator(sequence, seed=0, num_envs=1).evaluate(0, policy)
+    assert calls[0][0].tolist() == [0] and calls[0][1].tolist() == [0.0]
+    assert calls[1][0].tolist() == [2] and calls[1][1][0] in (-1.0, 1.0)
+    assert calls[10][0].tolist() == [0]  # the second 10-step episode starts from zeros
+
+
+def test_cora_ppo_lr_decays_over_fixed_steps_then_stops_at_zero():
+    """ppo_policy.py _update_learning_rate: lr0 (1 - k / (decay_over_steps // (T E))) over the
+    whole run (CORA's formula turns negative after 1e7 steps: ours stops at 0)."""
+    from baselines_sb3.learners import ContinualPPO
+
+    model = ContinualPPO(
+        ContinualPolicy,
+        _diag_env(n_envs=4),
+        n_steps=10,
+        batch_size=20,
+        learning_rate=1e-3,
+        lr_schedule="linear-steps",
+        lr_decay_steps=400,
+        policy_kwargs={"net_arch": [8]},
+    )
+    rates = {}
+    for steps in (40, 80, 440, 800):
+        model.num_timesteps = steps
+        rates[steps] = model.current_learning_rate()
+    assert rates == pytest.approx({40: 1e-3, 80: 0.9e-3, 440: 0.0, 800: 0.0})
+
+
+# --------------------------------------------------------------------------- action masks
+class _MaskedSequence:
+    """A sequence stand-in with per-task valid actions (interface 1)."""
+
+    def __init__(self, sequence, masks):
+        self._sequence, self._masks = sequence, masks
+
+    def __getattr__(self, name):
+        return getattr(self._sequence, name)
+
+    def action_masks(self):
+        return self._masks
+
+
+def test_action_masks_as_cora_nets():
+    """nets.py: the action is chosen among the task's actions; the losses see all logits."""
+    from cl_suites.suites.diagnostic import build
+
+    sequence = build(n_tasks=2, steps_per_task=40, show_task=False)
+    masks = np.array([[True, True, False], [False, True, True]])
+    masked = _MaskedSequence(sequence, masks)
+    hp = presets.resolve("Diagnostic", "vtrace", "ft", "small")
+    env, task_wrapper = wrap_env(
+        _diag_env(n_envs=4, steps=40), masked, hp, multi_head=False, task_id_input=False
+    )
+    assert task_wrapper is not None  # the task id comes with masks
+    model = build_model(
+        "vtrace",
+        env,
+        masked,
+        hp,
+        make_method("ft"),
+        method="ft",
+        seed=0,
+        multi_head=False,
+        task_id_input=False,
+    )
+    policy = model.policy
+    obs = {"obs": th.zeros(200, 5), "task_id": th.tensor([0, 1] * 100)}
+    actions, _, log_prob = policy(obs)
+    assert masks[obs["task_id"].numpy(), actions.numpy()].all()
+    full = th.distributions.Categorical(logits=policy.logits_and_values(obs)[0])
+    assert th.allclose(log_prob, full.log_prob(actions))  # losses: unmasked, as CORA
+    greedy = policy.predict({k: v.numpy() for k, v in obs.items()}, deterministic=True)[0]
+    assert masks[obs["task_id"].numpy(), greedy].all()
+    policy.action_mask_mode = "full"
+    _, log_prob_full, _ = policy.evaluate_actions(obs, th.tensor([2, 0] * 100))
+    assert (log_prob_full < -1e6).all()  # masked actions have no probability
+
+
+# --------------------------------------------------------------------------- EWC
+class _TinyPolicy(th.nn.Module):
+    """logits = W x, value = v . x (a network whose gradients are written by hand)."""
+
+    def __init__(self, w, v):
+        super().__init__()
+        self.w = th.nn.Parameter(th.tensor(w, dtype=th.float32))
+        self.v = th.nn.Parameter(th.tensor(v, dtype=th.float32))
+
+    def forward(self, obs):
+        return obs @ self.w.T, obs @ self.v
+
+
+def _unroll(obs, actions, rewards, starts, log_probs):
+    """One rollout of T steps x 1 env plus the bootstrap observation."""
+    obs = np.asarray(obs, np.float32)
+    return Rollout(
+        observations=obs[:-1, None],
+        actions=np.asarray(actions).reshape(-1, 1),
+        rewards=np.asarray(rewards, np.float32).reshape(-1, 1),
+        episode_starts=np.asarray(starts[:-1], np.float32).reshape(-1, 1),
+        values=np.zeros((len(actions), 1), np.float32),
+        log_probs=np.asarray(log_probs, np.float32).reshape(-1, 1),
+        first_step=0,
+        end_step=len(actions),
+        last_observations=obs[-1:],
+        last_episode_starts=np.asarray(starts[-1:], np.float32),
+    )
+
+
+def test_cora_fisher_hand_computed():
+    """ewc_monobeast.py checkpoint_task: mean over batches of the squared gradient of the
+    batch-summed pg + baseline loss (V-trace targets; here on-policy, so n-step returns)."""
+    w, v = [[0.5, -1.0], [0.0, 2.0]], [1.0, -0.5]
+    net = _TinyPolicy(w, v)
+    x0, x1 = np.array([1.0, 2.0]), np.array([0.0, 1.0])
+    logits0 = np.array(w) @ x0
+    logp0 = logits0 - np.log(np.exp(logits0).sum())
+    a, r, gamma, vf = 1, 0.5, 0.9, 0.5
+    buffer = UnrollBuffer(100, gym.spaces.Box(-10, 10, (2,), np.float32))
+    buffer.add(_unroll([x0, x1], [a], [r], [1, 0], [logp0[a]]))
+    fisher = cora_fisher(
+        lambda o: net(o),
+        list(net.named_parameters()),
+        buffer,
+        num_batches=3,
+        batch_unrolls=2,
+        gamma=gamma,
+        vf_coef=vf,
+        rng=np.random.default_rng(0),
+        device="cpu",
+    )
+    # by hand: V0 = v.x0 = 0, V1 = v.x1 = -0.5, vs = r + gamma V1 = 0.05, adv = vs - V0
+    v0, v1 = np.dot(v, x0), np.dot(v, x1)
+    vs = r + gamma * v1
+    adv = vs - v0
+    probs = np.exp(logp0)
+    # loss per unroll = -adv * log pi(a|x0) + vf * 0.5 (vs - V0)^2, batch of 2 identical
+    dw = 2 * (-adv) * np.outer(np.eye(2)[a] - probs, x0)
+    dv = 2 * (-vf * (vs - v0)) * x0
+    assert fisher["w"].numpy() == pytest.approx(dw**2, rel=1e-4)
+    assert fisher["v"].numpy() == pytest.approx(dv**2, rel=1e-4)
+
+
+def _switch(prev_task, next_task, step, steps=100):
+    prev = Segment(0, 0, prev_task, f"t{prev_task}", step - steps, step)
+    nxt = Segment(1, 0, next_task, f"t{next_task}", step, step + steps)
+    return TaskSwitch(prev, nxt, step)
+
+
+class _FakeModel:
+    def __init__(self, policy, n_envs=1):
+        self.policy, self.n_envs, self.num_timesteps = policy, n_envs, 0
+        self.gamma, self.vf_coef = 0.99, 0.5
+
+    def get_env(self):
+        return None
+
+
+def _small_policy():
+    space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    return ContinualPolicy(space, gym.spaces.Discrete(2), lambda _: 1e-3, net_arch=[])
+
+
+def test_ewc_one_entry_per_task_overwritten_and_mean_penalty(monkeypatch):
+    """ewc_monobeast.py: one (params, Fisher) per task id, replaced on revisit; penalty =
+    lam/2 * mean over stored tasks (scale_ewc_by_num_tasks)."""
+    policy = _small_policy()
+    method = CoraEWC(lam=10.0, min_task_steps=0)
+    model = _FakeModel(policy)
+    method.bind(policy, model)
+    method.buffers = {0: object(), 1: object()}
+    method.buffers[0] = method.buffers[1] = type("B", (), {"__len__": lambda s: 1})()
+    fishers = iter([1.0, 2.0, 3.0])
+
+    def fake(forward, params, buffer, **_):
+        value = next(fishers)
+        return {n: th.full_like(p, value) for n, p in params}
+
+    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    params = dict(method.named_parameters(policy))
+    anchors = []
+    for prev, nxt, step in ((0, 1, 100), (1, 0, 200), (0, 1, 300)):
+        with th.no_grad():
+            for p in params.values():
+                p.add_(0.1 * step / 100)
+        anchors.append({n: p.detach().clone() for n, p in params.items()})
+        model.num_timesteps = step - 1
+        method.on_task_switch(_switch(prev, nxt, step))
+        method._consolidate_pending()  # what the end of the switch's rollout does
+    assert set(method.terms) == {0, 1}
+    assert float(method.terms[0][0]["action_net.weight"][0, 0]) == 3.0  # overwritten
+    assert th.equal(method.terms[0][1]["action_net.weight"], anchors[2]["action_net.weight"])
+    with th.no_grad():
+        for p in params.values():
+            p.add_(0.5)
+    by_hand = sum(
+        (f * (params[n] - anchor[n]) ** 2).sum()
+        for (importance, anchor) in method.terms.values()
+        for n, f in importance.items()
+    )
+    expected = 10.0 / 2 * by_hand / 2
+    assert float(method.penalty(policy).detach()) == pytest.approx(
+        float(expected.detach()), rel=1e-5
+    )
+    for p in policy.parameters():
+        p.grad = None
+    assert float(method.penalty_grad_(policy)) == pytest.approx(float(expected.detach()), rel=1e-4)
+    autograd = th.autograd.grad(method.penalty(policy), list(params.values()))
+    for p, g in zip(params.values(), autograd, strict=True):
+        assert th.allclose(p.grad, g, atol=1e-5)
+
+
+def test_ewc_penalty_off_before_min_task_steps_but_consolidated():
+    """ewc_per_task_min_frames: no penalty until the current task has 2e5 steps (over all
+    its visits); checkpoint_task runs regardless."""
+    env = _diag_env(n_envs=4, steps=400)
+    method = CoraEWC(lam=1.0, fisher_batches=1, min_task_steps=600)
+    model = VTrace(
+        ContinualPolicy, env, n_steps=10, cl_method=method, seed=0, policy_kwargs={"net_arch": [8]}
+    )
+    cb = attach_method(model, method, env)
+    seen = []
+
+    class Watch(BaseCallback):
+        def _on_step(self):
+            seen.append((self.num_timesteps, bool(method.terms), method.penalty_active()))
+            return not self.locals["infos"][0].get("sequence_done")
+
+    model.learn(800, callback=[cb, Watch()])
+    assert method.batch_unrolls == 4 and method.groups == "all"  # batch_size unrolls, all
+    assert method.consolidations[0]["task_id"] == 0  # consolidated at 400 steps < 600
+    after_switch = [s for s in seen if s[0] > 400]
+    assert after_switch and all(terms and not active for _, terms, active in after_switch)
+    assert presets.CORA_METHODS["ewc"]["min_task_steps"] == 200_000
+
+
+def test_online_ewc_and_pnc_normalisation_as_cora_computes():
+    """normalize_fisher_method 'row' normalises along the dim of the network's *last*
+    parameter (a bias: dim 0) for every tensor; 'full' by each tensor's norm; both after
+    F = gamma F_old + F_new."""
+    f = {"w": th.tensor([[3.0, 4.0], [0.0, 5.0]]), "b": th.tensor([1.0, 1.0])}
+    row = normalize_importance(f, "row")
+    assert th.allclose(row["w"], th.tensor([[1.0, 4 / 41**0.5], [0.0, 5 / 41**0.5]]))
+    assert th.allclose(row["b"], th.tensor([1.0, 1.0]) / 2**0.5)
+    full = normalize_importance(f, "full")
+    assert th.allclose(full["w"], f["w"] / 50**0.5)
+    intended = normalize_importance(f, "row-intended")
+    assert th.allclose(intended["w"][0], th.tensor([0.6, 0.8]))
+    method = CoraOnlineEWC(lam=1.0)
+    assert (method.online_gamma, method.normalize, method.min_task_steps) == (0.99, "row", 0)
+
+
+def test_unroll_buffer_keeps_the_latest_frames():
+    """EWCTaskInfo: a ring of the task's latest replay_buffer_frames transitions."""
+    buffer = UnrollBuffer(6, gym.spaces.Box(0, 255, (2,), np.uint8))
+    for i in range(4):  # rollouts of 2 steps x 1 env, observations tagged with i
+        obs = np.full((3, 2), i, np.float32)
+        buffer.add(_unroll(obs, [0, 1], [1.0, 0.0], [0, 0, 0], [0.0, 0.0]))
+    assert buffer.num_frames == 6 and buffer.num_unrolls == 3
+    batch = buffer.sample(50, np.random.default_rng(0))
+    assert batch["obs"].dtype == np.uint8 and batch["obs"].shape == (3, 50, 2)
+    assert set(np.unique(batch["obs"])) == {1, 2, 3}  # the oldest rollout was dropped
+
+
+def test_unroll_buffer_on_disk_checkpoints_file_names(tmp_path):
+    space = gym.spaces.Box(0, 255, (2,), np.uint8)
+    buffer = UnrollBuffer(4, space, disk_dir=tmp_path)
+    for i in range(3):
+        obs = np.full((3, 2), i, np.float32)
+        buffer.add(_unroll(obs, [0, 1], [1.0, 0.0], [0, 0, 0], [0.0, 0.0]))
+    assert len(list(tmp_path.glob("*.npy"))) == 2 and buffer.resident_bytes == 0
+    state = buffer.state_dict()
+    restored = UnrollBuffer(4, space, disk_dir=tmp_path)
+    restored.load_state_dict(state)
+    assert set(np.unique(restored.sample(20, np.random.default_rng(0))["obs"])) == {1, 2}
+    buffer.add(_unroll(np.full((3, 2), 3, np.float32), [0, 1], [0, 0], [0, 0, 0], [0, 0]))
+    with pytest.warns(UserWarning, match="1 rollouts written to disk"):
+        restored.load_state_dict(state)  # the rollout of 1 was dropped since
+    assert restored.num_unrolls == 1
+
+
+def test_online_ewc_accumulates_then_normalises(monkeypatch):
+    """ewc_monobeast.py: F = online_gamma * F_old + F_new (eq. 9 of P&C), then the
+    normalisation, anchor = latest parameters, one term for all tasks."""
+    policy = _small_policy()
+    method = CoraOnlineEWC(lam=1.0, normalize="full")
+    model = _FakeModel(policy)
+    method.bind(policy, model)
+    method.buffer = type("B", (), {"__len__": lambda s: 1})()
+    news = iter([th.tensor([1.0, 2.0]), th.tensor([3.0, 1.0])])
+
+    def fake(forward, params, buffer, **_):
+        value = next(news)
+        return {n: value.clone() if n == "action_net.bias" else th.ones_like(p) for n, p in params}
+
+    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    for prev, nxt, step in ((0, 1, 100), (1, 2, 200)):
+        method.on_task_switch(_switch(prev, nxt, step))
+        method._consolidate_pending()  # what the end of the switch's rollout does
+    assert list(method.terms) == ["online"]
+    f = method.terms["online"][0]["action_net.bias"]
+    first = th.tensor([1.0, 2.0]) / 5**0.5  # normalised after task 0
+    expected = 0.99 * first + th.tensor([3.0, 1.0])
+    assert th.allclose(f, expected / th.linalg.vector_norm(expected))
+    assert method.penalty_active()  # no min-steps gate for online EWC (CORA's code)
+
+
+# --------------------------------------------------------------------------- P&C
+def _pnc_model(n_envs=4, steps=400, **method_kw):
+    env = _diag_env(n_envs=n_envs, steps=steps)
+    method = ProgressCompress(lam=1.0, fisher_batches=1, buffer_frames=400, **method_kw)
+    model = VTrace(
+        ProgressCompressPolicy,
+        env,
+        n_steps=10,
+        cl_method=method,
+        seed=0,
+        policy_kwargs={"net_arch": [8, 8]},
+    )
+    return model, method, attach_method(model, method, env)
+
+
+def test_pnc_adapter_per_layer_after_first_and_reset_at_switch():
+    """progress_and_compress_policy.py: an adapter at every layer after the first, the
+    active column re-initialised at the first update of a new task (adapters kept);
+    monobeast: progress for num_train_steps_of_progress + 1 updates, then compress."""
+    model, method, cb = _pnc_model(progress_updates=3)
+    policy = model.policy
+    assert policy.adapted_layers == [
+        "mlp_extractor.policy_net.2",
+        "mlp_extractor.value_net.2",
+        "action_net",
+        "value_net",
+    ]
+    adapter = policy.adapters["mlp_extractor__policy_net__2"]
+    assert isinstance(adapter[0], th.nn.Linear) and isinstance(adapter[1], th.nn.ReLU)
+    snapshots = {}
+
+    class Watch(BaseCallback):
+        def _on_rollout_start(self):
+            snapshots[self.num_timesteps] = (
+                None,
+                None,
+                policy.kb["action_net"].weight.detach().clone(),
+                method.phase(),
+            )
+
+        def _on_step(self):
+            return not self.locals["infos"][0].get("sequence_done")
+
+    model.learn(800, callback=[cb, Watch()])
+    phases = [snapshots[s][3] for s in sorted(snapshots) if s < 400]
+    assert phases[:4] == ["progress"] * 4 and phases[4:] == ["compress"] * (len(phases) - 4)
+    assert method.resets == [440]  # the first update on the new task's data
+    # the KB Fisher of task 0 is taken at task 1's first compress update (CORA), not at 400
+    assert method.consolidations == [{"task_id": 0, "total_step": 600}]
+    assert th.equal(snapshots[440][2], snapshots[400][2])  # KB frozen in progress
+    parts = {
+        "column": lambda: policy.action_net.weight.detach().clone(),
+        "adapter": lambda: policy.adapters["action_net"][0].weight.detach().clone(),
+        "kb": lambda: policy.kb["action_net"].weight.detach().clone(),
+    }
+    before = {k: f() for k, f in parts.items()}
+    policy.reset_active_column()  # CORA: Conv2d/Linear of the column, not its adapters
+    after = {k: f() for k, f in parts.items()}
+    assert not th.equal(before["column"], after["column"])
+    assert th.equal(before["adapter"], after["adapter"]) and th.equal(before["kb"], after["kb"])
+    policy.reset_active_column(adapters=True)
+    assert not th.equal(after["adapter"], parts["adapter"]())
+    obs = th.rand(5, 5)
+    with policy.evaluation_mode():  # CORA evaluates P&C with its knowledge base
+        acting = policy.get_distribution(obs).distribution.logits
+    assert th.allclose(acting, th.log_softmax(policy.kb_logits_and_values(obs)[0], -1))
+
+
+def test_pnc_kl_summed_over_replayed_states():
+    model, method, cb = _pnc_model()
+    model.learn(120, callback=cb)
+    batch = method.buffer.sample(3, np.random.default_rng(0))
+    kl = method.distillation_kl(batch)
+    obs = th.as_tensor(batch["obs"].reshape(-1, batch["obs"].shape[-1]))
+    la = th.log_softmax(model.policy.logits_and_values(obs)[0], -1)
+    lk = th.log_softmax(model.policy.kb_logits_and_values(obs)[0], -1)
+    assert obs.shape[0] == 11 * 3  # T + 1 observations of each replayed unroll
+    assert float(kl) == pytest.approx(float((la.exp() * (la - lk)).sum().detach()), rel=1e-5)
+
+
+def test_pnc_compress_step_counts_the_kb_twice_as_cora():
+    """ProgressAndCompressNet.parameters() lists the KB twice: RMSProp steps it twice and
+    the clipping sees it twice (reproduced by default, off with kb_listed_twice=False)."""
+    results = {}
+    for twice in (True, False):
+        model, method, cb = _pnc_model()
+        method.kb_listed_twice = twice
+        model.learn(120, callback=cb)
+        kb = method.kb_parameters()
+        before = {n: p.detach().clone() for n, p in kb}
+        active = model.policy.action_net.weight.detach().clone()
+        method.rng = np.random.default_rng(0)
+        method.compress_step(model)
+        state = model.policy.optimizer.state
+        steps = [state[p]["step"] for _, p in kb if "step" in state[p]]  # the KL's parameters
+        assert steps
+        results[twice] = (steps, {n: (p.detach() - before[n]) for n, p in kb})
+        assert any(results[twice][1][n].abs().sum() > 0 for n, _ in kb)
+        assert th.equal(active, model.policy.action_net.weight)  # only the KB learns
+    assert all(int(s) == 2 for s in results[True][0])
+    assert all(int(s) == 1 for s in results[False][0])
+
+
+# --------------------------------------------------------------------------- presets
+def test_default_learner_per_suite():
+    for suite in presets.CORA_SUITES:
+        assert presets.default_learner(suite, "paper") == "vtrace"
+        assert presets.default_learner(suite, "small") == "vtrace"
+    assert presets.default_learner("MEAL-20", "paper") == "ppo"
+    assert presets.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
+    with pytest.raises(ValueError, match="no preset for suite 'Nope'.*Atari6"):
+        presets.default_learner("Nope", "paper")
+
+
+def test_cora_presets_per_suite():
+    atari = presets.resolve("Atari6", "vtrace", "ft", "paper")
+    assert atari["learner"] == {
+        "learning_rate": 4e-4,
+        "n_steps": 20,
+        "gamma": 0.99,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "max_grad_norm": 40.0,
+        "rms_prop_alpha": 0.99,
+        "rms_prop_eps": 0.01,
+        "loss_reduction": "sum",
+        "lr_schedule": "linear-per-task",
+        "normalize_reward": False,
+    }
+    assert (atari["num_envs"], atari["network"], atari["reward_clip"]) == (32, "shallow", (-1, 1))
+    assert atari["previous_action_reward"] and not atari["ortho_init"]
+    assert atari["time_limit_terminal"] and atari["action_mask_mode"] == "sampling"
+    assert presets.resolve("Procgen6", "vtrace", "ft", "paper")["network"] == "residual"
+    minihack = presets.resolve("MiniHack15", "vtrace", "ft", "paper")
+    assert minihack["reward_clip"] is None and minihack["network"] == "shallow"
+    assert {k: minihack["learner"][k] for k in presets.CORA_MINIHACK_VTRACE} == {
+        "learning_rate": 2e-4,
+        "ent_coef": 0.001,
+        "gamma": 0.999,
+        "rms_prop_eps": 1e-6,
+        "normalize_reward": True,
+    }
+    chores = presets.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
+    assert (chores["num_envs"], chores["learner"]["n_steps"]) == (10, 80)
+    assert chores["learner"]["learning_rate"] == 4.8e-4
+    assert chores["method"]["buffer_size"] == 1_500_000
+    chores_ewc = presets.resolve("CHORES-MultiTraj", "vtrace", "ewc", "paper")
+    assert (chores_ewc["learner"]["learning_rate"], chores_ewc["learner"]["rms_prop_eps"]) == (
+        6e-4,
+        0.1,
+    )
+    assert chores_ewc["method"]["min_task_steps"] == 20_000_000
+    pnc = {s: presets.resolve(s, "vtrace", "pnc", "paper")["method"] for s in presets.CORA_SUITES}
+    assert pnc["Atari6"]["progress_updates"] == 39_063
+    assert pnc["Procgen6"]["progress_updates"] == 3_906
+    assert pnc["CHORES-VaryTask"]["progress_updates"] == 625
+    assert pnc["MiniHack15"]["progress_updates"] is None
+    assert pnc["Atari6"]["buffer_frames"] == 100_000
+    assert pnc["CHORES-VaryTask"]["buffer_frames"] == 1_000_000
+    clear = {
+        s: presets.resolve(s, "vtrace", "clear", "paper")["method"]["buffer_size"]
+        for s in ("Atari6", "Procgen6", "MiniHack15")
+    }
+    assert clear == {"Atari6": 25_000_000, "Procgen6": 5_000_000, "MiniHack15": 10_000_000}
+
+
+def test_cora_method_presets():
+    ewc = presets.resolve("Procgen6", "vtrace", "ewc", "paper")["method"]
+    assert ewc == {
+        "variant": "cora",
+        "lam": 10_000.0,
+        "fisher_batches": 100,
+        "buffer_frames": 1_000_000,
+        "min_task_steps": 200_000,
+    }
+    online = presets.resolve("Atari6", "vtrace", "online-ewc", "paper")["method"]
+    assert (online["lam"], online["online_gamma"], online["normalize"]) == (175.0, 0.99, "row")
+    assert online["min_task_steps"] == 0
+    pnc = presets.resolve("Atari6", "vtrace", "pnc", "paper")["method"]
+    assert (pnc["lam"], pnc["online_gamma"], pnc["normalize"], pnc["kl_cost"]) == (
+        3000.0,
+        0.99,
+        "full",
+        1.0,
+    )
+    assert ProgressCompress().reset == "column"
+    l2 = presets.resolve("Atari6", "vtrace", "l2", "paper")["method"]
+    assert l2 == {"variant": "meal", "lam": 1e7, "groups": "all"}
+
+
+def test_cora_ppo_preset():
+    """configs/atari/ppo_atari.json over PPOPolicyConfig (not MEAL's values)."""
+    hp = presets.resolve("Atari6", "ppo", "ft", "paper")
+    assert hp["learner"] == presets.CORA_PPO
+    assert presets.CORA_PPO["learning_rate"] == 2.5e-4 and presets.CORA_PPO["clip_range"] == 0.1
+    assert (hp["num_envs"], hp["learner"]["n_steps"], hp["learner"]["n_minibatches"]) == (8, 128, 4)
+    assert hp["learner"]["lr_decay_steps"] == 10_000_000
+    assert (hp["network"], hp["reward_sign"], hp["previous_action_reward"]) == (
+        "a2c-ppo",
+        True,
+        False,
+    )
+
+
+def test_bad_options_name_the_valid_ones():
+    hp = presets.resolve("Atari6", "ppo", "ft", "paper")
+    with pytest.raises(ValueError, match="'rho_bar' belongs to learner 'vtrace'.*valid learner"):
+        presets.route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
+    hp = presets.resolve("Atari6", "vtrace", "ft", "paper")
+    with pytest.raises(ValueError, match="'lam' belongs to method"):
+        presets.route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
+    with pytest.raises(ValueError, match="does not support option.*'num_samples'.*valid"):
+        make_method("ewc", variant="cora", num_samples=3)
+    with pytest.raises(ValueError, match="MEAL's baselines use IPPO"):
+        presets.resolve("MEAL-2", "vtrace", "ft", "paper")
+    with pytest.raises(ValueError, match="unknown preset 'huge'.*paper, small"):
+        presets.resolve("Atari6", "vtrace", "ft", "huge")
+
+
+@pytest.mark.parametrize("method", ["pnc", "ewc"])
+def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, method):
+    """The per-task LR, the previous-action inputs, the Fisher buffers and P&C's phase and
+    knowledge base survive a kill: the resumed run logs exactly the uninterrupted one."""
+    from baselines_sb3 import callbacks
+    from baselines_sb3.main_job import run_main_job
+    from cl_suites.core.runlog import read_episodes, read_eval
+
+    kw = dict(
+        suite="Diagnostic", method=method, learner="vtrace", preset="small", seed=1, num_envs=4
+    )
+    ov = {
+        "n_tasks": 2,
+        "steps_per_task": 480,
+        "eval_every": 240,
+        "checkpoint_every": 240,
+        "progress": False,
+        "report": False,
+        "previous_action_reward": True,
+    }
+    run_main_job(run_dir=tmp_path / "full", resume=False, overrides=ov, **kw)
+    original = callbacks.ContinualEvalCallback._on_step
+
+    def killer(self):
+        out = original(self)
+        if self.num_timesteps >= 700:
+            raise KeyboardInterrupt("simulated kill")
+        return out
+
+    callbacks.ContinualEvalCallback._on_step = killer
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(run_dir=tmp_path / "cut", resume=False, overrides=ov, **kw)
+    finally:
+        callbacks.ContinualEvalCallback._on_step = original
+    run_main_job(run_dir=tmp_path / "cut", resume=True, overrides=ov, **kw)
+    full, cut = read_eval(tmp_path / "full"), read_eval(tmp_path / "cut")
+    assert full.drop(columns="wall_time").equals(cut.drop(columns="wall_time"))
+    assert read_episodes(tmp_path / "full").equals(read_episodes(tmp_path / "cut"))
