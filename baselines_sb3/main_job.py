@@ -413,7 +413,7 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
         batched = MealBatchedEnv(spec.meal, spec.num_envs)
-        sb3_env = MealSB3VecEnv(batched)  # 400-step ends are terminal: hp time_limit_terminal
+        sb3_env = MealSB3VecEnv(batched)  # full 400-step episodes: terminal in wrap_env
         return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
     from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.core.vector import SequenceVectorEnv

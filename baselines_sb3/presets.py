@@ -507,15 +507,18 @@ def route_overrides(
         for cls in classes.values():
             if other != method:
                 foreign.update({k: f"method {other!r}" for k in accepted_options(cls)})
+    job_owned = ("cl_method", "policy_kwargs", "seed", "device")  # set by the job itself
+    learner_opts = tuple(k for k in learner_opts if k not in job_owned)
+    method_opts -= set(job_owned)
     rest: dict[str, Any] = {}
     for key, value in overrides.items():
-        if key in learner_opts and key not in ("cl_method", "policy_kwargs", "seed", "device"):
+        if key in learner_opts:
             hp["learner"][key] = value
-        elif key in method_opts and key != "seed":
+        elif key in method_opts:
             hp["method"][key] = value
         elif key in POLICY_OPTIONS or key in ("multi_head", "task_id_input", "num_envs"):
             hp[key] = value
-        elif key in foreign:
+        elif key in foreign and key not in job_owned:
             raise ValueError(
                 f"option {key!r} belongs to {foreign[key]}, not to learner {learner!r} / method "
                 f"{method!r}; valid learner options: {', '.join(sorted(learner_opts))}; valid "

@@ -30,7 +30,7 @@ OVERRIDES = {
     "episode_len": 100,
     "checkpoint_every": 128,
     "report": False,
-    "learning_rate": 0.01,  # fixed here so that preset changes keep FT's drift visible
+    "learning_rate": 0.03,  # fixed here so that preset changes keep FT's drift visible
     "ent_coef": 0.01,
 }
 
@@ -106,7 +106,7 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
     assert spec.meal.options["shaping_horizon"] == 2_500_000  # table 4 (the code: 5M)
     assert spec.meal.options["random_reset"] is True  # MEAL's paper-time training code
-    assert spec.hp["learner"]["batch_size"] == 16 * 2 * 128 // 8  # 8 minibatches of all agents
+    assert spec.hp["learner"]["n_minibatches"] == 8  # minibatches of 16 x 2 x 128 // 8 rows
     config = json.loads(json.dumps(spec.config()))  # what --print-config shows
     assert config["suite"] == "CLSuite/MEAL-2-v0" and config["suite_kwargs"]["layout_seed"] == 4
     with pytest.raises(ValueError, match="less than one PPO update of 2048"):
@@ -164,8 +164,11 @@ def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
         suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
-    _, vec, _ = _training_env(spec)
-    vec.seed(0)
+    from baselines_sb3.factory import wrap_env
+
+    _, sb3_env, _ = _training_env(spec)
+    sb3_env.seed(0)
+    vec, _ = wrap_env(sb3_env, spec.sequence, spec.hp, multi_head=True, task_id_input=True)
     vec.reset()
     ends = []
     for _ in range(128):  # 512 env steps of task 0 over 4 envs; episodes of 100 steps
@@ -244,8 +247,8 @@ def test_ewc_keeps_task0_closer_than_ft(ft_run, tmp_path_factory):
     """
     ewc_run = _run(tmp_path_factory, "ewc", method="ewc", lam=1e11)
     ft, ewc = _task0_drift(ft_run), _task0_drift(ewc_run)
-    assert ft > 0.05, ft  # FT really moves the task-0 policy (measured: 0.92)
-    assert ewc < 0.25 * ft, (ewc, ft)  # measured: 2e-4
+    assert ft > 0.05, ft  # FT really moves the task-0 policy (measured: 0.16)
+    assert ewc < 0.25 * ft, (ewc, ft)  # measured: 6e-4
 
 
 @pytest.mark.parametrize(
@@ -292,8 +295,9 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
     evaluator = meal_evaluator(spec.meal, seed=0, episodes=2, video=recorder)
     source = make_episode_source(evaluator, model, lambda: 1024)
     batch = source(1, 5, 20)  # MEAL: 5 episodes x 500 steps; 20 steps here
-    assert batch["obs"].shape == (5 * 20 * 2, *spec.meal.obs_shape)
-    assert (batch["task_id"] == 1).all()
+    assert (batch.num_steps, batch.num_agents) == (5 * 20, 2)
+    assert batch.observations["obs"].shape == (5 * 20 * 2, *spec.meal.obs_shape)
+    assert (batch.observations["task_id"] == 1).all() and batch.alive.all()
     records = evaluator.evaluate(0, lambda obs, ids: np.full(len(obs), 4))  # everyone stays
     assert [r["mean_return"] for r in records] == [0.0, 0.0]
     names = sorted(p.name for p in (tmp_path / "videos").iterdir())

@@ -38,10 +38,9 @@ class MealSB3VecEnv(ForwardingVecEnv):
     (``task_step``/``total_step`` count env steps of the whole batch), and at episode
     ends ``episode = {"r": agent's return, "l": length, "soups", "score", "task_id"}``,
     ``terminal_observation`` and ``TimeLimit.truncated`` (True: MEAL episodes end by time
-    or task switch, and SB3 then bootstraps from the final observation). With
-    ``episode_end_terminal=True`` an episode that ran its full ``episode_len`` steps is
-    reported as terminal instead (``TimeLimit.truncated=False``: no bootstrap), as MEAL's
-    training code treats its ``done``; episodes cut by a task switch stay truncated.
+    or task switch, and SB3 then bootstraps from the final observation; the main job's
+    ``baselines_sb3.wrappers.VecTimeLimitAsTermination`` makes full-length episodes
+    terminal, as MEAL's training code treats its ``done``).
     ``.cursor`` is the shared ``SequenceCursor`` and
     ``.on_task_switch(callback)`` subscribes to switches. ``.task_ids()`` gives each
     slot's current task id (for multi-head policies); ``.vector_env`` is the batched env.
@@ -49,7 +48,7 @@ class MealSB3VecEnv(ForwardingVecEnv):
     Rewards are returned per slot (shared team reward by default).
     """
 
-    def __init__(self, batched: MealBatchedEnv, episode_end_terminal: bool = False):
+    def __init__(self, batched: MealBatchedEnv):
         if not batched.autoreset:
             raise ValueError("MealSB3VecEnv needs a MealBatchedEnv with autoreset=True")
         self.vector_env = batched
@@ -57,7 +56,6 @@ class MealSB3VecEnv(ForwardingVecEnv):
         self.sequence = batched.sequence
         self.num_agents = batched.num_agents
         self.num_batch_envs = batched.num_envs
-        self.episode_end_terminal = bool(episode_end_terminal)
         super().__init__(
             batched.num_envs * batched.num_agents,
             batched.sequence.observation_space,
@@ -117,10 +115,7 @@ class MealSB3VecEnv(ForwardingVecEnv):
             task_id = int(ep["task_id"])
             r, length = ep["r"].tolist(), ep["l"].tolist()
             soups, score = ep["soups"].tolist(), ep["score"].tolist()
-            truncated = truncs & ~terms
-            if self.episode_end_terminal:  # full-length episodes end as MEAL's done
-                truncated = truncated & (ep["l"] < self.suite.episode_len)[:, None]
-            truncated = truncated.tolist()
+            truncated = (truncs & ~terms).tolist()
             infos = []
             for e in range(self.num_batch_envs):
                 episode_e = (int(length[e]), int(soups[e]), float(score[e]))

@@ -119,24 +119,24 @@ class SweepSpec:
         object.__setattr__(self, "overrides", dict(self.overrides))
 
     def runs(self) -> list[RunSpec]:
-        """The runs of the grid in a fixed order (suite, method, learner, seed)."""
-        runs = []
+        """The runs of the grid in a fixed order (suite, method, learner, seed); a learner
+        named and the suite's default learner give one run, not two."""
+        runs: dict[str, RunSpec] = {}
         for suite, method, learner, seed in itertools.product(
             self.suites, self.methods, self.learners, self.seeds
         ):
             name = short_suite_name(suite)
-            runs.append(
-                RunSpec(
-                    suite=name,
-                    method=method,
-                    learner=learner or default_learner(name, self.preset),
-                    seed=int(seed),
-                    preset=self.preset,
-                    num_envs=self.num_envs,
-                    overrides=dict(self.overrides),
-                )
+            run = RunSpec(
+                suite=name,
+                method=method,
+                learner=learner or default_learner(name, self.preset),
+                seed=int(seed),
+                preset=self.preset,
+                num_envs=self.num_envs,
+                overrides=dict(self.overrides),
             )
-        return runs
+            runs.setdefault(run.name, run)
+        return list(runs.values())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``sweep.json`` stores and compares)."""
@@ -297,7 +297,9 @@ def default_learner(suite: str, preset: str) -> str:
     """The learner a run uses when the grid names none (MEAL: IPPO, i.e. ``ppo``)."""
     if is_meal(suite):
         return "ppo"
-    from baselines_sb3.presets import PRESETS
     from baselines_sb3.presets import default_learner as preset_learner
 
-    return preset_learner(suite, preset) if preset in PRESETS else "default"
+    try:
+        return preset_learner(suite, preset)
+    except ValueError:  # an unknown suite or preset: resolving the run reports it
+        return "default"

@@ -31,18 +31,19 @@ def test_seeds_and_names_are_predictable():
     spec = SweepSpec(
         suites=("CLSuite/Procgen6-v0", "MEAL-2"),
         methods=("ewc", "ft", "ewc"),
-        learners=(None, "vtrace"),
+        learners=(None, "ppo"),
         seeds=(1, 0),
     )
     assert spec.methods == ("ewc", "ft")  # repeats dropped, order kept
     names = [run.name for run in spec.runs()]
     assert names[:4] == [
-        "Procgen6-ewc-ppo-s1",  # the preset's default learner is in the name
-        "Procgen6-ewc-ppo-s0",
-        "Procgen6-ewc-vtrace-s1",
+        "Procgen6-ewc-vtrace-s1",  # the preset's default learner (CORA: V-trace) is in the name
         "Procgen6-ewc-vtrace-s0",
+        "Procgen6-ewc-ppo-s1",
+        "Procgen6-ewc-ppo-s0",
     ]
-    assert names[-1] == "MEAL-2-ft-vtrace-s0" and len(names) == 16
+    # MEAL's default learner is ppo: None and "ppo" are one run, not two
+    assert names[-1] == "MEAL-2-ft-ppo-s0" and len(names) == 8 + 4
     assert str(default_sweep_dir(spec)) == "runs/sweep-Procgen6+MEAL-2-paper"
 
 
