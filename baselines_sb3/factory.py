@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.vec_env import VecEnv
@@ -43,13 +42,6 @@ def learner_class(learner: str) -> type[OnPolicyAlgorithm]:
     return _LEARNER_CLASSES[learner]
 
 
-def action_masks(sequence: Any) -> np.ndarray | None:
-    """The sequence's per-task valid actions ``(num_tasks, n_actions)`` (interface 1), or
-    ``None`` when no task restricts its actions."""
-    masks = getattr(sequence, "action_masks", lambda: None)()
-    return None if masks is None else np.asarray(masks, dtype=bool)
-
-
 def wrap_env(
     env: VecEnv,
     sequence: TaskSequence,
@@ -70,7 +62,7 @@ def wrap_env(
     resumed run restores its task ids).
     """
     task_wrapper = None
-    if multi_head or task_id_input or action_masks(sequence) is not None:
+    if multi_head or task_id_input or sequence.action_masks() is not None:
         env = task_wrapper = TaskIdObservation(env, len(sequence.tasks))
     if hp.get("previous_action_reward"):
         env = PreviousActionReward(env)
@@ -97,7 +89,7 @@ def policy_kwargs(
         "multi_head": multi_head,
         "task_id_input": task_id_input,
         "net_arch": list(hp["net_arch"]),
-        "action_masks": action_masks(sequence),
+        "action_masks": sequence.action_masks(),
         "action_mask_mode": hp.get("action_mask_mode", "sampling"),
         "trunk_layer_norm": bool(hp.get("trunk_layer_norm", False)),
         "ortho_init": bool(hp.get("ortho_init", True)),

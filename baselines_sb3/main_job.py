@@ -47,6 +47,7 @@ from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.video import VideoRecorder
+from cl_suites.meal.suite import is_meal_id
 from cl_suites.suites import SuiteInfo, find_suite
 
 JOB_OPTIONS: tuple[str, ...] = (
@@ -95,12 +96,6 @@ _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> None:
     if value not in valid:
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
-
-
-def _is_meal(suite: str) -> bool:
-    from cl_suites.meal.suite import is_meal_id
-
-    return is_meal_id(str(suite).split(":", 1)[-1])
 
 
 @dataclass
@@ -194,7 +189,7 @@ def resolve_job(
     overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
-    meal = _is_meal(suite)
+    meal = is_meal_id(suite)
     if meal:
         from cl_suites.meal.suite import suite_info
 

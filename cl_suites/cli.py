@@ -38,10 +38,10 @@ from cl_suites.config import (
     check_num_envs,
     check_options,
     check_seed,
-    is_meal_suite,
     load_config_file,
     merge,
 )
+from cl_suites.meal.suite import is_meal_id
 from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
 from cl_suites.sweep import cli as sweep_cli
 
@@ -139,7 +139,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[str], Any, str]:
     """``(id, description lines, TaskSequence, step unit)`` of a suite name (MEAL included)."""
-    if is_meal_suite(suite):
+    if is_meal_id(suite):
         from cl_suites.meal import build_suite
         from cl_suites.meal.suite import parse_meal_id
 

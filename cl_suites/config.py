@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cl_suites.meal.suite import is_meal_id
+
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -96,12 +98,7 @@ class RunConfig:
 
     @property
     def is_meal(self) -> bool:
-        return is_meal_suite(self.suite)
-
-
-def is_meal_suite(suite: str) -> bool:
-    """Whether ``suite`` names a MEAL sequence (``MEAL-20``, ``CLSuite/MEAL-20-v0``)."""
-    return str(suite).split(":")[-1].split("/")[-1].startswith("MEAL")
+        return is_meal_id(self.suite)
 
 
 def check_seed(value: Any) -> int:

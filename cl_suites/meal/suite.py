@@ -114,9 +114,11 @@ def suite_info(id_or_n: str | int):
     )
 
 
-def is_meal_id(suite: str) -> bool:
-    """True for ``"MEAL-20"``, ``"CLSuite/MEAL-20-v0"``, ``"cl_suites:CLSuite/MEAL-20-v0"``."""
-    return isinstance(suite, str) and _ID.match(suite.strip()) is not None
+def is_meal_id(suite: object) -> bool:
+    """Whether ``suite`` names a MEAL sequence: ``"MEAL-20"``, ``"CLSuite/MEAL-20-v0"``,
+    ``"cl_suites:CLSuite/MEAL-20-v0"`` (any name starting with ``MEAL``, so that
+    ``parse_meal_id`` reports a malformed one with MEAL's own message)."""
+    return str(suite).strip().split(":")[-1].split("/")[-1].startswith("MEAL")
 
 
 def _not_single_agent(name: str):

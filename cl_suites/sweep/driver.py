@@ -28,7 +28,7 @@ from cl_suites.sweep.cluster import (
     import_ray,
     parallel_runs,
 )
-from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, is_meal
+from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec
 from cl_suites.sweep.live import ProgressReader, render_table
 from cl_suites.sweep.sweep_dir import SweepDir, now_iso, write_json
 from cl_suites.sweep.worker import execute_run
@@ -102,19 +102,7 @@ def _some_runs(names: list[str], shown: int = 3) -> str:
 
 
 def _check_run(run: RunSpec) -> None:
-    if is_meal(run.suite):
-        from baselines_sb3.meal_job import MEAL_METHODS
-        from baselines_sb3.presets import PRESETS
-        from cl_suites.meal.suite import parse_meal_id
-
-        parse_meal_id(run.suite)
-        if run.method not in MEAL_METHODS:
-            raise ValueError(f"unknown method {run.method!r} for MEAL; valid: {MEAL_METHODS}")
-        if run.learner != "ppo":
-            raise ValueError(f"MEAL baselines use IPPO (learner 'ppo'), got {run.learner!r}")
-        if run.preset not in PRESETS:
-            raise ValueError(f"unknown preset {run.preset!r}; valid: {', '.join(PRESETS)}")
-        return
+    """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
     from baselines_sb3.main_job import resolve_job
 
     resolve_job(
@@ -124,6 +112,7 @@ def _check_run(run: RunSpec) -> None:
         preset=run.preset,
         num_envs=run.num_envs,
         overrides=dict(run.overrides),
+        seed=run.seed,
     )
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cl_suites.meal.suite import is_meal_id
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -270,15 +272,11 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, dict(execution)
 
 
-def is_meal(suite: str) -> bool:
-    return str(suite).split(":")[-1].split("/")[-1].startswith("MEAL")
-
-
 def short_suite_name(suite: str) -> str:
     """``"Procgen6"`` for ``"CLSuite/Procgen6-v0"``; ``"MEAL-20"`` for ``"CLSuite/MEAL-20-v0"``.
     Unknown names are returned as given (the preflight check reports them)."""
     text = str(suite).split(":")[-1]
-    if is_meal(text):
+    if is_meal_id(text):
         from cl_suites.meal.suite import parse_meal_id
 
         try:
@@ -295,7 +293,7 @@ def short_suite_name(suite: str) -> str:
 
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run uses when the grid names none (MEAL: IPPO, i.e. ``ppo``)."""
-    if is_meal(suite):
+    if is_meal_id(suite):
         return "ppo"
     from baselines_sb3.presets import default_learner as preset_learner
 

@@ -106,6 +106,17 @@ def test_unknown_suite_and_method_are_refused_before_any_run(capsys, tmp_path):
     assert not (tmp_path / "s").exists()
 
 
+def test_meal_runs_are_checked_like_every_other_run():
+    """The preflight resolves MEAL runs through the one main job's ``resolve_job``."""
+    from cl_suites.sweep.driver import preflight
+
+    good = SweepSpec(suites=("MEAL-2",), methods=("ft", "ewc"), seeds=(0,), preset="small")
+    preflight(good.runs())  # nothing raised: both runs resolve
+    bad = SweepSpec(suites=("MEAL-2",), methods=("pnc",), seeds=(0,), preset="small")
+    with pytest.raises(SweepError, match=r"unknown method for MEAL 'pnc'; valid: ft, ewc"):
+        preflight(bad.runs())
+
+
 def test_unreachable_address_is_refused(capsys, tmp_path):
     port = free_port()  # nobody listens there
     code, out = _cli(capsys, *GRID, "--address", f"127.0.0.1:{port}", "--sweep-dir", str(tmp_path))
