@@ -22,6 +22,9 @@ on the line right above its opening fence (blank lines between are allowed):
 * ``raises NAME``: python; the block must raise an exception of class ``NAME`` (or a
   subclass), e.g. a setup error that tells the user what to download.
 * ``skip REASON``: not run; the test is reported as skipped with the reason.
+
+An unannotated bash block that would install packages, run ``make`` or train with
+``--preset paper`` fails at once, asking for its rule.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def extract_blocks(text: str) -> list[Block]:
         body = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[i + 1 : end]]
         rule, arg, problem = _annotation(lines, i)
         if not problem:
-            problem = _check_rule(lang, rule, arg)
+            problem = _check_rule(lang, rule, arg) or _needs_rule(lang, rule, "\n".join(body))
         if end == len(lines):
             problem = "the block is never closed"
         blocks.append(Block(len(blocks), i + 1, lang, "\n".join(body) + "\n", rule, arg, problem))
@@ -121,6 +124,31 @@ def _check_rule(lang: str, rule: str | None, arg: str) -> str:
         return f"readme-test: {rule} applies to bash blocks, not {lang!r}"
     if rule == "raises" and lang != "python":
         return f"readme-test: raises applies to python blocks, not {lang!r}"
+    return ""
+
+
+def _needs_rule(lang: str, rule: str | None, code: str) -> str:
+    """Commands that must not run as written in an unannotated bash block: installs (they
+    would change the test's environment), ``make`` (it builds a venv) and paper-preset
+    training (days)."""
+    if lang != "bash" or rule is not None:
+        return ""
+    for _, _, text in commands(code):
+        try:
+            words = shlex.split(text)
+        except ValueError as e:
+            return f"cannot parse {text!r}: {e}"
+        if "pip" in words and "install" in words:
+            return f"{text!r} would install packages: add <!-- readme-test: install -->"
+        if words[0] == "make":
+            return f"{text!r} would build a venv: add <!-- readme-test: make -->"
+        if words[:2] in (["cl-suites", "run"], ["cl-suites", "sweep"]) and "paper" in (
+            _flag_values(words, "--preset")
+        ):
+            return (
+                f"{text!r} trains for days: add <!-- readme-test: print-config --> "
+                "(cl-suites run) or <!-- readme-test: skip REASON -->"
+            )
     return ""
 
 
