@@ -95,6 +95,8 @@ def policy_kwargs(
         "ortho_init": bool(hp.get("ortho_init", True)),
         "normalize_images": bool(hp.get("normalize_images", True)),
     }
+    if hp.get("optimizer_kwargs"):
+        kwargs["optimizer_kwargs"] = dict(hp["optimizer_kwargs"])
     activation = hp.get("activation", "tanh")
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")

@@ -67,6 +67,7 @@ JOB_OPTIONS: tuple[str, ...] = (
     "eval_at_start",
     "eval_per_task",
     "eval_deterministic",
+    "torch_threads",
 )
 """``overrides`` keys consumed by the job itself; every other key goes to the suite builder,
 except keys of the learner or method preset (``learning_rate``, ``lam``, ...), which
@@ -83,6 +84,11 @@ override those.
 * ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
   updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
+* ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
+  MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
+  torch's OpenMP workers, which keep spinning after each operation, then take the cores
+  from JAX's workers: with torch's default of one thread per core a MEAL run on 2 cores
+  was 5-10x slower than with 1 (``benchmarks/bench_meal.py``).
 """
 
 MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
@@ -204,6 +210,10 @@ def resolve_job(
         _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
     hp = presets.resolve(preset_suite, learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
+    if "torch_threads" in job:
+        from cl_suites.core.task import check_positive_int
+
+        job["torch_threads"] = check_positive_int("torch_threads", job["torch_threads"])
     overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
@@ -381,6 +391,10 @@ def run_main_job(
         ]
     )
     outcome = "failed"
+    threads = job.get("torch_threads", 1 if spec.meal is not None else None)
+    previous_threads = th.get_num_threads()
+    if threads:
+        th.set_num_threads(threads)
     try:
         model.learn(
             total_timesteps=schedule[-1].end_step * agents - model.num_timesteps,
@@ -390,6 +404,7 @@ def run_main_job(
         ckpt_cb.save(finished=True)
         outcome = "finished"
     finally:
+        th.set_num_threads(previous_threads)
         progress.close(outcome)
         evaluator.close()
         run_log.close()

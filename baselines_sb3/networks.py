@@ -26,6 +26,8 @@ independent MLPs (actor, critic) of Linear -> ReLU -> LayerNorm layers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import gymnasium as gym
 import torch as th
 from stable_baselines3.common.torch_layers import (
@@ -34,6 +36,8 @@ from stable_baselines3.common.torch_layers import (
     NatureCNN,
 )
 from torch import nn
+
+from baselines_sb3.sparse import SparseRows, sparse_linear, sparse_rows
 
 
 def _flat_size(cnn: nn.Module, observation_space: gym.Space) -> int:
@@ -182,6 +186,9 @@ class SeparateTrunks(nn.Module):
         net_arch: hidden sizes, shared by both trunks (MEAL: ``[128, 128]``).
         layer_norm: apply LayerNorm after each activation (MEAL: True).
         activation_fn: activation class (MEAL: ReLU).
+        sparse_input: compute the first layer of both trunks from the input's non-zero
+            entries when that is faster (:mod:`baselines_sb3.sparse`: the same function,
+            float32 summation order aside; MEAL's observations are 97% zeros).
     """
 
     def __init__(
@@ -190,8 +197,10 @@ class SeparateTrunks(nn.Module):
         net_arch: list[int],
         layer_norm: bool = True,
         activation_fn: type[nn.Module] = nn.ReLU,
+        sparse_input: bool = True,
     ):
         super().__init__()
+        self.sparse_input = bool(sparse_input)
 
         def trunk() -> nn.Sequential:
             layers: list[nn.Module] = []
@@ -208,10 +217,36 @@ class SeparateTrunks(nn.Module):
         self.latent_dim_pi = self.latent_dim_vf = net_arch[-1] if net_arch else feature_dim
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        rows = self.sparse_rows(features)
+        if rows is not None:
+            return self.forward_rows(rows)
         return self.policy_net(features), self.value_net(features)
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        return self.policy_net(features)
+        rows = self.sparse_rows(features)
+        return self.policy_net(features) if rows is None else self._trunk(self.policy_net, rows)
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
-        return self.value_net(features)
+        rows = self.sparse_rows(features)
+        return self.value_net(features) if rows is None else self._trunk(self.value_net, rows)
+
+    def sparse_rows(
+        self, x: th.Tensor, one_hots: Sequence[tuple[th.Tensor, int]] = ()
+    ) -> SparseRows | None:
+        """The input rows ``[x, one-hots]`` in sparse form when this module takes sparse
+        input and that pays off (:func:`baselines_sb3.sparse.sparse_rows`), else ``None``."""
+        if not self.sparse_input or not len(self.policy_net):
+            return None
+        return sparse_rows(x, self.policy_net[0].weight, one_hots)
+
+    def forward_rows(self, rows: SparseRows) -> tuple[th.Tensor, th.Tensor]:
+        """``forward`` of the input that ``rows`` holds."""
+        return self._trunk(self.policy_net, rows), self._trunk(self.value_net, rows)
+
+    @staticmethod
+    def _trunk(trunk: nn.Sequential, rows: SparseRows) -> th.Tensor:
+        first, *rest = trunk
+        x = sparse_linear(rows, first.weight, first.bias)
+        for layer in rest:
+            x = layer(x)
+        return x

@@ -38,10 +38,12 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.distributions import DiagGaussianDistribution, Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.preprocessing import preprocess_obs
+from stable_baselines3.common.preprocessing import is_image_space, preprocess_obs
+from stable_baselines3.common.torch_layers import FlattenExtractor
 from torch import nn
 
 from baselines_sb3.networks import SeparateTrunks
+from baselines_sb3.sparse import SparseRows
 
 OBS_KEY = "obs"
 TASK_KEY = "task_id"
@@ -186,6 +188,14 @@ class ContinualPolicy(ActorCriticPolicy):
             )
         else:
             super()._build_mlp_extractor()
+        inner = self.inner_observation_space
+        self._sparse_features = (
+            isinstance(self.mlp_extractor, SeparateTrunks)
+            and isinstance(self.features_extractor, FlattenExtractor)
+            and isinstance(inner, spaces.Box)
+            and not (self.normalize_images and is_image_space(inner, check_channels=False))
+            and not self.previous_action_reward
+        )
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
@@ -260,7 +270,21 @@ class ContinualPolicy(ActorCriticPolicy):
         return parts[0] if len(parts) == 1 else th.cat(parts, dim=1)
 
     def latents(self, obs: Any) -> tuple[th.Tensor, th.Tensor]:
+        rows = self.sparse_features(obs)
+        if rows is not None:
+            return self.mlp_extractor.forward_rows(rows)
         return self.mlp_extractor(self.features(obs))
+
+    def sparse_features(self, obs: Any) -> SparseRows | None:
+        """``features(obs)`` as :class:`~baselines_sb3.sparse.SparseRows`, built from the raw
+        observation without a dense float copy, when the trunks take sparse input (MEAL's
+        :class:`~baselines_sb3.networks.SeparateTrunks`), the features are the flattened
+        observation (plus the task one-hot) and that pays off; else ``None``."""
+        if not self._sparse_features:
+            return None
+        x = obs[OBS_KEY] if _keys(self.observation_space) else obs
+        one_hots = [(self.task_ids(obs), self.num_tasks)] if self.task_id_input else []
+        return self.mlp_extractor.sparse_rows(x.reshape(x.shape[0], -1), one_hots)
 
     def heads(
         self,

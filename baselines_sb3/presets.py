@@ -439,6 +439,8 @@ def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
         "cnn_features_dim": None,
         "ortho_init": True,
         "trunk_layer_norm": True,
+        # optax's Adam eps as SB3's default; fused: one kernel per step (same update)
+        "optimizer_kwargs": {"eps": 1e-5, "fused": True},
         "normalize_images": False,  # counts and flags, not pixels
         "action_mask_mode": "sampling",
         "previous_action_reward": False,

@@ -1,33 +1,296 @@
-"""MEAL speed: our adapters against meal-bench's own JAX loops, side by side in one run.
+"""MEAL speed: our IPPO main job against MEAL's own JAX IPPO, side by side in one run.
 
-1. SB3 VecEnv (``MealSB3VecEnv``, ``--num-envs`` envs x 2 agents, random actions, host
-   arrays every step) vs meal-bench's jit+vmap rollout of the same kitchen (``lax.scan``
-   over ``Overcooked.step`` with on-device random actions). Target ratio >= 0.30.
-2. ``MealParallelEnv`` (one env, dict actions, numpy observations) vs a bare Python loop of
-   jitted single-env meal-bench steps that also fetches the observations and rewards to
-   the host (what any policy needs). Target ratio >= 0.80.
+**Training** (issue 15 item 8; the default). Training env-steps/s of ``cl-suites run
+--suite MEAL-2 --method ft --preset paper`` (the real ``run_main_job``: 16 envs x 128
+steps per update, 8 epochs x 8 minibatches, MEAL's network) against MEAL's paper-time
+``baselines/IPPO_CL.py`` with the same settings (``--cl-method ft --seq-length 2
+--difficulty easy``, its defaults being Table 4's), on the same machine, at each
+``--num-envs``. Each side runs in its own process, the two alternate ``--repeats`` times,
+and the best rate of each side gives the ratio. Evaluation is off on both sides and
+compile time is reported apart:
 
-Both count env steps (one joint action = one step). Usage::
+* MEAL jits one ``lax.scan`` over all updates of a task. Its ``train_on_environment`` is
+  compiled ahead of time (``.lower().compile()``, timed as compile) and then run (timed
+  as training: all ``--updates`` + 1 updates of the first task). ``--no-evaluation``
+  switches off its periodic evaluation.
+* Ours runs the job with ``--updates`` + 2 updates per task and times the first task:
+  setup and the first update (JAX compile of the kitchen, torch warm-up) are reported
+  as compile, the next ``--updates`` updates as training (the last update, whose
+  rollout compiles the next kitchen's reset, is not timed). Evaluation and checkpoints
+  fall outside the timed updates.
 
-    python benchmarks/bench_meal.py [--num-envs 1024] [--steps 400] [--repeats 3]
-        [--layout cramped_room]
+MEAL's code is never copied into this project; get a checkout of it and pass its path::
+
+    git clone https://github.com/TTomilin/MEAL /tmp/meal && git -C /tmp/meal checkout 7d81858
+    python benchmarks/bench_meal.py --meal-repo /tmp/meal [--num-envs 16 256 1024]
+        [--updates 8 4 2] [--repeats 3]
+
+MEAL's script is imported from that checkout and run with runtime patches only (no file
+is edited): its forced ``jax_platform_name="gpu"`` is skipped (CPU runs), W&B is
+disabled, its TensorBoard logs go to a temporary directory, its per-task parameter files
+are redirected there too, and the visualisation-only packages it imports at module level
+(``IPython``, ``ipywidgets``, ``safetensors``) are stubbed when not installed (GIF
+recording is off). It needs flax, optax, distrax, chex, tyro and tensorboardX.
+
+**Env** (``--env``): the adapters alone against meal-bench's own jitted loops.
+``MealSB3VecEnv`` (random actions, host arrays every step) vs meal-bench's jit+vmap
+``lax.scan`` rollout (target >= 0.30), and ``MealParallelEnv`` vs a bare loop of jitted
+single-env steps fetching observations and rewards (target >= 0.80).
+
+Steps are env steps (one joint action of all agents).
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+import types
+from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-from cl_suites.meal import build_suite, make_parallel
-from cl_suites.meal.batched import MealBatchedEnv
-from cl_suites.meal.sb3_vec import MealSB3VecEnv
+ROOT = Path(__file__).resolve().parent.parent
+N_STEPS = 128
+"""Steps per env per PPO update, both sides (MEAL Table 4)."""
+VISUALISATION_ONLY = ("IPython", "IPython.display", "ipywidgets", "safetensors", "safetensors.flax")
 
 
+# ----------------------------------------------------------------------------- MEAL's side
+class _Stub(types.ModuleType):
+    """A module whose every attribute is a no-op callable (visualisation-only imports)."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+
+class _StopAfterTasks(Exception):
+    pass
+
+
+def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
+    """MEAL's ``IPPO_CL.main()`` on MEAL-2 (easy); per task: compile and training seconds."""
+    import jax
+
+    for name in VISUALISATION_ONLY:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            sys.modules[name] = _Stub(name)
+    sys.path.insert(0, str(repo))
+    workdir = Path(tempfile.mkdtemp(prefix="meal-bench-"))
+    os.chdir(workdir)  # its TensorBoard runs/ directory
+    os.environ["WANDB_MODE"] = "disabled"
+    module = importlib.import_module("baselines.IPPO_CL")
+    import wandb
+
+    wandb.login = lambda *args, **kwargs: None
+    results: list[dict] = []
+    real_jit, real_open, real_os = jax.jit, builtins.open, module.os
+    repo_root = str(repo.resolve())
+
+    def redirect(path):
+        path = os.fspath(path)
+        return str(workdir / os.path.relpath(path, repo_root)) if path.startswith(repo_root) else path
+
+    class JaxProxy(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(jax, name)
+
+    class ConfigProxy:
+        def update(self, name, value):
+            if name != "jax_platform_name":  # MEAL forces "gpu"; run on this machine's CPU
+                jax.config.update(name, value)
+
+        def __getattr__(self, name):
+            return getattr(jax.config, name)
+
+    class OsProxy(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def makedirs(self, path, *args, **kwargs):
+            return real_os.makedirs(redirect(path), *args, **kwargs)
+
+    def timed_jit(fun=None, **kwargs):
+        if fun is None:
+            return lambda f: timed_jit(f, **kwargs)
+        jitted = real_jit(fun, **kwargs)
+        if getattr(fun, "__name__", "") != "train_on_environment":
+            return jitted
+        static = set(kwargs.get("static_argnums", ()))
+
+        def run(*args):
+            env = args[2]
+            t0 = time.perf_counter()
+            compiled = jitted.lower(*args).compile()
+            t1, c1 = time.perf_counter(), time.process_time()
+            out = compiled(*[a for i, a in enumerate(args) if i not in static])
+            jax.block_until_ready(out)
+            t2, c2 = time.perf_counter(), time.process_time()
+            results.append(
+                {
+                    "compile_s": t1 - t0,
+                    "train_s": t2 - t1,
+                    "train_cpu_s": c2 - c1,
+                    "updates": updates + 1,
+                    "obs_shape": list(env.observation_space().shape),
+                }
+            )
+            if len(results) >= tasks:
+                raise _StopAfterTasks
+            return out
+
+        return run
+
+    proxy = JaxProxy("jax")
+    proxy.config = ConfigProxy()
+    proxy.jit = timed_jit
+    module.jax = proxy
+    module.os = OsProxy("os")
+    module.open = lambda path, *args, **kwargs: real_open(redirect(path), *args, **kwargs)
+    sys.argv = [
+        "IPPO_CL",
+        *("--cl-method", "ft", "--seq-length", "2", "--difficulty", "easy", "--seed", "0"),
+        *("--num-envs", str(num_envs), "--num-steps", str(N_STEPS)),
+        *("--update-epochs", "8", "--num-minibatches", "8"),
+        *("--steps-per-task", str((updates + 1) * num_envs * N_STEPS)),
+        *("--no-evaluation", "--no-record-gif", "--wandb-mode", "disabled"),
+    ]
+    try:
+        module.main()
+    except _StopAfterTasks:
+        pass
+    return {"tasks": results}
+
+
+# ----------------------------------------------------------------------------- our side
+def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
+    """``run_main_job`` on MEAL-2 (ft, paper preset); per task: first update (compile and
+    warm-up) and the next ``updates`` updates, timed at the end of each PPO update."""
+    import torch as th
+
+    from baselines_sb3 import learners
+    from baselines_sb3.main_job import run_main_job
+
+    marks: list[tuple[float, float, int]] = []
+    train = learners.ContinualPPO.train
+    started = time.perf_counter()
+    per_task = updates + 2  # the next task's kitchens compile in the last rollout: untimed
+
+    def timed_train(self) -> None:
+        train(self)
+        marks.append((time.perf_counter(), time.process_time(), th.get_num_threads()))
+        if len(marks) >= (tasks - 1) * per_task + updates + 1:
+            raise _StopAfterTasks
+
+    learners.ContinualPPO.train = timed_train
+    run_dir = Path(tempfile.mkdtemp(prefix="ours-bench-"))
+    budget = per_task * num_envs * N_STEPS
+    try:
+        run_main_job(
+            suite="MEAL-2",
+            method="ft",
+            preset="paper",
+            seed=0,
+            run_dir=run_dir,
+            resume=False,
+            num_envs=num_envs,
+            overrides={
+                "steps_per_task": budget,
+                "eval_every": budget,
+                "checkpoint_every": 10**12,
+                "report": False,
+            },
+        )
+    except _StopAfterTasks:
+        pass
+    results = []
+    for task in range(tasks):
+        first = task * per_task
+        begin = marks[first - 1][0] if first else started
+        results.append(
+            {
+                "compile_s": marks[first][0] - begin,  # setup + first update (JIT, warm-up)
+                "train_s": marks[first + updates][0] - marks[first][0],
+                "train_cpu_s": marks[first + updates][1] - marks[first][1],
+                "updates": updates,
+                "torch_threads": marks[first + updates][2],
+            }
+        )
+    return {"tasks": results}
+
+
+def _rate(result: dict, num_envs: int) -> float:
+    """Training env-steps/s over the timed tasks."""
+    steps = sum(t["updates"] for t in result["tasks"]) * num_envs * N_STEPS
+    return steps / sum(t["train_s"] for t in result["tasks"])
+
+
+def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> dict:
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        side,
+        "--num-envs",
+        str(num_envs),
+        "--updates",
+        str(updates),
+        "--tasks",
+        str(args.tasks),
+    ]
+    if side == "meal":
+        command += ["--meal-repo", str(args.meal_repo)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
+    if done.returncode != 0 or not lines:
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise RuntimeError(f"the {side} run with {num_envs} envs failed (exit {done.returncode})")
+    return json.loads(lines[-1][len("BENCH_RESULT ") :])
+
+
+def bench_training(args: argparse.Namespace) -> None:
+    updates = list(args.updates) + [args.updates[-1]] * (len(args.num_envs) - len(args.updates))
+    rows = []
+    for num_envs, n_updates in zip(args.num_envs, updates, strict=False):
+        best: dict[str, dict | None] = {"meal": None, "ours": None}
+        for repeat in range(args.repeats):
+            order = ("meal", "ours") if repeat % 2 == 0 else ("ours", "meal")
+            for side in order:
+                result = _child(side, args, num_envs, n_updates)
+                rate = _rate(result, num_envs)
+                print(
+                    f"  {num_envs:5d} envs  {side:4s} run {repeat + 1}: {rate:9,.0f} env-steps/s "
+                    f"(compile {result['tasks'][0]['compile_s']:.1f} s)",
+                    flush=True,
+                )
+                if best[side] is None or rate > _rate(best[side], num_envs):
+                    best[side] = result
+        meal, ours = _rate(best["meal"], num_envs), _rate(best["ours"], num_envs)
+        rows.append((num_envs, meal, ours, best))
+    print(f"\nMEAL-2 ft, 128 steps/update, 8 epochs x 8 minibatches; best of {args.repeats}")
+    print(" envs | MEAL IPPO_CL.py (JAX) | ours (run_main_job) | ratio | compile MEAL / ours")
+    for num_envs, meal, ours, best in rows:
+        compile_meal = best["meal"]["tasks"][0]["compile_s"]
+        compile_ours = best["ours"]["tasks"][0]["compile_s"]
+        print(
+            f" {num_envs:4d} | {meal:15,.0f} /s    | {ours:13,.0f} /s     | {ours / meal:5.2f} "
+            f"| {compile_meal:5.1f} s / {compile_ours:4.1f} s"
+        )
+    print(f"target: ratio >= 1.0 at 16 envs; load average now {os.getloadavg()[0]:.2f}")
+
+
+# ----------------------------------------------------------------------------- env level
 def bench_meal_bench_vmap(layout: str, num_envs: int, steps: int) -> float:
+    import jax
     from meal.env import Overcooked
 
     env = Overcooked(layout_name=layout, max_steps=400)
@@ -57,6 +320,12 @@ def bench_meal_bench_vmap(layout: str, num_envs: int, steps: int) -> float:
 
 
 def bench_sb3(layout: str, num_envs: int, steps: int) -> float:
+    import numpy as np
+
+    from cl_suites.meal import build_suite
+    from cl_suites.meal.batched import MealBatchedEnv
+    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+
     suite = build_suite(1, strategy="ordered", layout_names=[layout], steps_per_task=10**9)
     vec = MealSB3VecEnv(MealBatchedEnv(suite, num_envs))
     vec.seed(0)
@@ -71,6 +340,9 @@ def bench_sb3(layout: str, num_envs: int, steps: int) -> float:
 
 
 def bench_bare_single(layout: str, steps: int) -> float:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
     from meal.env import Overcooked
 
     env = Overcooked(layout_name=layout, max_steps=400)
@@ -97,6 +369,10 @@ def bench_bare_single(layout: str, steps: int) -> float:
 
 
 def bench_parallel(layout: str, steps: int) -> float:
+    import numpy as np
+
+    from cl_suites.meal import make_parallel
+
     env = make_parallel(1, strategy="ordered", layout_names=[layout], steps_per_task=10**9)
     env.reset(seed=0)
     actions = np.random.default_rng(0).integers(6, size=(steps + 5, 2))
@@ -110,21 +386,14 @@ def bench_parallel(layout: str, steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=400, help="400 = one episode end included")
-    parser.add_argument("--single-steps", type=int, default=2000)
-    parser.add_argument("--layout", default="cramped_room")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved; best of N each")
-    args = parser.parse_args()
-
+def bench_env(args: argparse.Namespace) -> None:
+    num_envs = args.num_envs[-1]
     ref = ours = bare = par = 0.0
     for _ in range(args.repeats):
-        ref = max(ref, bench_meal_bench_vmap(args.layout, args.num_envs, args.steps))
-        ours = max(ours, bench_sb3(args.layout, args.num_envs, args.steps))
-    print(f"meal-bench jit+vmap scan, {args.num_envs} envs : {ref:12,.0f} env-steps/s")
-    print(f"MealSB3VecEnv,           {args.num_envs} envs : {ours:12,.0f} env-steps/s")
+        ref = max(ref, bench_meal_bench_vmap(args.layout, num_envs, args.steps))
+        ours = max(ours, bench_sb3(args.layout, num_envs, args.steps))
+    print(f"meal-bench jit+vmap scan, {num_envs} envs : {ref:12,.0f} env-steps/s")
+    print(f"MealSB3VecEnv,           {num_envs} envs : {ours:12,.0f} env-steps/s")
     print(f"  ratio {ours / ref:.2f}  (target >= 0.30; best of {args.repeats} each)")
     for _ in range(args.repeats):
         bare = max(bare, bench_bare_single(args.layout, args.single_steps))
@@ -132,6 +401,42 @@ def main() -> None:
     print(f"bare jitted meal-bench loop, 1 env   : {bare:12,.0f} env-steps/s")
     print(f"MealParallelEnv, 1 env               : {par:12,.0f} env-steps/s")
     print(f"  ratio {par / bare:.2f}  (target >= 0.80)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meal-repo", type=Path, help="a checkout of TTomilin/MEAL at 7d81858")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 256, 1024])
+    parser.add_argument(
+        "--updates", type=int, nargs="+", default=[8, 4, 2], help="timed updates per --num-envs"
+    )
+    parser.add_argument("--tasks", type=int, default=1, help="tasks of MEAL-2 to time (1 or 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved; best of N each")
+    parser.add_argument("--env", action="store_true", help="the env-level comparisons instead")
+    parser.add_argument("--steps", type=int, default=400, help="--env: steps per vector rollout")
+    parser.add_argument("--single-steps", type=int, default=2000, help="--env: single-env steps")
+    parser.add_argument("--layout", default="cramped_room", help="--env: preset kitchen")
+    parser.add_argument("--child", choices=("meal", "ours"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        n, updates = args.num_envs[0], args.updates[0]
+        if args.child == "meal":
+            result = run_meal(args.meal_repo, n, updates, args.tasks)
+        else:
+            result = run_ours(n, updates, args.tasks)
+        print("BENCH_RESULT " + json.dumps(result), flush=True)
+        return
+    if args.env:
+        bench_env(args)
+        return
+    if args.meal_repo is None or not (args.meal_repo / "baselines" / "IPPO_CL.py").exists():
+        parser.error(
+            "--meal-repo must be a checkout of TTomilin/MEAL at 7d81858 (with "
+            "baselines/IPPO_CL.py); see this script's docstring"
+        )
+    if args.tasks not in (1, 2):
+        parser.error(f"--tasks must be 1 or 2, got {args.tasks}")
+    bench_training(args)
 
 
 if __name__ == "__main__":
