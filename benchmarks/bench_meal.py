@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import contextlib
 import importlib
 import json
 import os
@@ -97,7 +98,9 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
     def redirect(path):
         path = os.fspath(path)
-        return str(workdir / os.path.relpath(path, repo_root)) if path.startswith(repo_root) else path
+        if not path.startswith(repo_root):
+            return path
+        return str(workdir / os.path.relpath(path, repo_root))
 
     class JaxProxy(types.ModuleType):
         def __getattr__(self, name):
@@ -163,10 +166,8 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
         *("--steps-per-task", str((updates + 1) * num_envs * N_STEPS)),
         *("--no-evaluation", "--no-record-gif", "--wandb-mode", "disabled"),
     ]
-    try:
+    with contextlib.suppress(_StopAfterTasks):
         module.main()
-    except _StopAfterTasks:
-        pass
     return {"tasks": results}
 
 
@@ -193,7 +194,7 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
     learners.ContinualPPO.train = timed_train
     run_dir = Path(tempfile.mkdtemp(prefix="ours-bench-"))
     budget = per_task * num_envs * N_STEPS
-    try:
+    with contextlib.suppress(_StopAfterTasks):
         run_main_job(
             suite="MEAL-2",
             method="ft",
@@ -209,8 +210,6 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
                 "report": False,
             },
         )
-    except _StopAfterTasks:
-        pass
     results = []
     for task in range(tasks):
         first = task * per_task
@@ -248,7 +247,8 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
     ]
     if side == "meal":
         command += ["--meal-repo", str(args.meal_repo)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=pythonpath)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
     if done.returncode != 0 or not lines:

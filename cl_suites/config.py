@@ -238,8 +238,8 @@ def merge(
 
 def known_options(config: RunConfig) -> dict[str, tuple[str, ...]] | None:
     """The option names a run accepts, by section (``job``, ``learner``, ``method``,
-    ``suite``), or ``None`` when they cannot be listed (MEAL, or a suite builder that takes
-    any keyword)."""
+    ``policy``, ``suite``), or ``None`` when they cannot be listed (MEAL, or a suite
+    builder that takes any keyword)."""
     from cl_suites.suites import find_suite
 
     if config.is_meal:
@@ -264,6 +264,7 @@ def known_options(config: RunConfig) -> dict[str, tuple[str, ...]] | None:
         "job": tuple(JOB_OPTIONS),
         "learner": tuple(hp["learner"]),
         "method": tuple(hp["method"]),
+        "policy": presets.POLICY_OPTIONS,  # network, net_arch, ...: the job takes them too
         "suite": suite_keys,
     }
 

@@ -35,7 +35,7 @@ def test_sparse_linear_equals_linear_with_the_same_gradients():
     out = sparse_linear(sparse_rows(x, layer.weight), layer.weight, layer.bias)
     out.square().sum().backward()
     th.testing.assert_close(out, dense_out, rtol=1e-5, atol=1e-5)
-    for p, g in zip(layer.parameters(), dense_grads):
+    for p, g in zip(layer.parameters(), dense_grads, strict=True):
         th.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
 
 
@@ -60,7 +60,7 @@ def test_meal_trunks_give_the_dense_trunks_outputs_and_gradients():
     target = th.randn(len(x), 128, generator=th.Generator().manual_seed(2))
     for pi, vf in outs:  # not pi.sum(): LayerNorm makes that gradient ~0
         ((pi * target).sum() + vf.square().sum()).backward()
-    for a, b in zip(outs[0], outs[1]):
+    for a, b in zip(outs[0], outs[1], strict=True):
         th.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    for (name, p), q in zip(sparse.named_parameters(), dense.parameters()):
+    for (name, p), q in zip(sparse.named_parameters(), dense.parameters(), strict=True):
         th.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=2e-4, msg=name)  # summation order
