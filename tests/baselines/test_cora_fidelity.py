@@ -630,6 +630,7 @@ def test_cora_presets_per_suite():
     assert atari["previous_action_reward"] and not atari["ortho_init"]
     assert atari["time_limit_terminal"] and atari["action_mask_mode"] == "sampling"
     assert presets.resolve("Procgen6", "vtrace", "ft", "paper")["network"] == "residual"
+    assert presets.resolve("Procgen6", "vtrace", "ft", "small")["network"] == "shallow"
     minihack = presets.resolve("MiniHack15", "vtrace", "ft", "paper")
     assert minihack["reward_clip"] is None and minihack["network"] == "shallow"
     assert {k: minihack["learner"][k] for k in presets.CORA_MINIHACK_VTRACE} == {
