@@ -269,6 +269,16 @@ def test_action_masks_as_cora_nets():
     assert (log_prob_full < -1e6).all()  # masked actions have no probability
 
 
+def test_cora_evaluation_is_greedy_by_default():
+    from baselines_sb3.main_job import resolve_job
+
+    for suite in ("Atari6", "Procgen6", "MiniHack15"):
+        spec = resolve_job(
+            suite=suite, method="ft", learner=None, preset="paper", num_envs=None, overrides={}
+        )
+        assert spec.job.get("eval_deterministic", True) is True
+
+
 # --------------------------------------------------------------------------- EWC
 class _TinyPolicy(th.nn.Module):
     """logits = W x, value = v . x (a network whose gradients are written by hand)."""
