@@ -158,7 +158,11 @@ class PreviousActionReward(VecEnvWrapper):
 
 class VecClipReward(VecEnvWrapper):
     """Clips training rewards to ``[low, high]`` (CORA's IMPALA: ``[-1, 1]``). Episode
-    statistics in ``info["episode"]`` stay in the simulator's units."""
+    statistics in ``info["episode"]`` stay in the simulator's units.
+
+    Not gymnasium's vector ``ClipReward``: that wraps the sequence vector env below the SB3
+    adapter, where the clipped reward would also reach the episode statistics, the run
+    log and the evaluator's source; here only the learner sees it (3 lines either way)."""
 
     def __init__(self, venv: VecEnv, low: float = -1.0, high: float = 1.0):
         super().__init__(venv)
