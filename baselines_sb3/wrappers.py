@@ -160,9 +160,10 @@ class VecClipReward(VecEnvWrapper):
     """Clips training rewards to ``[low, high]`` (CORA's IMPALA: ``[-1, 1]``). Episode
     statistics in ``info["episode"]`` stay in the simulator's units.
 
-    Not gymnasium's vector ``ClipReward``: that wraps the sequence vector env below the SB3
-    adapter, where the clipped reward would also reach the episode statistics, the run
-    log and the evaluator's source; here only the learner sees it (3 lines either way)."""
+    Not gymnasium's vector ``ClipReward``: it wraps a gymnasium ``VectorEnv``, while the
+    learner's stack (:func:`baselines_sb3.factory.wrap_env`) is built on SB3 VecEnvs, one
+    of which (MEAL's ``MealSB3VecEnv``) has no gymnasium vector env below it; using it
+    would split one wrapper chain into two kinds for three lines of clipping."""
 
     def __init__(self, venv: VecEnv, low: float = -1.0, high: float = 1.0):
         super().__init__(venv)
