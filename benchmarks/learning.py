@@ -130,8 +130,8 @@ RUNS: tuple[LearningRun, ...] = (
         "Procgen6",
         "second line: shallow network (CORA Fig. 11)",
         {"games": ["climber"], "network": "shallow"},
-        steps=640_000,
-        eval_every=80_000,
+        steps=1_600_000,
+        eval_every=160_000,
         eval_episodes=5,
     ),
     LearningRun(
@@ -280,14 +280,21 @@ def _follow(
 
 # ----------------------------------------------------------------- results
 def read_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(eval.csv, episodes.csv) of a run directory, empty frames when missing."""
+    """(eval.csv, episodes.csv) of a run directory, empty frames when missing.
+
+    Training episodes that the end of a finished run's budget cut (logged at its last step
+    with partial returns, one per sub-env) are left out: they are not played episodes."""
     frames = []
     for name in ("eval.csv", "episodes.csv"):
         path = run_dir / name
         frames.append(
             pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
         )
-    return frames[0], frames[1]
+    evals, episodes = frames
+    progress = read_progress(run_dir) or {}
+    if len(episodes) and progress.get("state") == "finished":
+        episodes = episodes[episodes["total_step"] < progress["total_steps"]]
+    return evals, episodes
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:

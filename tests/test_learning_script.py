@@ -59,11 +59,17 @@ def test_summary_of_a_run_directory(learning, tmp_path):
         "0,0,a,train,-0.1,0,10,1\n0,0,a,test,-0.2,0,10,1\n"
         "40,0,a,train,0.4,0,10,2\n40,0,a,test,0.1,0,10,2\n"
     )
-    (run_dir / "episodes.csv").write_text("total_step,episode_return\n10,1.0\n20,3.0\n")
+    (run_dir / "episodes.csv").write_text(  # the last row: cut by the end of the budget
+        "total_step,episode_return\n10,1.0\n20,3.0\n40,100.0\n"
+    )
+    (run_dir / "progress.json").write_text(
+        json.dumps({"state": "finished", "total_step": 40, "total_steps": 40})
+    )
     (tmp_path / f"{run.name}.timing.json").write_text(
         json.dumps({"wall_s": 60.0, "cpu_s": 30.0, "load_samples": [1.0, 3.0], "sessions": 1})
     )
     (row,) = learning.summary_rows((run,), tmp_path)
     assert (row["train_first"], row["train_last"], row["test_best"]) == (-0.1, 0.4, 0.1)
     assert (row["wall_min"], row["load"], row["train_episodes_k"]) == (1.0, 2.0, 1)
+    assert row["train_episodes_last"] == 3.0  # the cut episode is left out
     assert "-0.1 -> 0.4 (best 0.4)" in learning.markdown_table([row])
