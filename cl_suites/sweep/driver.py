@@ -105,15 +105,7 @@ def _check_run(run: RunSpec) -> None:
     """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
     from baselines_sb3.main_job import resolve_job
 
-    resolve_job(
-        suite=run.suite,
-        method=run.method,
-        learner=run.learner,
-        preset=run.preset,
-        num_envs=run.num_envs,
-        overrides=dict(run.overrides),
-        seed=run.seed,
-    )
+    resolve_job(**run.job_kwargs())
 
 
 def run_sweep(
