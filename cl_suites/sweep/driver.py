@@ -248,6 +248,8 @@ def _execute(
                 ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=REFRESH_S)
                 for ref in ready:
                     run = pending.pop(ref)
+                    # a retry that began and ended between two polls is still announced
+                    _update_running(run, rows[run.name], sdir, invocation, console)
                     _collect(ray, ref, run, rows[run.name], console)
                 for run in pending.values():
                     _update_running(run, rows[run.name], sdir, invocation, console)
@@ -299,7 +301,8 @@ def _collect(ray: Any, ref: Any, run: RunSpec, row: dict[str, Any], console: Con
 def _update_running(
     run: RunSpec, row: dict[str, Any], sdir: SweepDir, invocation: str, console: Console
 ) -> None:
-    """running / retrying, from the attempts the run's workers recorded."""
+    """running / retrying, from the attempts the run's workers recorded; a new attempt of
+    this invocation beyond the first is announced once as a retry."""
     attempts = sdir.read_status(run.name).get("attempts", [])
     mine = [a for a in attempts if a.get("invocation") == invocation]
     if not mine:
