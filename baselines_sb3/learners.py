@@ -43,6 +43,8 @@ from baselines_sb3.cl.base import (
     install_loss_hook,
     latest_step_segment,
 )
+from baselines_sb3.policies import SPARSE_ROWS_KEY
+from baselines_sb3.sparse import MIN_ROWS, SparseRows
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "linear-per-task", "linear-steps")
@@ -64,6 +66,10 @@ class TaskSwitchLearner:
     lr_schedule_kind: str
     lr_decay_steps: int | None
     reset_optimizer_at_switch: bool
+    update_threads: int | None = None
+    """torch's intra-op threads during an update (the epochs over a rollout); ``None``:
+    whatever the process uses. A MEAL run acts with one thread (torch's spinning workers
+    would take the cores from JAX's env steps) and updates with all of them."""
 
     def _init_task_schedule(
         self,
@@ -91,6 +97,18 @@ class TaskSwitchLearner:
         self._switch_source = find_task_switch_source(self.env)  # type: ignore[attr-defined]
         if self._switch_source is not None:
             self._unsubscribe = self._switch_source.on_task_switch(self._on_task_switch)
+
+    def train(self) -> None:
+        """One update (``_update``), with ``update_threads`` threads if set."""
+        previous = th.get_num_threads()
+        threads = self.update_threads or previous
+        if threads != previous:
+            th.set_num_threads(threads)
+        try:
+            self._update()  # type: ignore[attr-defined]
+        finally:
+            if threads != previous:
+                th.set_num_threads(previous)
 
     def _on_task_switch(self, event: Any) -> None:
         if self.reset_optimizer_at_switch:
@@ -152,6 +170,43 @@ class VTraceRolloutBuffer(_BootstrapMixin, RolloutBuffer):
 
 class VTraceDictRolloutBuffer(_BootstrapMixin, DictRolloutBuffer):
     """Rollout buffer for V-trace (Dict observations)."""
+
+
+class SparseRowsRolloutBuffer(DictRolloutBuffer):
+    """SB3's ``DictRolloutBuffer`` whose minibatches also carry the policy's sparse input
+    rows (:class:`~baselines_sb3.sparse.SparseRows`, under ``SPARSE_ROWS_KEY`` of
+    ``observations``), found once per rollout instead of once per minibatch.
+
+    ``rows_of`` (the policy's ``sparse_features``) maps the whole flattened rollout's
+    observations to rows, or to ``None`` when its trunks do not take sparse input; each
+    minibatch of at least ``MIN_ROWS`` rows then takes its rows from them
+    (:meth:`SparseRows.take`: the same entries in the same order as building them from the
+    minibatch, so training is unchanged bit for bit). MEAL's PPO epochs read each
+    observation 8 times; finding the non-zero entries once saves about 2 ms of a 512-row
+    minibatch.
+    """
+
+    rows_of: Callable[[dict[str, th.Tensor]], SparseRows | None] | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        self._rows: SparseRows | None = None
+        self._rows_found = False
+
+    def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:  # type: ignore[override]
+        samples = super()._get_samples(batch_inds, env)
+        rows = self._rollout_rows() if len(batch_inds) >= MIN_ROWS else None
+        if rows is not None:
+            samples.observations[SPARSE_ROWS_KEY] = rows.take(th.as_tensor(batch_inds))
+        return samples
+
+    def _rollout_rows(self) -> SparseRows | None:
+        if not self._rows_found:  # get() has flattened the observations to (T * E, ...)
+            if self.rows_of is not None:
+                obs = {key: th.as_tensor(value) for key, value in self.observations.items()}
+                self._rows = self.rows_of(obs)
+            self._rows_found = True
+        return self._rows
 
 
 def _obs_tensor(observations: Any, device: th.device) -> Any:
@@ -285,7 +340,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         if self.normalize_reward:
             self.policy.reward_normalizer = RunningRewardStd().to(self.device)
 
-    def train(self) -> None:
+    def _update(self) -> None:
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         if self.cl_method is not None and self.cl_method.custom_update(self):
@@ -400,7 +455,14 @@ class ContinualPPO(TaskSwitchLearner, PPO):
             kwargs["batch_size"] = max(1, n_steps * int(env.num_envs) // int(n_minibatches))
         super().__init__(*args, **kwargs)
 
-    def train(self) -> None:
+    def _setup_model(self) -> None:
+        if self.rollout_buffer_class is None and isinstance(self.observation_space, spaces.Dict):
+            self.rollout_buffer_class = SparseRowsRolloutBuffer
+        super()._setup_model()
+        if isinstance(self.rollout_buffer, SparseRowsRolloutBuffer):
+            self.rollout_buffer.rows_of = getattr(self.policy, "sparse_features", None)
+
+    def _update(self) -> None:
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         if self.cl_method is not None and self.cl_method.custom_update(self):

@@ -47,6 +47,9 @@ from baselines_sb3.sparse import SparseRows
 
 OBS_KEY = "obs"
 TASK_KEY = "task_id"
+SPARSE_ROWS_KEY = "_sparse_rows"
+"""Minibatch observations may carry the policy's :class:`SparseRows` under this key
+(:class:`~baselines_sb3.learners.SparseRowsRolloutBuffer`); it is not an env key."""
 PREV_ACTION_KEY = "prev_action"
 PREV_REWARD_KEY = "prev_reward"
 POLICY_INPUT_KEYS: tuple[str, ...] = (OBS_KEY, TASK_KEY, PREV_ACTION_KEY, PREV_REWARD_KEY)
@@ -282,6 +285,8 @@ class ContinualPolicy(ActorCriticPolicy):
         observation (plus the task one-hot) and that pays off; else ``None``."""
         if not self._sparse_features:
             return None
+        if isinstance(obs, dict) and SPARSE_ROWS_KEY in obs:  # found once per rollout
+            return obs[SPARSE_ROWS_KEY]
         x = obs[OBS_KEY] if _keys(self.observation_space) else obs
         one_hots = [(self.task_ids(obs), self.num_tasks)] if self.task_id_input else []
         return self.mlp_extractor.sparse_rows(x.reshape(x.shape[0], -1), one_hots)

@@ -89,6 +89,20 @@ class SparseRows:
         th.cumsum(counts, 0, out=indptr[1:])
         return cls(cols, values, indptr, (rows, total_width))
 
+    def take(self, index: th.Tensor) -> SparseRows:
+        """The rows ``index`` ``(b,)`` long, in that order, as a new batch (the same entries
+        as building it from those rows of the input)."""
+        index = index.reshape(-1).long()
+        counts = (self.indptr[1:] - self.indptr[:-1])[index]
+        indptr = th.zeros(len(index) + 1, dtype=th.int64)
+        th.cumsum(counts, 0, out=indptr[1:])
+        # entry j of output row r is entry j of input row index[r]
+        shift = th.repeat_interleave(self.indptr[index] - indptr[:-1], counts)
+        entries = th.arange(int(indptr[-1])) + shift
+        return SparseRows(
+            self.cols[entries], self.values[entries], indptr, (len(index), self.shape[1])
+        )
+
     def csr(self) -> scipy.sparse.csr_matrix:
         """The same entries as a scipy CSR matrix (sharing the index and value memory)."""
         if self._csr is None:

@@ -19,6 +19,10 @@ compile time is reported apart:
   rollout compiles the next kitchen's reset, is not timed). Evaluation and checkpoints
   fall outside the timed updates.
 
+The script also prints each side's seconds per update, ours split into the rollout and the
+PPO epochs, and the ratio a rollout that cost nothing would give (MEAL's update / our
+epochs).
+
 MEAL's code is never copied into this project; get a checkout of it and pass its path::
 
     git clone https://github.com/TTomilin/MEAL /tmp/meal && git -C /tmp/meal checkout 7d81858
@@ -181,12 +185,15 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
     from baselines_sb3.main_job import run_main_job
 
     marks: list[tuple[float, float, int]] = []
+    epochs_s: list[float] = []  # seconds in the PPO epochs (``train``) of each update
     train = learners.ContinualPPO.train
     started = time.perf_counter()
     per_task = updates + 2  # the next task's kitchens compile in the last rollout: untimed
 
     def timed_train(self) -> None:
+        start = time.perf_counter()
         train(self)
+        epochs_s.append(time.perf_counter() - start)
         marks.append((time.perf_counter(), time.process_time(), th.get_num_threads()))
         if len(marks) >= (tasks - 1) * per_task + updates + 1:
             raise _StopAfterTasks
@@ -219,6 +226,8 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
                 "compile_s": marks[first][0] - begin,  # setup + first update (JIT, warm-up)
                 "train_s": marks[first + updates][0] - marks[first][0],
                 "train_cpu_s": marks[first + updates][1] - marks[first][1],
+                # of train_s: the PPO epochs; the rest is the rollout (env steps + acting)
+                "epochs_s": sum(epochs_s[first + 1 : first + updates + 1]),
                 "updates": updates,
                 "torch_threads": marks[first + updates][2],
             }
@@ -230,6 +239,11 @@ def _rate(result: dict, num_envs: int) -> float:
     """Training env-steps/s over the timed tasks."""
     steps = sum(t["updates"] for t in result["tasks"]) * num_envs * N_STEPS
     return steps / sum(t["train_s"] for t in result["tasks"])
+
+
+def _per_update(result: dict, key: str) -> float:
+    """Seconds of ``key`` per timed update."""
+    return sum(t[key] for t in result["tasks"]) / sum(t["updates"] for t in result["tasks"])
 
 
 def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> dict:
@@ -284,6 +298,16 @@ def bench_training(args: argparse.Namespace) -> None:
         print(
             f" {num_envs:4d} | {meal:15,.0f} /s    | {ours:13,.0f} /s     | {ours / meal:5.2f} "
             f"| {compile_meal:5.1f} s / {compile_ours:4.1f} s"
+        )
+    print("\nseconds per update: MEAL (rollout and epochs in one XLA program) | ours: rollout +")
+    print("PPO epochs | ratio if our rollout cost nothing (MEAL update / our epochs)")
+    for num_envs, _meal, _ours, best in rows:
+        meal_update = _per_update(best["meal"], "train_s")
+        epochs = _per_update(best["ours"], "epochs_s")
+        rollout = _per_update(best["ours"], "train_s") - epochs
+        print(
+            f" {num_envs:4d} | {meal_update:6.3f} s | {rollout:6.3f} s + {epochs:6.3f} s "
+            f"| {meal_update / epochs:5.2f}"
         )
     print(f"target: ratio >= 1.0 at 16 envs; load average now {os.getloadavg()[0]:.2f}")
 

@@ -302,3 +302,27 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
     assert [r["mean_return"] for r in records] == [0.0, 0.0]
     names = sorted(p.name for p in (tmp_path / "videos").iterdir())
     assert names == [f"eval-step000000000-task{t:02d}-train.mp4" for t in (0, 1)]
+
+
+def test_updates_use_update_threads_and_acting_torch_threads(tmp_path_factory):
+    from baselines_sb3 import learners
+
+    seen: list[tuple[str, int]] = []
+    update, collect = learners.ContinualPPO._update, learners.ContinualPPO.collect_rollouts
+
+    def record_update(self):
+        seen.append(("update", th.get_num_threads()))
+        return update(self)
+
+    def record_collect(self, *args, **kwargs):
+        seen.append(("collect", th.get_num_threads()))
+        return collect(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(learners.ContinualPPO, "_update", record_update)
+        mp.setattr(learners.ContinualPPO, "collect_rollouts", record_collect)
+        _run(tmp_path_factory, "threads", steps_per_task=256, update_threads=2)
+    assert {phase for phase, _ in seen} == {"update", "collect"}
+    assert {n for phase, n in seen if phase == "update"} == {2}
+    assert {n for phase, n in seen if phase == "collect"} == {1}  # MEAL's torch_threads
+    assert th.get_num_threads() == 1

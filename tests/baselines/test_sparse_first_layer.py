@@ -64,3 +64,82 @@ def test_meal_trunks_give_the_dense_trunks_outputs_and_gradients():
         th.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for (name, p), q in zip(sparse.named_parameters(), dense.parameters(), strict=True):
         th.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=2e-4, msg=name)  # summation order
+
+
+def _filled_buffer(rows_of, n_steps: int = 16, n_envs: int = 8):
+    import numpy as np
+    from gymnasium import spaces
+
+    from baselines_sb3.learners import SparseRowsRolloutBuffer
+
+    width = 7 * 7 * 26
+    space = spaces.Dict(
+        {
+            "obs": spaces.Box(0, 255, (7, 7, 26), np.uint8),
+            "task_id": spaces.Box(0, 2, (1,), np.int64),
+        }
+    )
+    buf = SparseRowsRolloutBuffer(n_steps, space, spaces.Discrete(6), n_envs=n_envs)
+    buf.rows_of = rows_of
+    obs = (
+        _observations(rows=n_steps * n_envs, width=width).numpy().reshape(n_steps, n_envs, 7, 7, 26)
+    )
+    for t in range(n_steps):
+        buf.add(
+            {"obs": obs[t], "task_id": np.full((n_envs, 1), t % 3)},
+            np.zeros((n_envs, 1)),
+            np.zeros(n_envs),
+            np.zeros(n_envs),
+            th.zeros(n_envs),
+            th.zeros(n_envs),
+        )
+    buf.compute_returns_and_advantage(th.zeros(n_envs), np.zeros(n_envs))
+    return buf
+
+
+def test_minibatch_rows_found_once_per_rollout_equal_rows_built_per_minibatch():
+    from baselines_sb3.policies import SPARSE_ROWS_KEY
+
+    def rows_of(obs):
+        x = obs["obs"].reshape(len(obs["obs"]), -1)
+        return SparseRows.build(x, [(obs["task_id"].reshape(-1), 3)])
+
+    buf = _filled_buffer(rows_of)
+    seen = 0
+    for batch_size in (32, 128, 16):  # 16 < MIN_ROWS: no rows, the policy decides itself
+        for data in buf.get(batch_size):
+            obs = data.observations
+            if batch_size < 32:
+                assert SPARSE_ROWS_KEY not in obs
+                continue
+            taken = obs[SPARSE_ROWS_KEY]
+            built = rows_of(obs)  # what the policy would build from this minibatch
+            assert taken.shape == built.shape
+            for a, b in ((taken.cols, built.cols), (taken.values, built.values)):
+                assert th.equal(a, b)
+            assert th.equal(taken.indptr, built.indptr)
+            seen += 1
+    assert seen == 4 + 1
+    assert _filled_buffer(lambda obs: None).get(32).__next__().observations.keys() == {
+        "obs",
+        "task_id",
+    }
+
+
+def test_meal_ppo_trains_on_rows_found_once_per_rollout():
+    from baselines_sb3 import presets
+    from baselines_sb3.factory import build_model, wrap_env
+    from baselines_sb3.learners import SparseRowsRolloutBuffer
+    from cl_suites.api import make_vec
+    from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.suites.diagnostic import build
+
+    sequence = build(n_tasks=2, steps_per_task=256, show_task=False)
+    hp = presets.resolve("MEAL-2", "ppo", "ft", "paper")
+    vec = SB3VecEnv(make_vec("Diagnostic", 2, n_tasks=2, steps_per_task=256, show_task=False))
+    env, _ = wrap_env(vec, sequence, hp, multi_head=True, task_id_input=True)
+    model = build_model(
+        "ppo", env, sequence, hp, None, method="ft", seed=0, multi_head=True, task_id_input=True
+    )
+    assert isinstance(model.rollout_buffer, SparseRowsRolloutBuffer)
+    assert model.rollout_buffer.rows_of == model.policy.sparse_features
