@@ -45,7 +45,7 @@ from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
-from cl_suites.core.task import Segment, TaskSequence
+from cl_suites.core.task import Segment, TaskSequence, check_positive_int
 from cl_suites.core.video import VideoRecorder
 from cl_suites.meal.suite import is_meal_id
 from cl_suites.suites import SuiteInfo, find_suite
@@ -216,8 +216,6 @@ def resolve_job(
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     for key in ("torch_threads", "update_threads"):
         if key in job:
-            from cl_suites.core.task import check_positive_int
-
             job[key] = check_positive_int(key, job[key])
     overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
@@ -247,7 +245,6 @@ def resolve_job(
 def _resolve_meal_suite(
     info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
 ) -> tuple[Any, dict[str, Any]]:
-    from cl_suites.core.task import check_positive_int
     from cl_suites.meal.suite import PAPER_STEPS_PER_TASK, build_suite
 
     if "seed" in suite_kwargs:

@@ -304,7 +304,10 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
     assert names == [f"eval-step000000000-task{t:02d}-train.mp4" for t in (0, 1)]
 
 
-def test_updates_use_update_threads_and_acting_torch_threads(tmp_path_factory):
+@pytest.mark.parametrize("option", [None, 2])
+def test_updates_use_update_threads_and_acting_torch_threads(tmp_path_factory, option):
+    """MEAL acts with 1 torch thread and updates with torch's own count (here 2) unless
+    ``update_threads`` says otherwise; the process gets its count back."""
     from baselines_sb3 import learners
 
     seen: list[tuple[str, int]] = []
@@ -321,8 +324,14 @@ def test_updates_use_update_threads_and_acting_torch_threads(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(learners.ContinualPPO, "_update", record_update)
         mp.setattr(learners.ContinualPPO, "collect_rollouts", record_collect)
-        _run(tmp_path_factory, "threads", steps_per_task=256, update_threads=2)
+        extra = {} if option is None else {"update_threads": option}
+        th.set_num_threads(2)  # torch's own count on a 2-core machine
+        try:
+            _run(tmp_path_factory, "threads", steps_per_task=256, **extra)
+            after = th.get_num_threads()
+        finally:
+            th.set_num_threads(1)
     assert {phase for phase, _ in seen} == {"update", "collect"}
     assert {n for phase, n in seen if phase == "update"} == {2}
     assert {n for phase, n in seen if phase == "collect"} == {1}  # MEAL's torch_threads
-    assert th.get_num_threads() == 1
+    assert after == 2

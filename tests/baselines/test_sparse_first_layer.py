@@ -120,7 +120,7 @@ def test_minibatch_rows_found_once_per_rollout_equal_rows_built_per_minibatch():
             assert th.equal(taken.indptr, built.indptr)
             seen += 1
     assert seen == 4 + 1
-    assert _filled_buffer(lambda obs: None).get(32).__next__().observations.keys() == {
+    assert next(_filled_buffer(lambda obs: None).get(32)).observations.keys() == {
         "obs",
         "task_id",
     }
