@@ -159,6 +159,7 @@ def test_spaces_padding_and_schedule(suite, penv):
         assert not any(terms.values())
         if truncs["agent_0"]:
             ends.append((step, infos["agent_0"]["episode"]["l"], infos["agent_0"]["total_step"]))
+            assert infos["agent_1"]["task_episode"] == infos["agent_1"]["episode"]  # one key
             assert penv.agents == []
             _, infos = penv.reset()
             assert infos["agent_0"]["task_switched"] is (step == BUDGET)

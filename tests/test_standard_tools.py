@@ -50,30 +50,31 @@ def test_record_episode_statistics_wraps_the_single_env():
     assert all(r == our_r and n == our_n for r, n, our_r, our_n in pairs)
 
 
-def test_record_episode_statistics_wraps_the_vector_env():
-    venv = gym.wrappers.vector.RecordEpisodeStatistics(
-        cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
-    )
+def test_vector_env_infos_carry_gymnasium_episode_statistics():
+    venv = cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
     _, infos = venv.reset(seed=0)
-    theirs, ours = [], []
+    ends = []
     while not infos["sequence_done"][0]:
         _, _, _, _, infos = venv.step(venv.action_space.sample())
-        if "_episode" in infos:
-            theirs += [(i, infos["episode"]["l"][i]) for i in np.flatnonzero(infos["_episode"])]
-            ours += [
-                (i, infos["task_episode"]["l"][i], infos["task_episode"]["task_id"][i])
-                for i in np.flatnonzero(infos["_task_episode"])
+        if "_episode" in infos:  # gymnasium 1.x's layout, as CleanRL's logging reads it
+            ends += [
+                (i, infos["episode"]["l"][i], infos["episode"]["task_id"][i])
+                for i in np.flatnonzero(infos["_episode"])
             ]
-    assert [(i, n, t) for i, n, t in ours if i == 0] == [
-        (0, 10, 0),
-        (0, 10, 0),
-        (0, 10, 1),
-        (0, 10, 1),
-    ]
-    assert [i for i, _ in theirs] == [i for i, _, _ in ours]  # the same episode ends
-    # gymnasium 1.2's vector wrapper assumes next-step autoreset and drops the first step
-    # of every later episode (Gymnasium PR #1624); its first episodes are exact
-    assert [n for i, n in theirs[:2]] == [10, 10]
+            assert infos["task_episode"] is infos["episode"]  # the older key, kept
+    # exact under same-step autoreset: every episode is 10 steps long (gymnasium 1.2's
+    # vector RecordEpisodeStatistics would count the later ones 9: Gymnasium PR #1624)
+    first = [(i, n, t) for i, n, t in ends if i == 0]
+    assert first == [(0, 10, 0), (0, 10, 0), (0, 10, 1), (0, 10, 1)]
+    assert len(ends) == 8
+    # the wrapper would add the same key again: gymnasium refuses, naming the key
+    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(
+        cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
+    )
+    wrapped.reset(seed=0)
+    with pytest.raises(ValueError, match="key 'episode' but this key already exists"):
+        for _ in range(10):
+            wrapped.step(wrapped.action_space.sample())
 
 
 def test_sb3_get_attr_and_friends():

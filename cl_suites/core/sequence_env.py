@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -96,6 +97,27 @@ def check_spaces(
             )
 
 
+def running_games(env: gym.Env | gym.vector.VectorEnv) -> dict[str, np.ndarray]:
+    """The games a ``records_episodes`` task env is playing, as its gymnasium
+    ``RecordEpisodeStatistics`` counts them: return so far ``"r"``, length so far ``"l"``
+    (agent steps, the automatic presses after a lost life included, as in the finished
+    games' lengths) and seconds since the game began ``"t"``, each ``(N,)`` for a vector
+    env's N sub-envs and ``(1,)`` for a single env."""
+    if isinstance(env, gym.vector.VectorEnv):
+        get = env.get_attr
+    else:
+
+        def get(name: str) -> tuple[Any]:
+            return (env.get_wrapper_attr(name),)
+
+    started = np.asarray(get("episode_start_time"), dtype=np.float64)
+    return {
+        "r": np.asarray(get("episode_returns"), dtype=np.float64),
+        "l": np.asarray(get("episode_lengths"), dtype=np.int64),
+        "t": np.round(time.perf_counter() - started, 6),
+    }
+
+
 def own_spaces(sequence: TaskSequence) -> tuple[gym.Space, gym.Space]:
     """Copies of the sequence's observation and action spaces for one env instance (so
     that seeding one env's ``action_space`` does not seed another's)."""
@@ -170,9 +192,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             obs, inner_info = self._activate(self.cursor.segment)
         else:
             obs, inner_info = self._env.reset()
-        if switched or not self._records_episodes:
-            # a records_episodes env (Atari) resets at every life loss mid-game
-            self._episode_return, self._episode_length = 0.0, 0
+        self._episode_return, self._episode_length = 0.0, 0
         self._last_obs = obs
         return obs, {**inner_info, **self._segment_info, **self.cursor.info(switched)}
 
@@ -201,8 +221,14 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             self._end_episode(info, self._episode_return, self._episode_length)
         if spent:
             truncated = True
-            if self._episode_length:  # the episode (or game) cut by the switch
-                self._end_episode(info, self._episode_return, self._episode_length)
+            if TASK_EPISODE_KEY not in info:  # the episode (or game) cut by the switch
+                if self._records_episodes:
+                    game = running_games(self._env)
+                    cut = float(game["r"][0]), int(game["l"][0])
+                else:
+                    cut = self._episode_return, self._episode_length
+                if cut[1]:
+                    self._end_episode(info, *cut)
             cursor.switch_pending = True
             cursor.next_segment()
             info["sequence_done"] = cursor.done

@@ -34,9 +34,14 @@ SPLITS = ("train", "test")
 RENDER_MODES: tuple[str, ...] = ("rgb_array",)
 """Render modes every sequence env offers (frames as ``uint8 (H, W, 3)`` arrays)."""
 TASK_EPISODE_KEY = "task_episode"
-"""Info key of a finished episode's statistics in the sequence envs: ``{"r": return,
-"l": length in agent steps, "task_id": task it was played on}``. ``info["episode"]`` is
-left to gymnasium's ``RecordEpisodeStatistics`` (and SB3's ``Monitor``)."""
+"""Info key of a finished episode's statistics in every sequence env of every suite:
+``{"r": return, "l": length in the suite's steps, "task_id": task it was played on}``.
+A single env leaves ``info["episode"]`` to gymnasium's ``RecordEpisodeStatistics`` (and
+SB3's ``Monitor``); the vector envs also put the same statistics under gymnasium's
+``infos["episode"]`` / ``infos["_episode"]`` (``EPISODE_KEYS``)."""
+EPISODE_KEYS: tuple[str, ...] = ("episode", TASK_EPISODE_KEY)
+"""Info keys of a vector env's finished episodes (one dict of ``(N,)`` arrays ``r``,
+``l``, ``t``, ``task_id`` under both, each with its ``_``-prefixed bool ``(N,)`` mask)."""
 
 
 class SequenceDoneError(RuntimeError):
@@ -76,9 +81,11 @@ class TaskSpec:
             differ from the training env (Atari: no episodic-life termination);
             defaults to ``make_train``.
         records_episodes: the factory's env already reports true episode statistics
-            in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
-            life loss but the reported return is the whole game's); the sequence envs
-            move them to ``info["task_episode"]``. Otherwise the sequence envs record
+            in ``info["episode"]`` from a gymnasium ``RecordEpisodeStatistics`` (e.g.
+            Atari, where a training "episode" ends at a life loss but the reported
+            return is the whole game's); the sequence envs move them to
+            ``info["task_episode"]``, and at a task switch read the cut game's return
+            and length so far from that wrapper. Otherwise the sequence envs record
             them themselves.
         valid_actions: the actions of the sequence's ``Discrete`` action space this task
             accepts (sorted, e.g. ``(0, ..., 9)`` for MiniHack's KeyRoom), ``None`` when

@@ -9,6 +9,7 @@ import numpy as np
 
 from cl_suites.core.task import (
     RENDER_MODES,
+    TASK_EPISODE_KEY,
     ScheduleAccessors,
     SequenceCursor,
     SequenceDoneError,
@@ -43,7 +44,8 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     Every agent's info holds ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done``, ``soups`` (team soups delivered this step),
     ``episode_soups`` and ``score`` (= ``episode_soups / max_soups``, MEAL's normalised
-    score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``.
+    score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``
+    (also under ``task_episode``, the key of every suite's sequence envs).
     After the last step, ``reset()`` without a seed hands back the last observations
     (so SuperSuit's automatic reset does not fail) and ``step`` raises
     ``SequenceDoneError``.
@@ -151,6 +153,7 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
                     "score": float(episode["score"][0]),
                     "task_id": int(episode["task_id"]),
                 }
+                infos[a][TASK_EPISODE_KEY] = infos[a]["episode"]
         agents = self.possible_agents
         out = (
             {a: obs[0, i] for i, a in enumerate(agents)},
