@@ -315,3 +315,25 @@ def test_missing_ale_py_names_the_extra(monkeypatch):
         cl_suites.make_env("Atari6")
     with pytest.raises(ImportError, match=r"cl-suites\[atari\]"):
         make_atari_env("SpaceInvaders")
+
+
+def test_atari_preprocessing_wrappers_get_a_clear_message():
+    env = gym.make("CLSuite/Atari6-v0", steps_per_task=100)
+    # gymnasium's wrapper reads env.unwrapped._frameskip (with a default), then the
+    # action meanings and the ALE; SB3's (and CleanRL's) Atari wrappers the same names
+    with pytest.raises(ValueError, match="Atari6 already preprocesses as CORA did"):
+        gym.wrappers.AtariPreprocessing(env)
+    with pytest.raises(AttributeError, match="has no 'get_action_meanings': Atari6 already"):
+        gym.wrappers.AtariPreprocessing(env, frame_skip=1)
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    with pytest.raises(AttributeError, match="uint8 \\(4, 84, 84\\) observations as they are"):
+        AtariWrapper(env)
+    with pytest.raises(AttributeError, match="'ale': Atari6 already preprocesses"):
+        env.unwrapped.ale.lives()
+    assert not hasattr(env.unwrapped, "ale")  # hasattr still answers False
+    with pytest.raises(AttributeError, match="Procgen6's tasks are not raw ALE games"):
+        gym.make("CLSuite/Procgen6-v0").unwrapped.get_action_meanings()
+    with pytest.raises(AttributeError, match="has no attribute 'nonexistent'"):
+        env.unwrapped.nonexistent

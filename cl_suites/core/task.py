@@ -190,6 +190,13 @@ class TaskSequence:
             module check), e.g. that CHORES' data and simulator build exist; it raises
             the suite's documented error. ``None``: no check.
         render_fps: frames per second of recorded videos (one frame per agent step).
+        step_unit: what one step of the budgets and counters is, as axis labels and
+            messages name it: ``"agent steps"`` (one ``step`` of one (sub-)env), MEAL's
+            ``"env steps"`` (one joint action of all agents).
+        preprocessing: what the task envs already do to the simulator's observations,
+            said when a wrapper for raw simulators (gymnasium's ``AtariPreprocessing``,
+            SB3's Atari wrappers) asks a sequence env for ``ale`` and friends;
+            ``None``: nothing to say beyond "not a raw ALE env".
     """
 
     name: str
@@ -204,6 +211,8 @@ class TaskSequence:
     metric_settings: Mapping[str, Any] = field(default_factory=dict)
     preflight: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     render_fps: int = 30
+    step_unit: str = "agent steps"
+    preprocessing: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -493,6 +502,11 @@ class ScheduleAccessors:
     def total_step(self) -> int:
         """Agent steps played so far in the whole sequence."""
         return self.cursor.total_step
+
+    @property
+    def step_unit(self) -> str:
+        """The unit of ``total_step`` and the budgets (``TaskSequence.step_unit``)."""
+        return self.cursor.sequence.step_unit
 
     @property
     def total_steps(self) -> int:

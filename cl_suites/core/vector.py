@@ -243,6 +243,13 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
 
+    def to_sb3(self) -> Any:
+        """This env as a stable-baselines3 ``VecEnv``: ``cl_suites.SB3VecEnv(self)`` (SB3
+        takes no gymnasium ``VectorEnv``; needs the ``baselines`` extra)."""
+        from cl_suites.core.sb3_adapter import SB3VecEnv
+
+        return SB3VecEnv(self)
+
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One frame per sub-env (``uint8 (H, W, 3)`` each) of the task being played, as
         gymnasium's ``SyncVectorEnv.render`` returns them; ``None`` without a render mode

@@ -15,6 +15,7 @@ from cl_suites.core.task import (
     SequenceDoneError,
     check_render_mode,
 )
+from cl_suites.core.turns import TurnWatch
 from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
 from cl_suites.meal.engine import MealEngine, shared_engine
@@ -83,6 +84,10 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
         self.action_spaces = {a: gym.spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
         self._renderer: KitchenRenderer | None = None
         self._last: tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]] | None = None
+        self._turns = TurnWatch(
+            self.sequence.name,
+            "cl_suites.meal.make_batched(...) or cl_suites.meal.make_sb3_vec_env(...)",
+        )
 
     # -- schedule helpers (schedule, on_task_switch, current_task) -------------------------
     @property
@@ -139,6 +144,8 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
                     f"action {act!r} of {a} is not in its action space Discrete({NUM_ACTIONS})"
                 )
             row.append(int(act))
+        if TurnWatch.last is not self._turns:  # another env stepped last
+            self._turns.new_turn(self._env.cursor.total_step)
         obs, rewards, terms, truncs, info = self._env.step(np.array([row]))
         shared = self._shared_info(info)
         episode = info.get("episode")
