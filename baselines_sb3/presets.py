@@ -191,7 +191,15 @@ SMALL_SUITE: dict[str, Any] = {
 }
 SMALL_SUITE_OVERRIDES: dict[str, dict[str, Any]] = {
     "Procgen6": {"steps_per_task": 2_000, "eval_every": 4_000, "eval_episodes": 2, "cycles": 1},
-    "MEAL": {"steps_per_task": 2_048, "eval_every": 1_024, "eval_episodes": 2},
+    # 100-step episodes (MEAL: 400) and 256 steps of each of the 16 envs per task: two
+    # whole episodes per env and task, so the training-episode curves have points (2,048
+    # env steps of 400-step episodes over 16 envs ended none)
+    "MEAL": {
+        "steps_per_task": 4_096,
+        "eval_every": 2_048,
+        "eval_episodes": 2,
+        "episode_len": 100,
+    },
 }
 SMALL_PPO: dict[str, Any] = {
     "learning_rate": 3e-3,

@@ -51,7 +51,7 @@ PRESETS = ("paper", "small")
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-console = Console(width=max(Console().width, 140))
+console = Console()  # the terminal's width (COLUMNS when piped; rich wraps table cells)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
