@@ -191,14 +191,14 @@ SMALL_SUITE: dict[str, Any] = {
 }
 SMALL_SUITE_OVERRIDES: dict[str, dict[str, Any]] = {
     "Procgen6": {"steps_per_task": 2_000, "eval_every": 4_000, "eval_episodes": 2, "cycles": 1},
-    # 100-step episodes (MEAL: 400) and 256 steps of each of the 16 envs per task: two
-    # whole episodes per env and task, so the training-episode curves have points (2,048
-    # env steps of 400-step episodes over 16 envs ended none)
+    # 50-step episodes (MEAL: 400): each of the 16 envs plays 128 steps per task, two
+    # whole episodes, so the training-episode curves have points (400-step episodes
+    # ended none); a longer budget would make the smoke run slower
     "MEAL": {
-        "steps_per_task": 4_096,
-        "eval_every": 2_048,
+        "steps_per_task": 2_048,
+        "eval_every": 1_024,
         "eval_episodes": 2,
-        "episode_len": 100,
+        "episode_len": 50,
     },
 }
 SMALL_PPO: dict[str, Any] = {

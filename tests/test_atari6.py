@@ -336,4 +336,4 @@ def test_atari_preprocessing_wrappers_get_a_clear_message():
     with pytest.raises(AttributeError, match="Procgen6's tasks are not raw ALE games"):
         gym.make("CLSuite/Procgen6-v0").unwrapped.get_action_meanings()
     with pytest.raises(AttributeError, match="has no attribute 'nonexistent'"):
-        env.unwrapped.nonexistent
+        getattr(env.unwrapped, "nonexistent")  # noqa: B009

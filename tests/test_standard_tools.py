@@ -305,13 +305,15 @@ def test_autoreset_modes_count_agent_steps_and_vector_steps():
     assert vector_steps * 4 == infos["total_step"][0] == 12_000  # N agent steps a step
 
 
-def test_a_gymnasium_vector_env_goes_to_sb3_through_to_sb3(sb3):
+def test_a_gymnasium_vector_env_goes_to_sb3_through_to_sb3(sb3, capsys):
     from stable_baselines3 import PPO
 
     venv = gym.make_vec("CLSuite/Diagnostic-v0", num_envs=2, steps_per_task=64)
     with pytest.raises(ValueError, match="not a Gymnasium environment"):  # SB3's own message
         PPO("MlpPolicy", venv)
     model = PPO("MlpPolicy", venv.to_sb3(), n_steps=32, batch_size=64, n_epochs=1, seed=0)
-    stop = cl_suites.StopTrainingOnSequenceEnd(verbose=0)
+    stop = cl_suites.StopTrainingOnSequenceEnd()
     model.learn(total_timesteps=1_000, callback=stop)
     assert stop.stopped_at == stop.total_step == model.num_timesteps == 192
+    out = capsys.readouterr().out
+    assert "The task sequence is done at 192 agent steps: training stops." in out

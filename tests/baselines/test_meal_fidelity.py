@@ -407,6 +407,6 @@ def test_meal_small_preset_completes_episodes_in_every_task():
     hp = presets.resolve("MEAL-2", "ppo", "ft", "small")
     suite = build_suite("MEAL-2", **hp["suite_defaults"])
     steps_per_env = suite.sequence.tasks[0].budget // hp["num_envs"]
-    assert suite.episode_len == 100 and steps_per_env == 256
+    assert suite.episode_len == 50 and steps_per_env == 128
     assert steps_per_env // suite.episode_len == 2  # whole episodes per env and task
-    assert suite.sequence.eval_every == 2_048 and suite.sequence.step_unit == "env steps"
+    assert suite.sequence.eval_every == 1_024 and suite.sequence.step_unit == "env steps"
