@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -51,7 +52,7 @@ PRESETS = ("paper", "small")
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-console = Console(width=max(Console().width, 140))
+console = Console()  # the terminal's width (COLUMNS when piped; rich wraps table cells)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
@@ -104,34 +105,34 @@ def _suite_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    table = Table(title="cl-suites benchmarks (budgets in agent steps)")
-    for column in ("id", "tasks", "steps/task", "cycles", "eval every", "extra", "installed"):
-        table.add_column(column)
+    """Every suite in two columns that fit any terminal width: id, extra and install
+    status; budget and tasks (the only text that wraps)."""
+    table = Table(title="cl-suites benchmarks", box=box.SIMPLE_HEAD)
+    table.add_column("suite (extra: installed)", no_wrap=True)
+    table.add_column("agent steps per task; tasks", ratio=1)
+
+    def status(extra: str, installed: bool) -> str:
+        return f"{extra}: " + ("[green]yes[/green]" if installed else "[red]no[/red]")
+
     for suite in SUITES.values():
         try:
             sequence = suite.build()
         except (ImportError, ModuleNotFoundError) as e:  # a suite module not shipped
-            table.add_row(suite.id, f"[red]{escape(str(e))}[/red]", "", "", "", suite.extra, "no")
+            table.add_row(f"{suite.id}\n{status(suite.extra, False)}", escape(str(e)))
             continue
         names = ", ".join(f"{i}-{t.name}" for i, t in enumerate(sequence.tasks))
         table.add_row(
-            suite.id,
-            names,
-            f"{sequence.tasks[0].budget:,}",
-            str(sequence.cycles),
-            f"{sequence.eval_every:,}",
-            suite.extra,
-            "[green]yes[/green]" if suite.installed else "[red]no[/red]",
+            f"[bold]{suite.id}[/bold]\n{status(suite.extra, suite.installed)}",
+            f"{sequence.tasks[0].budget:,} x {sequence.cycles} "
+            f"cycle{'s' if sequence.cycles != 1 else ''}, eval every "
+            f"{sequence.eval_every:,}\n{names}",
         )
     if importlib.util.find_spec("cl_suites.meal") is not None:
         table.add_row(
-            "CLSuite/MEAL-<N>-v0",
+            f"[bold]CLSuite/MEAL-<N>-v0[/bold]\n"
+            f"{status('meal', importlib.util.find_spec('jax') is not None)}",
+            "env steps (one joint action of all agents)\n"
             "N Overcooked layouts (PettingZoo; cl_suites.make_parallel)",
-            "",
-            "",
-            "",
-            "meal",
-            "[green]yes[/green]" if importlib.util.find_spec("jax") else "[red]no[/red]",
         )
     console.print(table)
     return EXIT_OK

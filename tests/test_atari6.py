@@ -141,19 +141,34 @@ def test_a_game_cut_by_a_task_switch_reports_all_its_lives():
     env = gym.make("CLSuite/Atari6-v0", steps_per_task=300, cycles=1)
     rng = np.random.default_rng(0)  # same game as above: first life lost at step 218
     env.reset(seed=0)
+    actions = rng.integers(18, size=300)
     rewards, life_losses = [], 0
-    for _ in range(300):
-        _, reward, terminated, truncated, info = env.step(int(rng.integers(18)))
+    for action in actions:
+        _, reward, terminated, truncated, info = env.step(int(action))
         rewards.append(reward)
         if (terminated or truncated) and not info["sequence_done"] and "task_episode" not in info:
             life_losses += 1
             env.reset()
     assert truncated and info["task_step"] == 300 and life_losses == 1
-    assert info["task_episode"]["l"] == 300 and info["task_episode"]["r"] == pytest.approx(
+    # the game's length counts as a finished game's does: 300 agent steps plus the
+    # automatic presses, FIRE and UP at the start, NOOP, FIRE and UP after the lost life
+    assert info["task_episode"]["l"] == 305 and info["task_episode"]["r"] == pytest.approx(
         sum(rewards)
     )
     assert sum(rewards) == 50.0  # 50 points in the first life, none since
     env.close()
+    # the vector env logs the same cut game at the switch (issue 23 item 2), in both keys
+    venv = cl_suites.make_vec("Atari6", 1, steps_per_task=300, games=("SpaceInvaders",))
+    venv.reset(seed=0)
+    for t, action in enumerate(actions):
+        _, _, _, truncated, infos = venv.step(np.array([action]))
+        if t == 217:  # the lost life ends a training episode, not the game
+            assert truncated[0] == 0 and "episode" not in infos
+    assert truncated[0] and infos["_episode"][0] and infos["_task_episode"][0]
+    assert infos["episode"]["l"][0] == 305 and infos["episode"]["r"][0] == 50.0
+    assert infos["episode"]["task_id"][0] == 0 and infos["episode"]["t"][0] > 0
+    assert infos["task_episode"] is infos["episode"]
+    venv.close()
 
 
 def test_vector_path_replays_the_single_env_and_logs_whole_games():
@@ -300,3 +315,25 @@ def test_missing_ale_py_names_the_extra(monkeypatch):
         cl_suites.make_env("Atari6")
     with pytest.raises(ImportError, match=r"cl-suites\[atari\]"):
         make_atari_env("SpaceInvaders")
+
+
+def test_atari_preprocessing_wrappers_get_a_clear_message():
+    env = gym.make("CLSuite/Atari6-v0", steps_per_task=100)
+    # gymnasium's wrapper reads env.unwrapped._frameskip (with a default), then the
+    # action meanings and the ALE; SB3's (and CleanRL's) Atari wrappers the same names
+    with pytest.raises(ValueError, match="Atari6 already preprocesses as CORA did"):
+        gym.wrappers.AtariPreprocessing(env)
+    with pytest.raises(AttributeError, match="has no 'get_action_meanings': Atari6 already"):
+        gym.wrappers.AtariPreprocessing(env, frame_skip=1)
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    with pytest.raises(AttributeError, match="uint8 \\(4, 84, 84\\) observations as they are"):
+        AtariWrapper(env)
+    with pytest.raises(AttributeError, match="'ale': Atari6 already preprocesses"):
+        env.unwrapped.ale.lives()
+    assert not hasattr(env.unwrapped, "ale")  # hasattr still answers False
+    with pytest.raises(AttributeError, match="Procgen6's tasks are not raw ALE games"):
+        gym.make("CLSuite/Procgen6-v0").unwrapped.get_action_meanings()
+    with pytest.raises(AttributeError, match="has no attribute 'nonexistent'"):
+        getattr(env.unwrapped, "nonexistent")  # noqa: B009

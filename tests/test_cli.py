@@ -24,6 +24,16 @@ def test_list_shows_every_suite_and_install_status(capsys):
     assert "0-climber" in out and "5,000,000" in out
 
 
+def test_list_fits_the_terminal_width(capsys):
+    """Issue 23: the list was forced to at least 140 columns."""
+    import shutil
+
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= shutil.get_terminal_size().columns
+    assert any(line.split()[:1] == ["CLSuite/CHORES-VaryObject-v0"] for line in lines)
+
+
 def test_info_prints_the_schedule(capsys):
     assert main(["info", "Procgen6", "--num-envs", "64", "--steps-per-task", "1000"]) == 0
     out = capsys.readouterr().out

@@ -159,6 +159,7 @@ def test_spaces_padding_and_schedule(suite, penv):
         assert not any(terms.values())
         if truncs["agent_0"]:
             ends.append((step, infos["agent_0"]["episode"]["l"], infos["agent_0"]["total_step"]))
+            assert infos["agent_1"]["task_episode"] == infos["agent_1"]["episode"]  # one key
             assert penv.agents == []
             _, infos = penv.reset()
             assert infos["agent_0"]["task_switched"] is (step == BUDGET)
@@ -286,6 +287,7 @@ def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
     assert infos[3]["TimeLimit.truncated"] is True
     assert vec.cursor.segment.task_name == "asymm_advantages"
     assert vec.task_ids().tolist() == [1] * 6
+    assert vec.get_attr("step_unit") == ["env steps"] * 6  # not SB3's slots (agents)
 
 
 def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):

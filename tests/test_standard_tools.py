@@ -50,30 +50,31 @@ def test_record_episode_statistics_wraps_the_single_env():
     assert all(r == our_r and n == our_n for r, n, our_r, our_n in pairs)
 
 
-def test_record_episode_statistics_wraps_the_vector_env():
-    venv = gym.wrappers.vector.RecordEpisodeStatistics(
-        cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
-    )
+def test_vector_env_infos_carry_gymnasium_episode_statistics():
+    venv = cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
     _, infos = venv.reset(seed=0)
-    theirs, ours = [], []
+    ends = []
     while not infos["sequence_done"][0]:
         _, _, _, _, infos = venv.step(venv.action_space.sample())
-        if "_episode" in infos:
-            theirs += [(i, infos["episode"]["l"][i]) for i in np.flatnonzero(infos["_episode"])]
-            ours += [
-                (i, infos["task_episode"]["l"][i], infos["task_episode"]["task_id"][i])
-                for i in np.flatnonzero(infos["_task_episode"])
+        if "_episode" in infos:  # gymnasium 1.x's layout, as CleanRL's logging reads it
+            ends += [
+                (i, infos["episode"]["l"][i], infos["episode"]["task_id"][i])
+                for i in np.flatnonzero(infos["_episode"])
             ]
-    assert [(i, n, t) for i, n, t in ours if i == 0] == [
-        (0, 10, 0),
-        (0, 10, 0),
-        (0, 10, 1),
-        (0, 10, 1),
-    ]
-    assert [i for i, _ in theirs] == [i for i, _, _ in ours]  # the same episode ends
-    # gymnasium 1.2's vector wrapper assumes next-step autoreset and drops the first step
-    # of every later episode (Gymnasium PR #1624); its first episodes are exact
-    assert [n for i, n in theirs[:2]] == [10, 10]
+            assert infos["task_episode"] is infos["episode"]  # the older key, kept
+    # exact under same-step autoreset: every episode is 10 steps long (gymnasium 1.2's
+    # vector RecordEpisodeStatistics would count the later ones 9: Gymnasium PR #1624)
+    first = [(i, n, t) for i, n, t in ends if i == 0]
+    assert first == [(0, 10, 0), (0, 10, 0), (0, 10, 1), (0, 10, 1)]
+    assert len(ends) == 8
+    # the wrapper would add the same key again: gymnasium refuses, naming the key
+    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(
+        cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
+    )
+    wrapped.reset(seed=0)
+    with pytest.raises(ValueError, match="key 'episode' but this key already exists"):
+        for _ in range(10):
+            wrapped.step(wrapped.action_space.sample())
 
 
 def test_sb3_get_attr_and_friends():
@@ -224,3 +225,95 @@ def test_sb3_make_vec_env_over_gym_make_stops_at_the_end(sb3):
     model.learn(total_timesteps=1_000, callback=stop)  # the last step's autoreset is harmless
     assert model.num_timesteps == stop.stopped_at == 180
     assert venv.get_attr("task_id") == [2] and venv.get_attr("sequence_done") == [True]
+
+
+def _sequence_env_factory(**kwargs):
+    return lambda: gym.make("CLSuite/Diagnostic-v0", **kwargs)
+
+
+def test_stepping_several_sequence_envs_in_lockstep_warns():
+    # CleanRL's pattern: N copies of the single env, each with the whole budget
+    venv = gym.vector.SyncVectorEnv([_sequence_env_factory(steps_per_task=50)] * 4)
+    venv.reset(seed=0)
+    with pytest.warns(UserWarning, match="stepped in turn.*N times its budget") as caught:
+        for _ in range(3):
+            venv.step(np.zeros(4, dtype=np.int64))
+    message = str(caught[0].message)
+    assert 'gymnasium.make_vec("CLSuite/Diagnostic-v0", num_envs=N)' in message
+    # one sequence env, or envs played one after the other, do not warn
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        single = gym.vector.SyncVectorEnv([_sequence_env_factory(steps_per_task=50)])
+        single.reset(seed=0)
+        for _ in range(5):
+            single.step(np.zeros(1, dtype=np.int64))
+        a, b = (gym.make("CLSuite/Diagnostic-v0") for _ in range(2))
+        for env in (a, b, a):
+            env.reset(seed=0)
+            for _ in range(5):
+                env.step(0)
+
+
+def test_sb3_make_vec_env_of_several_sequence_envs_warns(sb3):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = make_vec_env("CLSuite/Diagnostic-v0", n_envs=2, env_kwargs={"steps_per_task": 60})
+    venv.reset()
+    with pytest.warns(UserWarning, match="several Diagnostic sequence envs are stepped in turn"):
+        for _ in range(2):
+            venv.step(np.zeros(2, dtype=np.int64))
+
+
+def test_autoreset_modes_count_agent_steps_and_vector_steps():
+    """The budget counts agent steps in every autoreset mode. gymnasium's default,
+    NEXT_STEP, spends one vector step on the reset after every episode end (the sub-env
+    is reset and plays no agent step), so 12,000 agent steps of 10-step episodes take
+    13,200 vector steps; SAME_STEP resets within the step that ended the episode."""
+    from gymnasium.vector import AutoresetMode
+
+    def run(mode):
+        venv = gym.vector.SyncVectorEnv(
+            [_sequence_env_factory(steps_per_task=6_000, n_tasks=2)], autoreset_mode=mode
+        )
+        _, infos = venv.reset(seed=0)
+        vector_steps = episodes = 0
+        while not infos["sequence_done"][0]:
+            _, _, _, _, infos = venv.step(np.zeros(1, dtype=np.int64))
+            vector_steps += 1
+            # SAME_STEP: the ended episode's info is the final_info
+            ended = infos.get("final_info", infos) if mode == AutoresetMode.SAME_STEP else infos
+            episodes += int(ended.get("_task_episode", [False])[0])
+        return venv, vector_steps, episodes, int(infos["total_step"][0])
+
+    venv, vector_steps, episodes, agent_steps = run(AutoresetMode.NEXT_STEP)
+    assert (agent_steps, episodes) == (12_000, 1_200)
+    assert vector_steps == agent_steps + episodes - 1  # no reset after the last episode
+    venv.step(np.zeros(1, dtype=np.int64))  # the 13,200th: the reset, no agent step
+    assert vector_steps + 1 == 13_200
+    with pytest.raises(SequenceDoneError):
+        venv.step(np.zeros(1, dtype=np.int64))
+    _, vector_steps, episodes, agent_steps = run(AutoresetMode.SAME_STEP)
+    assert vector_steps == agent_steps == 12_000 and episodes == 1_200
+    venv = gym.make_vec("CLSuite/Diagnostic-v0", num_envs=4, steps_per_task=6_000, n_tasks=2)
+    _, infos = venv.reset(seed=0)
+    vector_steps = 0
+    while not infos["sequence_done"][0]:
+        _, _, _, _, infos = venv.step(np.zeros(4, dtype=np.int64))
+        vector_steps += 1
+    assert vector_steps * 4 == infos["total_step"][0] == 12_000  # N agent steps a step
+
+
+def test_a_gymnasium_vector_env_goes_to_sb3_through_to_sb3(sb3, capsys):
+    from stable_baselines3 import PPO
+
+    venv = gym.make_vec("CLSuite/Diagnostic-v0", num_envs=2, steps_per_task=64)
+    with pytest.raises(ValueError, match="not a Gymnasium environment"):  # SB3's own message
+        PPO("MlpPolicy", venv)
+    model = PPO("MlpPolicy", venv.to_sb3(), n_steps=32, batch_size=64, n_epochs=1, seed=0)
+    stop = cl_suites.StopTrainingOnSequenceEnd()
+    model.learn(total_timesteps=1_000, callback=stop)
+    assert stop.stopped_at == stop.total_step == model.num_timesteps == 192
+    out = capsys.readouterr().out
+    assert "The task sequence is done at 192 agent steps: training stops." in out

@@ -57,14 +57,22 @@ def test_episodes_carry_the_task_they_were_played_on():
     env = SequenceVectorEnv(toy_sequence(num_tasks=2, budget=12, cycles=1, episode_length=5), 2)
     records = run_all(env)
     episodes = []
-    for _, _, _, infos in records[1:]:
-        assert "episode" not in infos  # left to RecordEpisodeStatistics
-        for i in np.flatnonzero(infos.get("_task_episode", [])):
+    for _, terminated, truncated, infos in records[1:]:
+        # gymnasium 1.x's episode / _episode (what RecordEpisodeStatistics users and
+        # CleanRL read), present exactly at the steps where episodes end; task_episode
+        # (every suite's key) holds the same
+        assert ("episode" in infos) == bool((terminated | truncated).any())
+        if "episode" not in infos:
+            continue
+        assert infos["task_episode"] is infos["episode"]
+        assert (infos["_episode"] == (terminated | truncated)).all()
+        assert infos["episode"]["t"].dtype == np.float64
+        for i in np.flatnonzero(infos["_episode"]):
             episodes.append(
                 (
                     int(infos["total_step"][0]),
-                    int(infos["task_episode"]["task_id"][i]),
-                    int(infos["task_episode"]["l"][i]),
+                    int(infos["episode"]["task_id"][i]),
+                    int(infos["episode"]["l"][i]),
                 )
             )
     # each sub-env: episode of 5 at steps 10, then cut after 1 more step at the switch (12)

@@ -164,8 +164,13 @@ class StopTrainingOnSequenceEnd(BaseCallback):
     not a multiple of the rollout size (or larger than the schedule) would step the
     finished sequence. With this callback, learning stops at the step whose infos report
     ``sequence_done`` (the rollout in progress is not trained on) and, with
-    ``verbose=1``, one line says so. Works with ``SB3VecEnv`` and with SB3's own vector
-    envs over ``gym.make("CLSuite/...")``.
+    ``verbose=1``, one line says so in the sequence's unit (``info["total_step"]``: agent
+    steps; MEAL: env steps, where SB3 counts one timestep per agent). Works with
+    ``SB3VecEnv``, MEAL's SB3 vec env and SB3's own vector envs over
+    ``gym.make("CLSuite/...")``.
+
+    ``stopped_at``: SB3's ``num_timesteps`` at the stop; ``total_step``: the sequence's
+    own count there.
 
     Usage: ``model.learn(total_timesteps=venv.vector_env.total_steps,
     callback=StopTrainingOnSequenceEnd())``.
@@ -174,12 +179,24 @@ class StopTrainingOnSequenceEnd(BaseCallback):
     def __init__(self, verbose: int = 1):
         super().__init__(verbose)
         self.stopped_at: int | None = None
+        self.total_step: int | None = None
 
     def _on_step(self) -> bool:
         infos = self.locals.get("infos") or ()
-        if not any(info.get("sequence_done", False) for info in infos):
+        done = next((info for info in infos if info.get("sequence_done", False)), None)
+        if done is None:
             return True
         self.stopped_at = self.num_timesteps
+        self.total_step = int(done.get("total_step", self.num_timesteps))
         if self.verbose >= 1:
-            print(f"The task sequence is done at step {self.num_timesteps}: training stops.")
+            try:
+                unit = self.training_env.get_attr("step_unit", [0])[0]
+            except AttributeError:  # an env without the sequence's accessors
+                unit = "steps"
+            sb3 = (
+                ""
+                if self.total_step == self.num_timesteps
+                else f" ({self.num_timesteps:,} SB3 timesteps)"
+            )
+            print(f"The task sequence is done at {self.total_step:,} {unit}{sb3}: training stops.")
         return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -19,6 +20,7 @@ from cl_suites.core.task import (
     TaskSequence,
     check_render_mode,
 )
+from cl_suites.core.turns import TurnWatch
 
 
 def action_validator(space: gym.Space) -> Callable[[Any], bool]:
@@ -55,6 +57,10 @@ def action_validator(space: gym.Space) -> Callable[[Any], bool]:
             return valid_batch
     return space.contains
 
+
+RAW_ALE_ATTRIBUTES = frozenset({"ale", "get_action_meanings", "_frameskip"})
+"""What gymnasium's ``AtariPreprocessing`` and SB3's Atari wrappers read from
+``env.unwrapped`` (an ALE env's)."""
 
 _INT_TYPES = (int, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32)
 
@@ -96,6 +102,27 @@ def check_spaces(
             )
 
 
+def running_games(env: gym.Env | gym.vector.VectorEnv) -> dict[str, np.ndarray]:
+    """The games a ``records_episodes`` task env is playing, as its gymnasium
+    ``RecordEpisodeStatistics`` counts them: return so far ``"r"``, length so far ``"l"``
+    (agent steps, the automatic presses after a lost life included, as in the finished
+    games' lengths) and seconds since the game began ``"t"``, each ``(N,)`` for a vector
+    env's N sub-envs and ``(1,)`` for a single env."""
+    if isinstance(env, gym.vector.VectorEnv):
+        get = env.get_attr
+    else:
+
+        def get(name: str) -> tuple[Any]:
+            return (env.get_wrapper_attr(name),)
+
+    started = np.asarray(get("episode_start_time"), dtype=np.float64)
+    return {
+        "r": np.asarray(get("episode_returns"), dtype=np.float64),
+        "l": np.asarray(get("episode_lengths"), dtype=np.int64),
+        "t": np.round(time.perf_counter() - started, 6),
+    }
+
+
 def own_spaces(sequence: TaskSequence) -> tuple[gym.Space, gym.Space]:
     """Copies of the sequence's observation and action spaces for one env instance (so
     that seeding one env's ``action_space`` does not seed another's)."""
@@ -122,6 +149,11 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
     holds the true episode return in the simulator's reward units (for Atari the whole
     game's, across lives). ``info["episode"]`` is left free for gymnasium's
     ``RecordEpisodeStatistics``, which counts the episodes this env returns.
+
+    One env is one sequence with the whole budget: batching copies of it (gymnasium's
+    ``SyncVectorEnv([make_env] * N)``, SB3's ``make_vec_env``) plays N sequences, and
+    stepping several envs of one suite in lockstep in one process warns (see
+    ``cl_suites.core.turns``); ``make_vec`` builds N sub-envs that share one budget.
 
     Seeding: ``reset(seed=s)`` (re)starts the sequence from step 0; each task's
     environment is then seeded from ``(s, cycle, task_id)``, so the same seed gives the
@@ -154,6 +186,11 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self._last_obs: Any = None
         self._episode_return = 0.0
         self._episode_length = 0
+        self._turns = TurnWatch(
+            sequence.name,
+            f'gymnasium.make_vec("CLSuite/{sequence.name}-v0", num_envs=N) or '
+            f"cl_suites.make_vec({sequence.name!r}, N) (for SB3: its .to_sb3())",
+        )
 
     # -- gymnasium API ----------------------------------------------------------------
     def reset(
@@ -170,9 +207,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             obs, inner_info = self._activate(self.cursor.segment)
         else:
             obs, inner_info = self._env.reset()
-        if switched or not self._records_episodes:
-            # a records_episodes env (Atari) resets at every life loss mid-game
-            self._episode_return, self._episode_length = 0.0, 0
+        self._episode_return, self._episode_length = 0.0, 0
         self._last_obs = obs
         return obs, {**inner_info, **self._segment_info, **self.cursor.info(switched)}
 
@@ -181,6 +216,8 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             self._refuse_step()
         if not self._valid_action(action):
             check_action(self.action_space, action)
+        if TurnWatch.last is not self._turns:  # another env stepped last
+            self._turns.new_turn(self.cursor.total_step)
         spent = self.cursor.advance(1)
         obs, reward, terminated, truncated, inner_info = self._env.step(action)
         self._last_obs = obs
@@ -201,8 +238,14 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
             self._end_episode(info, self._episode_return, self._episode_length)
         if spent:
             truncated = True
-            if self._episode_length:  # the episode (or game) cut by the switch
-                self._end_episode(info, self._episode_return, self._episode_length)
+            if TASK_EPISODE_KEY not in info:  # the episode (or game) cut by the switch
+                if self._records_episodes:
+                    game = running_games(self._env)
+                    cut = float(game["r"][0]), int(game["l"][0])
+                else:
+                    cut = self._episode_return, self._episode_length
+                if cut[1]:
+                    self._end_episode(info, *cut)
             cursor.switch_pending = True
             cursor.next_segment()
             info["sequence_done"] = cursor.done
@@ -236,6 +279,18 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         if self._env is not None:
             self._env.close()
             self._env = None
+
+    def __getattr__(self, name: str) -> Any:
+        """Only reached for attributes the env lacks: the raw-ALE names that Atari
+        preprocessing wrappers ask for get a message saying what to do instead."""
+        if name in RAW_ALE_ATTRIBUTES:
+            sequence = self.sequence
+            note = sequence.preprocessing or f"{sequence.name}'s tasks are not raw ALE games"
+            message = f"{type(self).__name__} of {sequence.name} has no {name!r}: {note}"
+            # AtariPreprocessing reads _frameskip with a default: only a non-AttributeError
+            # gets through it
+            raise (ValueError if name == "_frameskip" else AttributeError)(message)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- internals --------------------------------------------------------------------
     def _end_episode(self, info: dict[str, Any], episode_return: float, length: int) -> None:

@@ -34,9 +34,14 @@ SPLITS = ("train", "test")
 RENDER_MODES: tuple[str, ...] = ("rgb_array",)
 """Render modes every sequence env offers (frames as ``uint8 (H, W, 3)`` arrays)."""
 TASK_EPISODE_KEY = "task_episode"
-"""Info key of a finished episode's statistics in the sequence envs: ``{"r": return,
-"l": length in agent steps, "task_id": task it was played on}``. ``info["episode"]`` is
-left to gymnasium's ``RecordEpisodeStatistics`` (and SB3's ``Monitor``)."""
+"""Info key of a finished episode's statistics in every sequence env of every suite:
+``{"r": return, "l": length in the suite's steps, "task_id": task it was played on}``.
+A single env leaves ``info["episode"]`` to gymnasium's ``RecordEpisodeStatistics`` (and
+SB3's ``Monitor``); the vector envs also put the same statistics under gymnasium's
+``infos["episode"]`` / ``infos["_episode"]`` (``EPISODE_KEYS``)."""
+EPISODE_KEYS: tuple[str, ...] = ("episode", TASK_EPISODE_KEY)
+"""Info keys of a vector env's finished episodes (one dict of ``(N,)`` arrays ``r``,
+``l``, ``t``, ``task_id`` under both, each with its ``_``-prefixed bool ``(N,)`` mask)."""
 
 
 class SequenceDoneError(RuntimeError):
@@ -76,9 +81,11 @@ class TaskSpec:
             differ from the training env (Atari: no episodic-life termination);
             defaults to ``make_train``.
         records_episodes: the factory's env already reports true episode statistics
-            in ``info["episode"]`` (e.g. Atari, where a training "episode" ends at a
-            life loss but the reported return is the whole game's); the sequence envs
-            move them to ``info["task_episode"]``. Otherwise the sequence envs record
+            in ``info["episode"]`` from a gymnasium ``RecordEpisodeStatistics`` (e.g.
+            Atari, where a training "episode" ends at a life loss but the reported
+            return is the whole game's); the sequence envs move them to
+            ``info["task_episode"]``, and at a task switch read the cut game's return
+            and length so far from that wrapper. Otherwise the sequence envs record
             them themselves.
         valid_actions: the actions of the sequence's ``Discrete`` action space this task
             accepts (sorted, e.g. ``(0, ..., 9)`` for MiniHack's KeyRoom), ``None`` when
@@ -183,6 +190,13 @@ class TaskSequence:
             module check), e.g. that CHORES' data and simulator build exist; it raises
             the suite's documented error. ``None``: no check.
         render_fps: frames per second of recorded videos (one frame per agent step).
+        step_unit: what one step of the budgets and counters is, as axis labels and
+            messages name it: ``"agent steps"`` (one ``step`` of one (sub-)env), MEAL's
+            ``"env steps"`` (one joint action of all agents).
+        preprocessing: what the task envs already do to the simulator's observations,
+            said when a wrapper for raw simulators (gymnasium's ``AtariPreprocessing``,
+            SB3's Atari wrappers) asks a sequence env for ``ale`` and friends;
+            ``None``: nothing to say beyond "not a raw ALE env".
     """
 
     name: str
@@ -197,6 +211,8 @@ class TaskSequence:
     metric_settings: Mapping[str, Any] = field(default_factory=dict)
     preflight: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     render_fps: int = 30
+    step_unit: str = "agent steps"
+    preprocessing: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -486,6 +502,11 @@ class ScheduleAccessors:
     def total_step(self) -> int:
         """Agent steps played so far in the whole sequence."""
         return self.cursor.total_step
+
+    @property
+    def step_unit(self) -> str:
+        """The unit of ``total_step`` and the budgets (``TaskSequence.step_unit``)."""
+        return self.cursor.sequence.step_unit
 
     @property
     def total_steps(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any, Literal
 
@@ -21,10 +22,11 @@ from cl_suites.core.sequence_env import (
     check_action,
     check_spaces,
     own_spaces,
+    running_games,
 )
 from cl_suites.core.task import (
+    EPISODE_KEYS,
     RENDER_MODES,
-    TASK_EPISODE_KEY,
     ScheduleAccessors,
     Segment,
     SequenceCursor,
@@ -74,29 +76,41 @@ def make_task_vector_env(
 
 
 class EpisodeTracker:
-    """Per-sub-env running returns and lengths of a batched env with same-step autoreset.
+    """Per-sub-env running returns, lengths and start times of a batched env with
+    same-step autoreset.
 
-    ``update`` takes one vector step and returns the finished episodes' returns and
-    lengths with a mask (``{"r": (N,), "l": (N,)}`` and a bool ``(N,)`` mask, the layout
-    of gymnasium's ``RecordEpisodeStatistics``).
+    ``update`` takes one vector step; when an episode ended it returns the finished
+    episodes' returns, lengths (agent steps) and durations (seconds) with a mask
+    (``{"r": (N,), "l": (N,), "t": (N,)}`` and a bool ``(N,)`` mask, the layout of
+    gymnasium's ``RecordEpisodeStatistics``), else ``None``.
     """
 
     def __init__(self, num_envs: int):
         self.returns = np.zeros(num_envs, dtype=np.float64)
         self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.starts = np.full(num_envs, time.perf_counter())
 
     def reset(self) -> None:
         self.returns[:] = 0.0
         self.lengths[:] = 0
+        self.starts[:] = time.perf_counter()
 
     def update(
         self, rewards: np.ndarray, ended: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
         self.returns += rewards
         self.lengths += 1
-        episode = {"r": np.where(ended, self.returns, 0.0), "l": np.where(ended, self.lengths, 0)}
+        if not ended.any():
+            return None
+        now = time.perf_counter()
+        episode = {
+            "r": np.where(ended, self.returns, 0.0),
+            "l": np.where(ended, self.lengths, 0),
+            "t": np.where(ended, np.round(now - self.starts, 6), 0.0),
+        }
         self.returns[ended] = 0.0
         self.lengths[ended] = 0
+        self.starts[ended] = now
         return episode, ended.copy()
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -105,6 +119,7 @@ class EpisodeTracker:
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         self.returns[:] = state["returns"]
         self.lengths[:] = state["lengths"]
+        self.starts[:] = time.perf_counter()
 
 
 class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
@@ -123,11 +138,14 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     ``infos`` holds, per sub-env, the keys of ``SequenceEnv`` (``task_id``, ``task_name``,
     ``cycle``, ``task_step``, ``total_step``, ``task_switched``, ``sequence_done``, and
     ``action_mask (num_envs, n_actions)`` when the sequence restricts actions; here
-    ``task_step`` and ``total_step`` count the global agent steps) and
-    ``infos["task_episode"] = {"r", "l", "task_id"}`` with the mask
-    ``infos["_task_episode"]`` for finished episodes (``task_id`` is the task the episode
-    was played on: at a switch step the other keys already describe the new task).
-    ``infos["episode"]`` is left to gymnasium's ``wrappers.vector.RecordEpisodeStatistics``.
+    ``task_step`` and ``total_step`` count the global agent steps). At a step where
+    episodes end (those cut by a task switch included; for Atari, whole games),
+    ``infos["episode"] = {"r", "l", "t", "task_id"}`` (``(N,)`` arrays: return, length in
+    agent steps, seconds, the task the episode was played on: at a switch step the other
+    keys already describe the new task) with the mask ``infos["_episode"]``, the layout
+    of gymnasium 1.x's ``RecordEpisodeStatistics`` (so do not wrap this env in it: it
+    would refuse the existing key). ``infos["task_episode"]`` / ``["_task_episode"]``
+    hold the same (the key of every sequence env, single ones included).
 
     One task env (a batch of ``num_envs``) is built per task segment. ``state_dict()`` /
     ``load_state_dict()`` save and restore the position, the running episodes and, where
@@ -206,20 +224,14 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         obs, rewards, terminations, truncations, infos = self._backend.step(actions)
         if spent:
             truncations = self._ones.copy()
-        ended = terminations | truncations
-        episode, has_episode = self._episodes.update(rewards, ended)
+        finished = self._episodes.update(rewards, terminations | truncations)
         if self.sequence.tasks[self.cursor.segment.task_id].records_episodes:
-            # the task env reports true episodes itself (e.g. a whole Atari game)
-            final_info = infos.get("final_info", {})
-            if "episode" in final_info:
-                game = final_info["episode"]
-                episode = {"r": np.asarray(game["r"], float), "l": np.asarray(game["l"], int)}
-                has_episode = final_info["_episode"] & infos["_final_info"]
-            else:
-                has_episode = None
-        if has_episode is not None:
+            finished = self._games(infos, spent)
+        if finished is not None:
+            episode, mask = finished
             episode["task_id"] = np.full(self.num_envs, self.cursor.segment.task_id)
-            infos[TASK_EPISODE_KEY], infos["_" + TASK_EPISODE_KEY] = episode, has_episode
+            for key in EPISODE_KEYS:
+                infos[key], infos["_" + key] = episode, mask
         if spent:
             infos = self._switch(obs, infos)
             obs = infos.pop("_next_obs", obs)
@@ -230,6 +242,13 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             truncations,
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
+
+    def to_sb3(self) -> Any:
+        """This env as a stable-baselines3 ``VecEnv``: ``cl_suites.SB3VecEnv(self)`` (SB3
+        takes no gymnasium ``VectorEnv``; needs the ``baselines`` extra)."""
+        from cl_suites.core.sb3_adapter import SB3VecEnv
+
+        return SB3VecEnv(self)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One frame per sub-env (``uint8 (H, W, 3)`` each) of the task being played, as
@@ -376,6 +395,32 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self._backend = backend
         self._episodes.reset()
         return backend.reset(seed=self.cursor.env_seed(segment) if seed is None else seed)
+
+    def _games(
+        self, infos: dict[str, Any], spent: bool
+    ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """The whole games that ended this step, for a task env that records its own
+        episodes (Atari: ``RecordEpisodeStatistics`` under the episodic-life wrapper), and
+        at a task switch also the games it cuts (their return and length so far, read
+        from each sub-env's ``RecordEpisodeStatistics``), or ``None`` when none ended."""
+        final_info = infos.get("final_info", {})
+        ended = np.zeros(self.num_envs, dtype=bool)
+        episode = {
+            "r": np.zeros(self.num_envs),
+            "l": np.zeros(self.num_envs, dtype=np.int64),
+            "t": np.zeros(self.num_envs),
+        }
+        if "episode" in final_info:
+            ended = final_info["_episode"] & infos["_final_info"]
+            for key in episode:
+                episode[key][ended] = np.asarray(final_info["episode"][key])[ended]
+        if spent:
+            running = running_games(self._backend)
+            cut = ~ended & (running["l"] > 0)
+            for key in episode:
+                episode[key][cut] = running[key][cut]
+            ended = ended | cut
+        return (episode, ended) if ended.any() else None
 
     def _switch(self, obs: np.ndarray, infos: dict[str, Any]) -> dict[str, Any]:
         """Truncate every sub-env, move to the next segment and start its task."""

@@ -8,6 +8,7 @@ run's step unit).
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ def video_path(run_dir: str | Path, total_step: int, task_id: int, split: str) -
 
 def write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 15) -> Path:
     """Write ``frames`` (``(H, W, 3)`` uint8 each) as an H.264 mp4 (moviepy + ffmpeg)."""
-    from moviepy import ImageSequenceClip
+    with warnings.catch_warnings():  # imageio-ffmpeg imports the deprecated pkg_resources
+        warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+        from moviepy import ImageSequenceClip
 
     path.parent.mkdir(parents=True, exist_ok=True)
     frames = [np.ascontiguousarray(np.asarray(f, dtype=np.uint8)[..., :3]) for f in frames]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.task import ScheduleAccessors, SequenceCursor
+from cl_suites.core.task import TASK_EPISODE_KEY, ScheduleAccessors, SequenceCursor
 from cl_suites.meal.engine import BatchState, MealEngine, jax
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
 
@@ -95,7 +95,8 @@ class MealBatchedEnv(ScheduleAccessors):
     describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
     (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups``; at
     episode ends ``episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score": (M,),
-    "task_id": int}`` and ``_episode (M,)`` True.
+    "task_id": int}`` and ``_episode (M,)`` True, also under ``task_episode`` (the key of
+    every suite's sequence envs).
 
     Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
     shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
@@ -185,6 +186,7 @@ class MealBatchedEnv(ScheduleAccessors):
                 "task_id": self._episode_task,
             }
             info["_episode"] = np.ones(self.num_envs, dtype=bool)
+            info[TASK_EPISODE_KEY], info["_" + TASK_EPISODE_KEY] = info["episode"], info["_episode"]
         info.update(self._step_stats(soups))
         if spent:
             self.cursor.switch_pending = True

@@ -16,7 +16,6 @@ Use::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from cl_suites.core.task import check_positive_int
 from cl_suites.meal.batched import shared_engine
 from cl_suites.meal.engine import MealEngine, jax
 from cl_suites.meal.layouts import REWARD_PER_SOUP
+from cl_suites.meal.render import load_pygame
 from cl_suites.meal.suite import MealSuite
 
 
@@ -88,8 +88,7 @@ class MealEvalEnv:
 
 def make_visualizer(num_agents: int) -> Any:
     """meal-bench's ``OvercookedVisualizer`` (headless: SDL's dummy video driver)."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    load_pygame()  # before meal-bench imports it
     from meal.visualization.visualizer import OvercookedVisualizer
 
     return OvercookedVisualizer(num_agents=num_agents)

@@ -9,11 +9,13 @@ import numpy as np
 
 from cl_suites.core.task import (
     RENDER_MODES,
+    TASK_EPISODE_KEY,
     ScheduleAccessors,
     SequenceCursor,
     SequenceDoneError,
     check_render_mode,
 )
+from cl_suites.core.turns import TurnWatch
 from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
 from cl_suites.meal.engine import MealEngine, shared_engine
@@ -43,7 +45,8 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     Every agent's info holds ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done``, ``soups`` (team soups delivered this step),
     ``episode_soups`` and ``score`` (= ``episode_soups / max_soups``, MEAL's normalised
-    score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``.
+    score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``
+    (also under ``task_episode``, the key of every suite's sequence envs).
     After the last step, ``reset()`` without a seed hands back the last observations
     (so SuperSuit's automatic reset does not fail) and ``step`` raises
     ``SequenceDoneError``.
@@ -81,6 +84,10 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
         self.action_spaces = {a: gym.spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
         self._renderer: KitchenRenderer | None = None
         self._last: tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]] | None = None
+        self._turns = TurnWatch(
+            self.sequence.name,
+            "cl_suites.meal.make_batched(...) or cl_suites.meal.make_sb3_vec_env(...)",
+        )
 
     # -- schedule helpers (schedule, on_task_switch, current_task) -------------------------
     @property
@@ -137,6 +144,8 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
                     f"action {act!r} of {a} is not in its action space Discrete({NUM_ACTIONS})"
                 )
             row.append(int(act))
+        if TurnWatch.last is not self._turns:  # another env stepped last
+            self._turns.new_turn(self._env.cursor.total_step)
         obs, rewards, terms, truncs, info = self._env.step(np.array([row]))
         shared = self._shared_info(info)
         episode = info.get("episode")
@@ -151,6 +160,7 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
                     "score": float(episode["score"][0]),
                     "task_id": int(episode["task_id"]),
                 }
+                infos[a][TASK_EPISODE_KEY] = infos[a]["episode"]
         agents = self.possible_agents
         out = (
             {a: obs[0, i] for i, a in enumerate(agents)},

@@ -24,7 +24,8 @@ RENDER_FPS = 10
 """Frames per second of MEAL videos (meal-bench's visualiser default); one frame per env step."""
 
 
-def _pygame() -> Any:
+def load_pygame() -> Any:
+    """pygame, headless (SDL's dummy drivers), imported without its deprecation noise."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
@@ -42,7 +43,7 @@ class KitchenRenderer:
     """
 
     def __init__(self, num_agents: int, tile_pixels: int = TILE_PIXELS):
-        self.pygame = _pygame()
+        self.pygame = load_pygame()
         from meal.visualization.rendering.state_visualizer import StateVisualizer
 
         self.num_agents = num_agents

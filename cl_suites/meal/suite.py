@@ -336,6 +336,7 @@ def build_suite(
             "reward_per_soup": REWARD_PER_SOUP,
             "step_unit": "env step",
         },
+        step_unit="env steps",
     )
     options = {
         "difficulty": difficulty,

@@ -38,16 +38,18 @@ def plot_continual_eval(
     title: str = "",
     ncols: int = 3,
     max_points: int = 400,
+    step_unit: str = "agent steps",
 ) -> Figure:
     """Continual-evaluation figure from :func:`~cl_suites.metrics.cora.continual_eval_curves`.
 
     Args:
         curves: ``method, task_id, split, total_step, mean, sem, n``.
-        schedule: training segments (agent steps) for the grey bands.
+        schedule: training segments (in ``step_unit``) for the grey bands.
         names: ``task_id -> name`` for panel titles.
         title: figure title.
         ncols: panels per row.
         max_points: curves longer than this are drawn with a stride (display only).
+        step_unit: the x axis label, the runs' ``RunData.step_unit`` (MEAL: env steps).
     """
     tasks = sorted(names)
     methods = sorted(curves["method"].unique())
@@ -112,7 +114,7 @@ def plot_continual_eval(
     for ax in axes[:, 0]:
         ax.set_ylabel("return", fontsize=9)
     for ax in axes[-1, :]:
-        ax.set_xlabel("agent steps", fontsize=9)
+        ax.set_xlabel(step_unit, fontsize=9)
     handles = [Line2D([], [], color=colour[m], lw=2, label=m) for m in methods]
     handles += [
         Line2D([], [], color="k", ls="-", label="test split"),

@@ -157,8 +157,12 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
 
 
-def _render_continual(curves: pd.DataFrame, schedule: pd.DataFrame, names, title: str) -> bytes:
-    return figure_png(plot_continual_eval(curves, schedule, names, title=title))
+def _render_continual(
+    curves: pd.DataFrame, schedule: pd.DataFrame, names, title: str, step_unit: str
+) -> bytes:
+    return figure_png(
+        plot_continual_eval(curves, schedule, names, title=title, step_unit=step_unit)
+    )
 
 
 def _render_heat(table: cora.CoraTable, names, title: str) -> bytes:
@@ -545,6 +549,7 @@ def _suite_section(
         schedule,
         names,
         f"{suite}: continual evaluation",
+        suite_runs[0].step_unit,
     )
     files.append(p)
     sec += ["<h3>Continual evaluation</h3>", fig]

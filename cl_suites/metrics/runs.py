@@ -84,6 +84,13 @@ class RunData:
         return int(settings.get("smoothing_window") or 20)
 
     @property
+    def step_unit(self) -> str:
+        """The unit of the run's steps for axis labels: ``"agent steps"``, or MEAL's
+        ``"env steps"`` (metadata ``step_unit`` up to its explanation in brackets; runs
+        logged without one count agent steps)."""
+        return str(self.metadata.get("step_unit") or "agent steps").split(" (")[0]
+
+    @property
     def is_single_task_expert(self) -> bool:
         """True for single-task-expert (STE) runs: method ``"ste"`` or one task only."""
         return self.method.lower() in {"ste", "single_task", "single-task"} or (

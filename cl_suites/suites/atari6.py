@@ -31,6 +31,17 @@ from cl_suites.envs.atari import (
     make_atari_env,
 )
 
+PREPROCESSED = (
+    "Atari6 already preprocesses as CORA did (up to 30 no-op frames at reset, frame skip 4 "
+    "with a max-pool, 84x84 grayscale, a 4-frame stack, a lost life ends the training "
+    "episode, FIRE pressed after every reset; see cl_suites.envs.atari), so gymnasium's "
+    "AtariPreprocessing and the Atari wrappers of SB3 / CleanRL would preprocess twice. Use "
+    "its uint8 (4, 84, 84) observations as they are (clip rewards in the learner); to "
+    "change the stack, pass the suite's options (noop_max, max_episode_steps, "
+    "repeat_action_probability)"
+)
+"""What a sequence env of Atari6 says when asked for ``ale`` or ``get_action_meanings``."""
+
 GAMES: tuple[str, ...] = ("SpaceInvaders", "Krull", "BeamRider", "Hero", "StarGunner", "MsPacman")
 
 
@@ -89,4 +100,5 @@ def build(
         extra="atari",
         required_modules=("ale_py", "cv2", "stable_baselines3"),
         metric_settings={"smoothing_window": 20, "return_clip_min": None},
+        preprocessing=PREPROCESSED,
     )

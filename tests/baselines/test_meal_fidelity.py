@@ -398,3 +398,15 @@ def test_attach_meal_method_to_learner_end_to_end():
     with pytest.warns(UserWarning, match="no fresh-episode source"):
         model.learn(320, callback=cb)
     assert method.consolidations[0]["task_id"] == 0 and method.consolidations[0]["steps"] == 64
+
+
+def test_meal_small_preset_completes_episodes_in_every_task():
+    """Issue 23: the small preset's budget ended no MEAL episode (empty training curves)."""
+    from cl_suites.meal import build_suite
+
+    hp = presets.resolve("MEAL-2", "ppo", "ft", "small")
+    suite = build_suite("MEAL-2", **hp["suite_defaults"])
+    steps_per_env = suite.sequence.tasks[0].budget // hp["num_envs"]
+    assert suite.episode_len == 50 and steps_per_env == 128
+    assert steps_per_env // suite.episode_len == 2  # whole episodes per env and task
+    assert suite.sequence.eval_every == 1_024 and suite.sequence.step_unit == "env steps"

@@ -114,3 +114,26 @@ def test_default_forgetting_is_the_released_codes_weighted_formula(hand_run):
     assert meal.meal_forgetting(method="weighted", curves=curves, train_end_idx={0: 1, 1: 1}) == 0
     with pytest.raises(ValueError, match="known"):
         meal.meal_metrics(run.eval, run.schedule, NORMS, forgetting="average")
+
+
+def test_curves_are_drawn_against_the_runs_step_unit(tmp_path):
+    """Issue 23: MEAL's report axes said agent steps for env steps."""
+    from cl_suites.metrics import cora
+    from cl_suites.metrics.plots import plot_continual_eval
+    from cl_suites.metrics.runs import combined_eval, task_names
+    from tests.metrics.conftest import HAND, write_run
+
+    meal_run = load_run(
+        write_run(
+            tmp_path / "meal",
+            returns=HAND,
+            extra_meta={"step_unit": "env steps (one joint action of all agents)"},
+        )
+    )
+    plain = load_run(write_run(tmp_path / "plain", returns=HAND))
+    assert (meal_run.step_unit, plain.step_unit) == ("env steps", "agent steps")
+    curves = cora.continual_eval_curves(combined_eval([meal_run]), 1, 50)
+    fig = plot_continual_eval(
+        curves, meal_run.schedule, task_names([meal_run]), step_unit=meal_run.step_unit
+    )
+    assert {ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()} == {"env steps"}
