@@ -33,9 +33,9 @@ from baselines_sb3.callbacks import (
 from baselines_sb3.checkpoint import (
     CheckpointCallback,
     apply_checkpoint,
-    checkpoint_path,
+    checkpoint_dir,
     checkpoint_step,
-    load_checkpoint,
+    load_resume_state,
     truncate_logs,
 )
 from baselines_sb3.cl import METHODS, attach_method, make_method
@@ -312,11 +312,10 @@ def run_main_job(
     agents = spec.num_agents
     schedule = sequence.schedule(n_envs)
     metadata = _metadata(spec, seed, schedule)
-    ckpt = checkpoint_path(run_dir)
-    state = None
+    state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
         _check_resumable(run_dir, metadata)
-        state = load_checkpoint(ckpt) if ckpt.exists() else None
+        state, ckpt_file = load_resume_state(run_dir) or (None, None)
         truncate_logs(run_dir, checkpoint_step(state) if state is not None else -1)
     if state is not None and state.get("finished"):
         print(f"run {run_dir} is already complete; writing the report only")
@@ -366,9 +365,14 @@ def run_main_job(
             make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
         )
     if state is not None:
-        run_log.log_episodes(apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper))
+        cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
+        run_log.log_episodes(cut)
     ckpt_cb = CheckpointCallback(
-        ckpt, int(job.get("checkpoint_every", sequence.eval_every)), cl, train_env, evaluator
+        checkpoint_dir(run_dir),
+        int(job.get("checkpoint_every", sequence.eval_every)),
+        cl,
+        train_env,
+        evaluator,
     )
     progress = RunProgress(
         schedule,

@@ -41,7 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cl_suites.metrics import cora, l2m, meal, published
 from cl_suites.metrics.plots import figure_png, plot_continual_eval, plot_heat_table
 from cl_suites.metrics.runs import MetricsInputError, RunData, combined_eval, load_run, task_names
-from cl_suites.metrics.safe_names import path_inside, safe_name
+from cl_suites.metrics.safe_names import md_escape, path_inside, safe_name
 from cl_suites.metrics.stats import iqm_interval, mean_sem
 from cl_suites.metrics.tables import (
     cora_text_table,
@@ -444,7 +444,9 @@ def _report(
         )
     notes_md = out / "notes.md"
     notes_md.write_text(
-        "# Notes\n\n" + "".join(f"* {n}\n" for n in notes) if notes else "# Notes\n\nNone.\n"
+        "# Notes\n\n" + "".join(f"* {md_escape(n)}\n" for n in notes)
+        if notes
+        else "# Notes\n\nNone.\n"
     )
     files.append(notes_md)
     page = [
