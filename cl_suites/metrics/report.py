@@ -559,7 +559,7 @@ def _suite_section(
     )
     fp_tab.columns = [f"{m} ({s})" for m, s in fp_tab.columns]
     order = [task_label(t, names) for t in sorted(names)]
-    fp_tab = fp_tab.reindex([t for t in order if t in fp_tab.index]).fillna("n/a")
+    fp_tab = fp_tab.reindex(order).fillna("n/a")  # a task without usable returns: n/a
     files += write_table(fp_tab, suite_dir / "final_performance", f"{suite}: final performance")
     sec += ["<h3>Final performance (mean ± SEM)</h3>", _html_table(fp_tab, True)]
     # --- CORA F / Z

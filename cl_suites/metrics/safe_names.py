@@ -9,7 +9,7 @@ untrusted input:
   :func:`path_inside` checks a final path against its root.
 * :func:`neutralize_cell` defuses spreadsheet formulas (OWASP "CSV injection"): a text cell
   that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading
-  ``'``, unless it is one of the report's number displays (``"-0.3 ± 0.1"``,
+  ``'``, unless it is a lone ``-`` or one of the report's number displays (``"-0.3 ± 0.1"``,
   ``"-0.12 [-0.30, 0.05]"``), which contain no letters or function syntax.
 * :func:`tex_escape` makes text inert in LaTeX (every special character escaped, so
   ``\\write18{...}`` or ``\\input{/etc/passwd}`` print as text and run nothing);
@@ -128,7 +128,7 @@ def neutralize_cell(value: object) -> object:
     """A CSV cell that a spreadsheet will not run as a formula (see the module docstring)."""
     if not isinstance(value, str) or not value.startswith(FORMULA_START):
         return value
-    if _NUMBER_DISPLAY.fullmatch(value):
+    if value == "-" or _NUMBER_DISPLAY.fullmatch(value):  # "-": a cell the metric lacks
         return value
     return "'" + value
 
