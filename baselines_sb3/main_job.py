@@ -17,6 +17,7 @@ calls summed over sub-envs).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from baselines_sb3.checkpoint import (
 from baselines_sb3.cl import METHODS, attach_method, make_method
 from baselines_sb3.cl.clear import replay_storage
 from baselines_sb3.factory import LEARNERS, build_model, wrap_env
+from baselines_sb3.option_specs import check_options, job_size_warnings
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
@@ -194,9 +196,10 @@ def resolve_job(
     task trains ``steps_per_task // (n_steps * num_envs)`` updates.
 
     Raises ``ValueError`` naming an unknown method, learner, preset or option and the
-    valid ones, and ``KeyError`` for an unknown suite.
+    valid ones, or an option's value outside its declared type and range
+    (``option_specs.OPTION_SPECS``), and ``KeyError`` for an unknown suite.
     """
-    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
+    overrides = check_options({k: v for k, v in dict(overrides or {}).items() if v is not None})
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
     meal = is_meal_id(suite)
@@ -214,9 +217,6 @@ def resolve_job(
         _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
     hp = presets.resolve(preset_suite, learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    for key in ("torch_threads", "update_threads"):
-        if key in job:
-            job[key] = check_positive_int(key, job[key])
     overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
@@ -307,6 +307,8 @@ def run_main_job(
         overrides=overrides,
         seed=seed,
     )
+    for line in job_size_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     run_dir = Path(run_dir)
     sequence, job, hp, n_envs = spec.sequence, spec.job, spec.hp, spec.num_envs
     agents = spec.num_agents
