@@ -65,7 +65,7 @@ def encode(tree: Any, where: str = "checkpoint") -> Any:
         if not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
         tag = _ARRAY if isinstance(tree, np.ndarray) else _SCALAR
-        return {tag: th.from_numpy(np.ascontiguousarray(array))}
+        return {tag: th.from_numpy(np.ascontiguousarray(array).reshape(array.shape))}
     if isinstance(tree, dict):
         if len(tree) == 1 and next(iter(tree)) in _TAGS:
             raise TypeError(f"{where}: the key {next(iter(tree))!r} is reserved")
@@ -119,14 +119,20 @@ def checkpoint_files(directory: str | Path) -> list[tuple[int, Path]]:
 
 
 class _HashingFile:
-    """Passes writes on to ``f`` and hashes them."""
+    """Passes writes on to ``f`` and hashes them. Remembers a Ctrl-C / SIGTERM raised
+    during a write (``interrupt``): torch re-raises it as a ``RuntimeError``."""
 
     def __init__(self, f: IO[bytes]):
         self._f, self.sha256 = f, hashlib.sha256()
+        self.interrupt: BaseException | None = None
 
     def write(self, data: Any) -> int:
-        self.sha256.update(data)
-        return self._f.write(data)
+        try:
+            self.sha256.update(data)
+            return self._f.write(data)
+        except (KeyboardInterrupt, SystemExit) as e:
+            self.interrupt = e
+            raise
 
     def flush(self) -> None:
         self._f.flush()
@@ -152,7 +158,12 @@ def write_checkpoint(
 
     def write(f: IO[bytes]) -> None:
         hashing.append(_HashingFile(f))
-        th.save(tree, hashing[-1])
+        try:
+            th.save(tree, hashing[-1])
+        except RuntimeError:
+            if hashing[-1].interrupt is not None:  # a kill, not a torch error
+                raise hashing[-1].interrupt from None
+            raise
 
     sidecar = checksum_file(path)
     with contextlib.suppress(FileNotFoundError):
