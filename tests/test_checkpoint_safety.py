@@ -154,6 +154,28 @@ def test_a_crafted_env_state_runs_nothing(tmp_path):
     assert ("collections", "deque") in pickled_globals(pickle.dumps(env))
 
 
+def test_the_previous_checkpoint_stays_until_the_new_one_is_verified(tmp_path, monkeypatch):
+    for step in (1, 2, 3):
+        write_checkpoint(tmp_path, step, {"x": np.full(4, step)})
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"step-00000000000{s}.{e}" for s in (2, 3) for e in ("pt", "sha256")]
+    seen = []
+    original = checkpoint_files.atomic_write
+
+    def spy(path, write):
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))  # while step 4 is written
+        original(path, write)
+
+    monkeypatch.setattr(checkpoint_files, "atomic_write", spy)
+    monkeypatch.setattr(checkpoint_files, "file_sha256", lambda path: "0" * 64)  # bad disk
+    with pytest.raises(OSError, match="reads back other bytes than were written"):
+        write_checkpoint(tmp_path, 4, {"x": np.full(4, 4)})
+    assert seen == [["step-000000000003.pt", "step-000000000003.sha256"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == seen[0]  # 3 is intact, 4 is gone
+    monkeypatch.undo()
+    assert checkpoint_files.read_checkpoint(tmp_path / "step-000000000003.pt")["x"][0] == 3
+
+
 # -- crafted checkpoints ----------------------------------------------------------------------
 def _with_checksum(path):
     digest = checkpoint_files.file_sha256(path)

@@ -15,11 +15,13 @@ A checkpoint directory holds, per checkpoint (``STEP``: the run's step, 12 digit
 
 :func:`write_checkpoint` writes the ``.pt`` atomically while hashing what it writes,
 reads the file back to check the hash (a disk that returns other bytes is caught here),
-then writes the ``.sha256`` atomically, and only then deletes older checkpoints beyond the
-newest ``keep`` (2: the new one and the previous one). A kill at any moment leaves the
-previous checkpoint intact; a ``.pt`` without its ``.sha256`` is an unfinished write and
-is never loaded. :func:`load_latest` loads the newest checkpoint whose file matches its
-checksum and refuses the others, one line each naming the file and the reason.
+then writes the ``.sha256`` atomically. The directory keeps the newest ``keep`` (2)
+checkpoints: before a write, all but the newest ``keep - 1`` are deleted, so the disk never
+holds more than ``keep`` (plus the file being written), and the previous checkpoint stays
+until the new one is verified. A kill at any moment leaves the previous checkpoint intact;
+a ``.pt`` without its ``.sha256`` is an unfinished write and is never loaded.
+:func:`load_latest` loads the newest checkpoint whose file matches its checksum and
+refuses the others, one line each naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -166,8 +168,9 @@ def write_checkpoint(
             raise
 
     sidecar = checksum_file(path)
-    with contextlib.suppress(FileNotFoundError):
-        sidecar.unlink()  # a checkpoint at the same step is being replaced
+    others = [old for s, old in checkpoint_files(directory) if s != int(step)]
+    _remove(others[keep - 1 :])  # the newest keep - 1 stay until this one is verified
+    _remove([sidecar])  # a checkpoint at the same step is being replaced
     atomic_write(path, write)
     digest = hashing[-1].sha256.hexdigest()
     on_disk = file_sha256(path)
@@ -175,11 +178,16 @@ def write_checkpoint(
         path.unlink()
         raise OSError(f"checkpoint {path} reads back other bytes than were written")
     write_text_atomic(sidecar, f"{digest}  {path.name}\n")
-    for _, old in checkpoint_files(directory)[keep:]:
-        for p in (old, checksum_file(old)):
+    _remove([old for _, old in checkpoint_files(directory)[keep:]])
+    return path
+
+
+def _remove(paths: list[Path]) -> None:
+    """Delete checkpoint files (``.pt`` and ``.sha256``)."""
+    for path in paths:
+        for p in (path, checksum_file(path)):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
-    return path
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
