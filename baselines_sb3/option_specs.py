@@ -16,10 +16,13 @@ checks itself; free-form ones such as ``net_arch``) pass through unchanged.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from cl_suites.core.fsutil import format_bytes
 
@@ -86,13 +89,13 @@ class Opt:
         if self.kind == "choice":
             hits = [c for c in self.choices if c == value and type(c) is type(value)]
             return hits[0] if hits else _BAD
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
             return _BAD
         if self.kind == "int":
-            if isinstance(value, float):
-                if not value.is_integer():
-                    return _BAD
-                value = int(value)
+            integral = isinstance(value, numbers.Integral)
+            if not integral and not (math.isfinite(value) and float(value).is_integer()):
+                return _BAD
+            value = int(value)
         elif not math.isfinite(value):
             return _BAD
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 import pytest
 
 from baselines_sb3 import main_job
@@ -66,6 +67,8 @@ def test_library_calls_and_sweeps_are_checked_in_the_same_place(tmp_path, key, v
 def test_good_values_pass_and_are_normalised():
     assert check_option("n_steps", 128.0) == 128 and type(check_option("n_steps", 128.0)) is int
     assert check_option("learning_rate", 1e-4) == 1e-4
+    assert check_option("batch_size", np.int64(64)) == 64  # numpy numbers from library calls
+    assert check_option("gamma", np.float32(0.5)) == 0.5
     assert check_option("wandb", "my-project") == "my-project"
     assert check_option("wandb", True) is True
     assert check_option("replay_on_disk", "auto") == "auto"
