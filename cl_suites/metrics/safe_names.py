@@ -68,6 +68,7 @@ _MD = {
     "]": "\\]",
     "|": "\\|",
     "~": "\\~",
+    "$": "\\$",  # math on GitHub
 }
 
 
@@ -84,7 +85,7 @@ def tex_escape(value: object) -> str:
 
 def md_escape(value: object) -> str:
     """``value`` as Markdown text that renders as written: no HTML, links, images,
-    emphasis or table cells come out of it; one line."""
+    emphasis, math or table cells come out of it; one line."""
     return "".join(_MD.get(c, c) for c in _one_line(value))
 
 

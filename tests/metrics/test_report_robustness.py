@@ -160,6 +160,7 @@ HOSTILE = {
     "tex": r"\write18{touch pwned}\input{/etc/passwd}",
     "html": "<img src=x onerror=alert(1)>",
     "formula": '=HYPERLINK("http://x","y")',
+    "mathtext": "$x^$",  # matplotlib's mathtext would stop the figures with a parse error
 }
 
 
@@ -167,7 +168,7 @@ def test_hostile_names_come_out_inert_in_tex_md_html_and_csv(tmp_path):
     """Issue 24 item 2: method and task names reach every output escaped for its format."""
     names = list(HOSTILE.values())
     runs = [
-        write_run(tmp_path / f"run{k}", method=name, returns=HAND, task_names=names)
+        write_run(tmp_path / f"run{k}", method=name, returns=HAND, task_names=names[:3])
         for k, name in enumerate(names)
     ]
     out = build_report(runs, tmp_path / "out", bootstrap_reps=20, progress=False).out_dir
@@ -194,3 +195,4 @@ def test_hostile_names_come_out_inert_in_tex_md_html_and_csv(tmp_path):
         assert not any(c.startswith(("=", "+", "@")) for c in cells), path
     summary = pd.read_csv(out / "summary.csv", dtype=str, keep_default_na=False)
     assert "'" + HOSTILE["formula"] in summary["method"].tolist()
+    assert r"\$x\textasciicircum{}\$" in tex and "| $x^$ |" not in md
