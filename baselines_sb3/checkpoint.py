@@ -172,8 +172,8 @@ def load_resume_state(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], 
 
 
 def checkpoint_step(state: dict[str, Any]) -> int:
-    """The run's step at the checkpoint (``num_timesteps`` in format-1 checkpoints)."""
-    return int(state.get("total_step", state["num_timesteps"]))
+    """The run's step at the checkpoint (agent steps; env steps for MEAL)."""
+    return int(state["total_step"])
 
 
 def apply_checkpoint(
@@ -197,7 +197,7 @@ def apply_checkpoint(
     model.num_timesteps = state["num_timesteps"]
     model._n_updates = state["n_updates"]
     method.load_state_dict(state["method"])
-    evaluator.load_state_dict(state.get("evaluator") or {"next_eval_step": state["next_eval_step"]})
+    evaluator.load_state_dict(state["evaluator"])
     try:
         fresh = restore_env(venv, state["env"])
     except UnsafeEnvStateError as e:
