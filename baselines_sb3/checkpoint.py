@@ -1,7 +1,9 @@
 """Checkpoints of a main-job run, and resuming one after a kill.
 
-A checkpoint (``RUN_DIR/checkpoint/state.pt``, written atomically) is taken at a rollout
-boundary, after the learner's update, and holds: policy and optimizer state, SB3 counters
+A checkpoint (``RUN_DIR/checkpoint/step-STEP.pt`` with its ``step-STEP.sha256``; the
+previous one is kept until the new one is written and verified, see
+``cl_suites.core.checkpoint_files``) is taken at a rollout boundary, after the learner's
+update, and holds: policy and optimizer state, SB3 counters
 (``num_timesteps``, ``_n_updates``), the last observation and episode starts, the CL
 method's state (Fisher/importances and anchors, replay buffer, P&C's phase and KB), the
 training env's state (``env.state_dict()``: the sequence position, the running episodes'
@@ -9,6 +11,14 @@ returns and lengths and, where the simulator allows it, the simulator state; MEA
 JAX env state and PRNG keys), the evaluator's state (next eval step, recorded videos) and
 the torch / numpy / python RNG states. ``total_step`` is the run's step (agent steps; env
 steps for MEAL) at the checkpoint.
+
+Checkpoints are data: tensors, numpy arrays and plain containers, loaded with
+``torch.load(weights_only=True)``; the one pickle inside, the task env's state, is
+unpickled against an allow-list (``cl_suites.core.env_state``). A crafted checkpoint is
+refused without running anything, and so are the pickled ``state.pt`` files of older
+versions. On ``--resume`` a checkpoint that fails its checksum is set aside with one line
+naming it, and the run resumes from the previous good one; it never resumes from a
+checkpoint that fails its checksum.
 
 On resume, the run's ``eval.csv`` and ``episodes.csv`` are cut back to the rows with
 ``total_step <= total_step of the checkpoint`` (rows written after it would otherwise be
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +46,34 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines_sb3.wrappers import restart_observation
+from cl_suites.core.checkpoint_files import (
+    CheckpointError,
+    checkpoint_files,
+    load_latest,
+    read_checkpoint,
+    write_checkpoint,
+)
+from cl_suites.core.env_state import UnsafeEnvStateError
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.fsutil import atomic_write
 from cl_suites.core.runlog import truncate_logs as truncate_logs  # lives in the run log
 
 CHECKPOINT_DIR = "checkpoint"
-CHECKPOINT_FILE = "state.pt"
+LEGACY_FILE = "state.pt"
+FORMAT = 3
 
 
-def checkpoint_path(run_dir: str | os.PathLike[str]) -> Path:
-    return Path(run_dir) / CHECKPOINT_DIR / CHECKPOINT_FILE
+def checkpoint_dir(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest checkpoint file of the run (not checked), or ``None``."""
+    found = checkpoint_files(checkpoint_dir(run_dir))
+    return found[0][1] if found else None
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
 
 
 def env_state(env: Any) -> dict[str, Any]:
@@ -82,17 +111,18 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    path: Path,
+    directory: Path,
     model: Any,
     method: Any,
     venv: Any,
     evaluator: Evaluator,
     extra: dict[str, Any] | None = None,
-) -> None:
-    """Write the checkpoint of a run (see the module docstring); ``venv`` is the training
-    env that keeps the schedule (``SequenceVectorEnv`` or ``MealBatchedEnv``)."""
+) -> Path:
+    """Write the checkpoint of a run into ``directory`` (see the module docstring); ``venv``
+    is the training env that keeps the schedule (``SequenceVectorEnv`` or
+    ``MealBatchedEnv``). Returns the checkpoint's path."""
     state = {
-        "format": 2,
+        "format": FORMAT,
         "total_step": int(venv.cursor.total_step),
         "num_timesteps": int(model.num_timesteps),
         "n_updates": int(model._n_updates),
@@ -106,16 +136,44 @@ def save_checkpoint(
         "rng": rng_state(),
         **(extra or {}),
     }
-    atomic_write(path, lambda f: th.save(state, f))  # disk errors: one-line RunDiskError
+    # disk errors: one-line RunDiskError
+    return write_checkpoint(directory, state["total_step"], state)
+
+
+def _check_format(state: dict[str, Any], path: Path) -> dict[str, Any]:
+    if state.get("format") != FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} has format {state.get('format')!r}; this version reads "
+            f"format {FORMAT}"
+        )
+    return state
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    return th.load(path, weights_only=False, map_location="cpu")
+    """The checkpoint ``path``, checked against its checksum (``CheckpointError``: one
+    line naming the file, when it is corrupt, crafted or of another format)."""
+    return _check_format(read_checkpoint(Path(path)), Path(path))
+
+
+def load_resume_state(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], Path] | None:
+    """The newest good checkpoint of the run and its path (``None``: none was written).
+    Corrupt ones are set aside, each with a warning line naming it and the checkpoint
+    resumed from instead; ``CheckpointError`` when none is good, or for a pickled
+    ``state.pt`` of an older version (it is not loaded: unpickling it could run code)."""
+    directory = checkpoint_dir(run_dir)
+    found = load_latest(directory, _warn)
+    legacy = directory / LEGACY_FILE
+    if found is None and legacy.exists():
+        raise CheckpointError(
+            f"checkpoint {legacy} is a pickle of an older cl-suites; it is not loaded, since "
+            "unpickling a file can run code. Start the run again without --resume"
+        )
+    return None if found is None else (_check_format(found[0], found[1]), found[1])
 
 
 def checkpoint_step(state: dict[str, Any]) -> int:
-    """The run's step at the checkpoint (``num_timesteps`` in format-1 checkpoints)."""
-    return int(state.get("total_step", state["num_timesteps"]))
+    """The run's step at the checkpoint (agent steps; env steps for MEAL)."""
+    return int(state["total_step"])
 
 
 def apply_checkpoint(
@@ -125,19 +183,25 @@ def apply_checkpoint(
     venv: Any,
     evaluator: Evaluator,
     task_id_wrapper: Any = None,
+    source: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Load a checkpoint into freshly built objects (same settings as the original run).
 
     Returns the training-episode rows to log for episodes the resume cut (empty when the
-    env restored exactly).
+    env restored exactly). Raises ``CheckpointError`` naming ``source`` (the checkpoint's
+    file) when the saved task env names a global outside the allow-list (nothing of it
+    runs).
     """
     model.policy.load_state_dict(state["policy"])
     model.policy.optimizer.load_state_dict(state["optimizer"])
     model.num_timesteps = state["num_timesteps"]
     model._n_updates = state["n_updates"]
     method.load_state_dict(state["method"])
-    evaluator.load_state_dict(state.get("evaluator") or {"next_eval_step": state["next_eval_step"]})
-    fresh = restore_env(venv, state["env"])
+    evaluator.load_state_dict(state["evaluator"])
+    try:
+        fresh = restore_env(venv, state["env"])
+    except UnsafeEnvStateError as e:
+        raise CheckpointError(f"checkpoint {source} is refused: {e}") from None
     if task_id_wrapper is not None:
         task_id_wrapper.set_task_ids(np.full(task_id_wrapper.num_envs, venv.cursor.segment.task_id))
     cut: list[dict[str, Any]] = []
@@ -165,16 +229,17 @@ def apply_checkpoint(
 
 
 class CheckpointCallback(BaseCallback):
-    """Saves a checkpoint at the first rollout boundary at or after every ``every`` steps
-    of the run (after the learner's update), and at the end of training.
+    """Saves a checkpoint (into ``directory``) at the first rollout boundary at or after
+    every ``every`` steps of the run (after the learner's update), and at the end of
+    training.
 
     ``every`` counts the run's steps (``venv.cursor.total_step``: agent steps, or env steps
     for MEAL), not SB3's ``num_timesteps`` (which counts every agent of a MEAL env).
     """
 
-    def __init__(self, path: Path, every: int, method: Any, venv: Any, evaluator: Evaluator):
+    def __init__(self, directory: Path, every: int, method: Any, venv: Any, evaluator: Evaluator):
         super().__init__()
-        self.path, self.every = path, int(every)
+        self.directory, self.every = directory, int(every)
         self.method, self.venv, self.evaluator = method, venv, evaluator
         self.next_step = 0
 
@@ -190,5 +255,7 @@ class CheckpointCallback(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
-    def save(self, **extra: Any) -> None:
-        save_checkpoint(self.path, self.model, self.method, self.venv, self.evaluator, extra)
+    def save(self, **extra: Any) -> Path:
+        return save_checkpoint(
+            self.directory, self.model, self.method, self.venv, self.evaluator, extra
+        )

@@ -17,6 +17,7 @@ calls summed over sub-envs).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,14 +34,15 @@ from baselines_sb3.callbacks import (
 from baselines_sb3.checkpoint import (
     CheckpointCallback,
     apply_checkpoint,
-    checkpoint_path,
+    checkpoint_dir,
     checkpoint_step,
-    load_checkpoint,
+    load_resume_state,
     truncate_logs,
 )
 from baselines_sb3.cl import METHODS, attach_method, make_method
 from baselines_sb3.cl.clear import replay_storage
 from baselines_sb3.factory import LEARNERS, build_model, wrap_env
+from baselines_sb3.option_specs import check_options, job_size_warnings
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
@@ -194,9 +196,10 @@ def resolve_job(
     task trains ``steps_per_task // (n_steps * num_envs)`` updates.
 
     Raises ``ValueError`` naming an unknown method, learner, preset or option and the
-    valid ones, and ``KeyError`` for an unknown suite.
+    valid ones, or an option's value outside its declared type and range
+    (``option_specs.OPTION_SPECS``), and ``KeyError`` for an unknown suite.
     """
-    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
+    overrides = check_options({k: v for k, v in dict(overrides or {}).items() if v is not None})
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
     meal = is_meal_id(suite)
@@ -214,9 +217,6 @@ def resolve_job(
         _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
     hp = presets.resolve(preset_suite, learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    for key in ("torch_threads", "update_threads"):
-        if key in job:
-            job[key] = check_positive_int(key, job[key])
     overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
@@ -307,16 +307,17 @@ def run_main_job(
         overrides=overrides,
         seed=seed,
     )
+    for line in job_size_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     run_dir = Path(run_dir)
     sequence, job, hp, n_envs = spec.sequence, spec.job, spec.hp, spec.num_envs
     agents = spec.num_agents
     schedule = sequence.schedule(n_envs)
     metadata = _metadata(spec, seed, schedule)
-    ckpt = checkpoint_path(run_dir)
-    state = None
+    state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
         _check_resumable(run_dir, metadata)
-        state = load_checkpoint(ckpt) if ckpt.exists() else None
+        state, ckpt_file = load_resume_state(run_dir) or (None, None)
         truncate_logs(run_dir, checkpoint_step(state) if state is not None else -1)
     if state is not None and state.get("finished"):
         print(f"run {run_dir} is already complete; writing the report only")
@@ -366,9 +367,14 @@ def run_main_job(
             make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
         )
     if state is not None:
-        run_log.log_episodes(apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper))
+        cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
+        run_log.log_episodes(cut)
     ckpt_cb = CheckpointCallback(
-        ckpt, int(job.get("checkpoint_every", sequence.eval_every)), cl, train_env, evaluator
+        checkpoint_dir(run_dir),
+        int(job.get("checkpoint_every", sequence.eval_every)),
+        cl,
+        train_env,
+        evaluator,
     )
     progress = RunProgress(
         schedule,

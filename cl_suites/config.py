@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,18 +161,46 @@ def parse_set(item: str) -> tuple[str, Any]:
     return key, parse_value(value)
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read (1 MiB; a run's configuration is a few hundred bytes)."""
+
+
+def read_limited(path: Path, what: str = "config file") -> bytes:
+    """The bytes of the regular file ``path`` (at most ``MAX_CONFIG_BYTES``). A FIFO, a
+    device (``/dev/zero``), a directory or a larger file is refused before it is opened
+    (opening a FIFO would wait for a writer)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO, socket or device"
+        raise ConfigError(f"{what} {path} is {kind}, not a regular file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{what} {path} is {info.st_size:,} bytes; a config file may have at most "
+            f"{MAX_CONFIG_BYTES:,}"
+        )
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)  # the file may have grown since the stat
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what} {path} has more than {MAX_CONFIG_BYTES:,} bytes")
+    return raw
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The flat mapping in a ``.toml``, ``.yaml`` or ``.yml`` file, parsed as data."""
+    """The flat mapping in a ``.toml``, ``.yaml`` or ``.yml`` file, parsed as data; files
+    that are not regular or larger than ``MAX_CONFIG_BYTES`` are refused."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
         raise ConfigError(f"config file {path} must end in .toml, .yaml or .yml, got {suffix!r}")
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    raw = read_limited(path)
     try:
         if suffix == ".toml":
             data = tomllib.loads(raw.decode())

@@ -36,13 +36,14 @@ OVERRIDES = {
 
 
 def _run(tmp_path_factory, name, method="ft", kill_at=None, **extra):
-    """A MEAL-2 run; every checkpoint is also kept as ``state-<step>.pt``."""
+    """A MEAL-2 run; every checkpoint is also kept as ``kept-<step>.pt``."""
     run_dir = tmp_path_factory.mktemp(name)
     save = checkpoint.save_checkpoint
 
-    def keep_copies(path, model, method_, venv, evaluator, extra_=None):
-        save(path, model, method_, venv, evaluator, extra_)
-        shutil.copy(path, path.with_name(f"state-{venv.cursor.total_step}.pt"))
+    def keep_copies(directory, model, method_, venv, evaluator, extra_=None):
+        path = save(directory, model, method_, venv, evaluator, extra_)
+        shutil.copy(path, path.with_name(f"kept-{venv.cursor.total_step}.pt"))
+        return path
 
     original = callbacks.ContinualEvalCallback._on_step
 
@@ -187,8 +188,8 @@ def test_meal_resume_after_kill_reproduces_the_uninterrupted_run(ft_run, tmp_pat
     assert len(b) == len(a) and not b.duplicated(["total_step", "task_id"]).any()
     assert a.equals(b)
     assert read_episodes(ft_run).equals(read_episodes(cut))
-    full = th.load(ft_run / "checkpoint" / "state.pt", weights_only=False)
-    again = th.load(cut / "checkpoint" / "state.pt", weights_only=False)
+    full = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ft_run))
+    again = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(cut))
     for key, value in full["policy"].items():
         assert th.equal(value, again["policy"][key]), key
 
@@ -213,13 +214,13 @@ def _task0_drift(run_dir) -> float:
     obs = th.as_tensor(np.concatenate(obs))
 
     def log_probs(state_file):
-        state = th.load(run_dir / "checkpoint" / state_file, weights_only=False)
+        state = th.load(run_dir / "checkpoint" / state_file, weights_only=True)
         spec_model = _policy_from(spec, state["policy"])
         with th.no_grad():
             x = {OBS_KEY: obs, TASK_KEY: th.zeros(len(obs), dtype=th.long)}
             return spec_model.get_distribution(x).distribution.logits.log_softmax(-1)
 
-    before, after = log_probs("state-512.pt"), log_probs("state.pt")
+    before, after = log_probs("kept-512.pt"), log_probs(checkpoint.latest_checkpoint(run_dir))
     return float((before.exp() * (before - after)).sum(-1).mean())
 
 
@@ -288,7 +289,7 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
         suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
-    state = th.load(ft_run / "checkpoint" / "state.pt", weights_only=False)
+    state = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ft_run))
     policy = _policy_from(spec, state["policy"])
     model = type("Model", (), {"policy": policy})()
     recorder = VideoRecorder(tmp_path, [0], max_frames=3)

@@ -264,14 +264,14 @@ def _run(tmp_path, name, **extra):
 
 
 def test_disk_full_during_a_checkpoint_then_resume_completes_identically(tmp_path, monkeypatch):
-    from baselines_sb3.checkpoint import checkpoint_path, load_checkpoint
+    from baselines_sb3.checkpoint import latest_checkpoint, load_checkpoint
 
     full = _run(tmp_path, "full")
-    fill_disk(monkeypatch, "state.pt", skip=1)  # the second checkpoint hits a full disk
-    with pytest.raises(RunDiskError, match=r"disk full at .*state\.pt .*--resume"):
+    fill_disk(monkeypatch, "pt", skip=1)  # the second checkpoint hits a full disk
+    with pytest.raises(RunDiskError, match=r"disk full at .*step-000000000512\.pt .*--resume"):
         _run(tmp_path, "cut")
     cut = tmp_path / "cut"
-    assert load_checkpoint(checkpoint_path(cut))["num_timesteps"] == 256  # the first one
+    assert load_checkpoint(latest_checkpoint(cut))["num_timesteps"] == 256  # the first one
     assert not (cut / LOCK_FILE).exists()
     monkeypatch.undo()
     _run(tmp_path, "cut", resume=True)

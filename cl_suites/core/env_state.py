@@ -9,7 +9,12 @@ whole chain and, in place of each handle, stores the state the simulator can exp
 
 ``load_env_state`` unpickles the chain against a *fresh* env built the same way: each
 saved handle is replaced by the fresh env's handle at the same position, after
-``restoreState`` / ``set_state``. Wrapper code needs no hooks, so any wrapper chain of
+``restoreState`` / ``set_state``. It unpickles with an allow-list, so that a crafted
+state cannot run code: the only globals (classes, functions) it resolves are those that
+pickling the fresh env itself names, plus numpy's and the standard library's
+reconstructors of plain values (``SAFE_GLOBALS``), never anything from ``DENIED_MODULES``;
+any other name is refused with :class:`UnsafeEnvStateError` before its module is even
+imported. Wrapper code needs no hooks, so any wrapper chain of
 pure Python objects around these simulators resumes exactly. Objects that pickle as
 "call my constructor again" (gymnasium's ``EzPickle``, e.g. ale-py's ``AtariEnv``) are
 saved by their attributes instead, so their running state is kept.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +37,70 @@ from typing import Any
 
 class EnvStateError(Exception):
     """The env holds something whose state cannot be saved (the message says what)."""
+
+
+class UnsafeEnvStateError(ValueError):
+    """A saved env state names a global outside the allow-list (a crafted or foreign
+    state); nothing of it was run."""
+
+
+SAFE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy.random._pickle", "__bit_generator_ctor"),
+        ("numpy.random._pickle", "__generator_ctor"),
+        ("numpy.random._pickle", "__randomstate_ctor"),
+        ("collections", "deque"),
+        ("collections", "OrderedDict"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+        ("builtins", "complex"),
+        ("ale_py._ale_py", "ALEState"),
+        (__name__, "_new_object"),
+        (__name__, "_set_attributes"),
+    }
+)
+"""Reconstructors of plain values that any saved env may use (numpy arrays, scalars and
+generators, containers, ALE's exported state, and this module's ``EzPickle`` path)."""
+
+DENIED_MODULES: frozenset[str] = frozenset(
+    {
+        "builtins",
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "subprocess",
+        "shutil",
+        "io",
+        "importlib",
+        "runpy",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "operator",
+        "types",
+        "ctypes",
+        "codecs",
+        "code",
+        "pty",
+        "socket",
+        "tempfile",
+        "pathlib",
+        "torch",
+    }
+)
+"""Modules whose globals a saved env may never name (even if the fresh env does), except
+the ``builtins`` containers in ``SAFE_GLOBALS``: their functions read or write files, run
+commands or reach arbitrary attributes (``getattr``, ``operator.attrgetter``)."""
 
 
 @dataclass(frozen=True)
@@ -183,17 +253,61 @@ def save_env_state(env: Any) -> bytes:
     return buffer.getvalue()
 
 
+def pickled_globals(data: bytes) -> set[tuple[str, str]]:
+    """The ``(module, qualified name)`` of every global that the pickle ``data`` (written
+    by ``pickle.Pickler``) names, found by reading its opcodes: nothing is imported or run."""
+    found: set[tuple[str, str]] = set()
+    memo: dict[int, Any] = {}
+    pushed: list[Any] = []  # what each op pushed (strings; None for anything else)
+    for op, arg, _ in pickletools.genops(data):
+        name = op.name
+        if name == "GLOBAL":
+            module, qualname = arg.split(" ", 1)
+            found.add((module, qualname))
+            pushed.append(None)
+        elif name == "STACK_GLOBAL":
+            found.add((pushed[-2], pushed[-1]))
+            pushed.append(None)
+        elif name == "MEMOIZE":
+            memo[len(memo)] = pushed[-1]
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = pushed[-1]
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed.append(memo.get(arg))
+        elif name not in ("PROTO", "FRAME"):
+            pushed.append(arg if "UNICODE" in name else None)
+    return found
+
+
+def _allowed(module: str, qualname: str, fresh_globals: set[tuple[str, str]]) -> bool:
+    if (module, qualname) in SAFE_GLOBALS:
+        return True
+    root = module.split(".")[0]
+    return root not in DENIED_MODULES and (module, qualname) in fresh_globals
+
+
 def load_env_state(data: bytes, fresh: Any) -> Any:
     """The env saved in ``data``, rebuilt around the simulator handles of ``fresh``.
 
     ``fresh`` must be built the same way as the saved env (same factory and options); its
     handles are restored to the saved states and adopted by the returned env, so
     ``fresh`` itself must be dropped without closing it. Raises ``EnvStateError`` when
-    the two do not match.
+    the two do not match, and :class:`UnsafeEnvStateError` when ``data`` names a global
+    outside the allow-list (see the module docstring).
     """
-    handles = simulator_handles(fresh)
+    buffer = io.BytesIO()
+    handles = _pickle(fresh, buffer, with_states=False)
+    fresh_globals = pickled_globals(buffer.getvalue())
 
     class _Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if not _allowed(module, name, fresh_globals):
+                raise UnsafeEnvStateError(
+                    f"the saved task env names {module}.{name}, which is not part of this "
+                    "run's env; it is not loaded (a crafted or foreign state)"
+                )
+            return super().find_class(module, name)
+
         def persistent_load(self, pid: tuple[str, int, Any]) -> Any:
             name, index, state = pid
             if index >= len(handles) or _handle_kind(handles[index]).name != name:
@@ -206,4 +320,11 @@ def load_env_state(data: bytes, fresh: Any) -> Any:
                 _handle_kind(handle).restore(handle, state)
             return handle
 
-    return _Unpickler(io.BytesIO(data)).load()
+    try:
+        return _Unpickler(io.BytesIO(data)).load()
+    except (EnvStateError, UnsafeEnvStateError):
+        raise
+    except Exception as e:  # the checkpoint's checksum matched: not a torn file
+        raise UnsafeEnvStateError(
+            f"the saved task env cannot be loaded ({type(e).__name__}: {e})"
+        ) from e

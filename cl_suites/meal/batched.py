@@ -213,11 +213,13 @@ class MealBatchedEnv(ScheduleAccessors):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bit-identically: the schedule position, the JAX env
-        state and PRNG keys of every env (as host numpy arrays), the running episodes'
-        returns, soups and step, and whether a reset is pending."""
+        state (its leaves, as host numpy arrays: plain data for a checkpoint) and PRNG keys
+        of every env, the running episodes' returns, soups and step, and whether a reset is
+        pending."""
+        leaves = None if self._state is None else jax.device_get(jax.tree.leaves(self._state))
         return {
             "cursor": self.cursor.state_dict(),
-            "batch_state": None if self._state is None else jax.device_get(self._state),
+            "batch_leaves": leaves,
             "keys": None if self._keys is None else np.asarray(self._keys),
             "t": self._t,
             "returns": self._returns.copy(),
@@ -230,9 +232,11 @@ class MealBatchedEnv(ScheduleAccessors):
         """Restore ``state_dict()``'s output; returns ``None`` (the restore is exact, the
         caller keeps its last observations)."""
         self.cursor.load_state_dict(state["cursor"])
-        batch = state["batch_state"]
-        self._state = None if batch is None else jax.tree.map(jax.numpy.asarray, batch)
         self._keys = None if state["keys"] is None else jax.numpy.asarray(state["keys"])
+        leaves = state["batch_leaves"]
+        self._state = (
+            None if leaves is None else self._batch_state(leaves, int(state["episode_task"]))
+        )
         self._t = int(state["t"])
         self._returns[:] = state["returns"]
         self._soups[:] = state["soups"]
@@ -241,6 +245,21 @@ class MealBatchedEnv(ScheduleAccessors):
         return None
 
     # -- internals ------------------------------------------------------------------------
+    def _batch_state(self, leaves: list[np.ndarray], task: int) -> BatchState:
+        """The ``BatchState`` with ``leaves``, in the structure of a reset of ``task`` (found
+        by ``jax.eval_shape``, which runs nothing); ``ValueError`` if they differ."""
+        task_ids = np.full(self.num_envs, task)
+        template = jax.eval_shape(lambda k: self.engine.reset(task_ids, k)[0], self._keys)
+        shapes = [(tuple(x.shape), np.dtype(x.dtype)) for x in jax.tree.leaves(template)]
+        saved = [(tuple(np.shape(x)), np.asarray(x).dtype) for x in leaves]
+        if shapes != saved:
+            raise ValueError(
+                f"the saved MEAL env state ({len(saved)} arrays) does not fit this env "
+                f"({len(shapes)} arrays of other shapes)"
+            )
+        arrays = [jax.numpy.asarray(x) for x in leaves]
+        return jax.tree.unflatten(jax.tree.structure(template), arrays)
+
     def _step_stats(self, soups: np.ndarray) -> dict[str, Any]:
         return {
             "soups": soups,

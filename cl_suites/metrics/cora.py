@@ -228,11 +228,20 @@ def cora_matrices(
         frames.append(part)
     values = pd.concat(frames, ignore_index=True)
     values = values.join(meta, on="run")
-    missing = values["value"].isna()
-    if missing.any():
+    missing = values["value"].isna().to_numpy()
+    counts = smoothed.groupby(["run", "task_id"], observed=True)["smoothed_return"].count()
+    no_data = {key for key, k in counts.items() if k == 0}  # no usable return at all
+    dead = np.array([key in no_data for key in zip(values["run"], values["i"], strict=True)])
+    if (missing & dead).any():
+        tasks = sorted({int(i) for i in values.loc[missing & dead, "i"]})
         notes.append(
-            f"{int(missing.sum())} F/Z entries are n/a because a run ended before the "
-            "segment they need"
+            f"{int((missing & dead).sum())} F/Z entries are n/a because task(s) {tasks} have "
+            "no usable evaluation return in some run"
+        )
+    if (missing & ~dead).any():
+        notes.append(
+            f"{int((missing & ~dead).sum())} F/Z entries are n/a because a run ended before "
+            "the segment they need"
         )
     cols = ["run", "method", "seed", "metric", "i", "j", "value"]
     return CoraMatrices(values[cols], order, notes)

@@ -28,9 +28,14 @@ from matplotlib.ticker import EngFormatter
 
 from cl_suites.metrics.cora import CoraTable
 
+NAMES_AS_TEXT = matplotlib.rc_context({"text.parse_math": False})
+"""Figures are drawn with mathtext off: task and method names with ``$`` print as written
+(a name such as ``$x^$`` would otherwise stop the report with a parse error)."""
+
 PALETTE = ["#4d6685", "#d6b254", "#6aa66e", "#98433f", "#d28cd9", "#3b9ab2", "#8c6d31", "#555555"]
 
 
+@NAMES_AS_TEXT
 def plot_continual_eval(
     curves: pd.DataFrame,
     schedule: pd.DataFrame,
@@ -134,6 +139,7 @@ def plot_continual_eval(
     return fig
 
 
+@NAMES_AS_TEXT
 def plot_heat_table(
     table: CoraTable, names: dict[int, str], title: str = "", digits: int = 1
 ) -> Figure:

@@ -31,6 +31,7 @@ def causal_moving_average(
         values: 1-D array, sorted so that each group is contiguous and in time order.
         window: number of points ``w`` (CORA: 20 for Atari/Procgen/MiniHack, 5 for CHORES).
         groups: 1-D array of group labels, same length (``None``: one group).
+            NaN values are left out of their windows (all-NaN window: NaN).
 
     Returns:
         Array of the same shape, float64. Vectorised (cumulative sums), no Python loop.
@@ -49,10 +50,19 @@ def causal_moving_average(
         new[0] = True
         new[1:] = g[1:] != g[:-1]
         start_of_group = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    csum = np.concatenate([[0.0], np.cumsum(x)])
     idx = np.arange(n)
     lo = np.maximum(idx - window + 1, start_of_group)
-    return (csum[idx + 1] - csum[lo]) / (idx + 1 - lo)
+    missing = np.isnan(x)
+    if not missing.any():
+        csum = np.concatenate([[0.0], np.cumsum(x)])
+        return (csum[idx + 1] - csum[lo]) / (idx + 1 - lo)
+    # NaN points (a task without usable returns) are left out of their windows, and do
+    # not leak into later groups; a window of NaN only is NaN
+    csum = np.concatenate([[0.0], np.cumsum(np.where(missing, 0.0, x))])
+    count = np.concatenate([[0], np.cumsum(~missing)])
+    valid = count[idx + 1] - count[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid > 0, (csum[idx + 1] - csum[lo]) / valid, np.nan)
 
 
 def _sorted_groups(eval_frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:

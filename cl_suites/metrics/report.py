@@ -41,7 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cl_suites.metrics import cora, l2m, meal, published
 from cl_suites.metrics.plots import figure_png, plot_continual_eval, plot_heat_table
 from cl_suites.metrics.runs import MetricsInputError, RunData, combined_eval, load_run, task_names
-from cl_suites.metrics.safe_names import path_inside, safe_name
+from cl_suites.metrics.safe_names import md_escape, path_inside, safe_name
 from cl_suites.metrics.stats import iqm_interval, mean_sem
 from cl_suites.metrics.tables import (
     cora_text_table,
@@ -448,7 +448,9 @@ def _report(
         )
     notes_md = out / "notes.md"
     notes_md.write_text(
-        "# Notes\n\n" + "".join(f"* {n}\n" for n in notes) if notes else "# Notes\n\nNone.\n"
+        "# Notes\n\n" + "".join(f"* {md_escape(n)}\n" for n in notes)
+        if notes
+        else "# Notes\n\nNone.\n"
     )
     files.append(notes_md)
     page = [
@@ -562,7 +564,7 @@ def _suite_section(
     )
     fp_tab.columns = [f"{m} ({s})" for m, s in fp_tab.columns]
     order = [task_label(t, names) for t in sorted(names)]
-    fp_tab = fp_tab.reindex([t for t in order if t in fp_tab.index]).fillna("n/a")
+    fp_tab = fp_tab.reindex(order).fillna("n/a")  # a task without usable returns: n/a
     files += write_table(fp_tab, suite_dir / "final_performance", f"{suite}: final performance")
     sec += ["<h3>Final performance (mean ± SEM)</h3>", _html_table(fp_tab, True)]
     # --- CORA F / Z

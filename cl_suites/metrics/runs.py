@@ -142,10 +142,10 @@ def clean_eval(
     * a last row with missing fields (a write cut short) is dropped;
     * any other row with a non-numeric ``total_step``/``task_id`` -> error naming the row;
     * ``split`` must be ``"train"`` or ``"test"`` -> error naming the value;
-    * NaN or infinite ``mean_return`` rows are dropped (treated as a missing evaluation;
-      curves interpolate across them, end-of-task values use the last valid point); a task
-      whose returns are all NaN/inf -> error naming the task;
-    * ``|mean_return| > MAX_ABS_RETURN`` -> error naming the row (it would overflow);
+    * NaN, infinite and huge (``|mean_return| > MAX_ABS_RETURN``: they would overflow)
+      ``mean_return`` rows are dropped (treated as a missing evaluation; curves interpolate
+      across them, end-of-task values use the last valid point); a task left without rows
+      gets a note that its metrics are n/a; no usable row at all -> error;
     * returns below ``clip_min`` are clipped (CORA appendix C.2: CHORES clip at -10).
 
     Args:
@@ -180,31 +180,32 @@ def clean_eval(
     if bad_split:
         raise MetricsInputError(f"eval.csv has unknown split value(s) {bad_split}")
     returns = frame["mean_return"].to_numpy(dtype=float)
-    nonfinite = ~np.isfinite(returns)
-    huge = np.flatnonzero(~nonfinite & (np.abs(returns) > MAX_ABS_RETURN))
-    if huge.size:
-        row = frame.iloc[huge[0]]
+    unusable = ~np.isfinite(returns) | (np.abs(returns) > MAX_ABS_RETURN)
+    tasks = frame["task_id"].astype(int).to_numpy()
+    dead = ~np.isin(tasks, tasks[~unusable])
+    if dead.all():
         raise MetricsInputError(
-            f"eval.csv has mean_return {returns[huge[0]]:g} (task {int(row['task_id'])} "
-            f"{row['split']} at step {int(row['total_step'])}); returns beyond "
-            f"±{MAX_ABS_RETURN:g} cannot be averaged without overflow"
+            "eval.csv has no usable mean_return at all (only NaN, inf or values beyond "
+            f"±{MAX_ABS_RETURN:g}); nothing can be computed"
         )
-    if nonfinite.any():
-        dead = sorted(
-            set(frame["task_id"].astype(int)) - set(frame.loc[~nonfinite, "task_id"].astype(int))
-        )
-        if dead:
-            raise MetricsInputError(
-                f"task(s) {dead} have no finite mean_return in eval.csv (all NaN/inf); "
-                "nothing can be computed for them"
-            )
-        rows = frame[nonfinite]
+    for task in sorted(set(tasks[dead])):
+        values = sorted({f"{v:g}" for v in returns[tasks == task]})
         notes.append(
-            f"dropped {int(nonfinite.sum())} evaluation(s) with NaN/inf mean_return "
-            f"(first: task {int(rows['task_id'].iloc[0])} {rows['split'].iloc[0]} "
-            f"at step {int(rows['total_step'].iloc[0])})"
+            f"task {task} has no usable mean_return in eval.csv (only {', '.join(values)}; "
+            f"NaN, inf and values beyond ±{MAX_ABS_RETURN:g} cannot be averaged): its "
+            "metrics are n/a"
         )
-        frame = frame[~nonfinite]
+    frame.loc[dead, "mean_return"] = np.nan  # kept: that task's metrics come out n/a
+    drop = unusable & ~dead
+    if drop.any():
+        rows = frame[drop]
+        notes.append(
+            f"dropped {int(drop.sum())} evaluation(s) with NaN/inf mean_return or one beyond "
+            f"±{MAX_ABS_RETURN:g} (first: {rows['mean_return'].iloc[0]:g}, task "
+            f"{int(rows['task_id'].iloc[0])} {rows['split'].iloc[0]} at step "
+            f"{int(rows['total_step'].iloc[0])})"
+        )
+        frame = frame[~drop]
     if clip_min is not None:
         frame["mean_return"] = frame["mean_return"].clip(lower=float(clip_min))
     frame["total_step"] = frame["total_step"].astype(np.int64)
@@ -393,8 +394,8 @@ def metric_split_wide(
     )
     if not fast:
         pivot = eval_frame[keep].pivot_table(
-            index="total_step", columns="task_id", values=value, observed=False
-        )
+            index="total_step", columns="task_id", values=value, observed=False, dropna=False
+        )  # dropna=False: a task without any usable return keeps its (all-NaN) column
         pivot = pivot.sort_index().ffill()
         return pivot.index.to_numpy(), pivot.columns.to_numpy(), pivot.to_numpy(dtype=float)
     wide = np.full((len(steps), len(tasks)), np.nan)

@@ -9,8 +9,12 @@ untrusted input:
   :func:`path_inside` checks a final path against its root.
 * :func:`neutralize_cell` defuses spreadsheet formulas (OWASP "CSV injection"): a text cell
   that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading
-  ``'``, unless it is one of the report's number displays (``"-0.3 ± 0.1"``,
+  ``'``, unless it is a lone ``-`` or one of the report's number displays (``"-0.3 ± 0.1"``,
   ``"-0.12 [-0.30, 0.05]"``), which contain no letters or function syntax.
+* :func:`tex_escape` makes text inert in LaTeX (every special character escaped, so
+  ``\\write18{...}`` or ``\\input{/etc/passwd}`` print as text and run nothing);
+  :func:`md_escape` makes text inert in Markdown (HTML tags become entities, link,
+  emphasis and table syntax is backslash-escaped). Both keep a value on one line.
 """
 
 from __future__ import annotations
@@ -34,6 +38,55 @@ _NUMBER_DISPLAY = re.compile(
     r"(?: ± \d+(?:\.\d*)?(?:e[-+]?\d+)?)?"
     r"(?: \[[-+]?[\d.e+-]+, [-+]?[\d.e+-]+\])?"
 )
+
+
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "±": r"$\pm$",
+}
+_MD = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "\\": "\\\\",
+    "`": "\\`",
+    "*": "\\*",
+    "_": "\\_",
+    "[": "\\[",
+    "]": "\\]",
+    "|": "\\|",
+    "~": "\\~",
+    "$": "\\$",  # math on GitHub
+}
+
+
+def _one_line(value: object) -> str:
+    """``value`` as text with every control character (newlines included) a space."""
+    return "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in str(value))
+
+
+def tex_escape(value: object) -> str:
+    """``value`` as LaTeX text that typesets as written and runs nothing (``±`` as
+    ``$\\pm$``); one line."""
+    return "".join(_TEX.get(c, c) for c in _one_line(value))
+
+
+def md_escape(value: object) -> str:
+    """``value`` as Markdown text that renders as written: no HTML, links, images,
+    emphasis, math or table cells come out of it; one line."""
+    return "".join(_MD.get(c, c) for c in _one_line(value))
 
 
 def safe_name(name: object, *, what: str = "name") -> str:
@@ -76,7 +129,7 @@ def neutralize_cell(value: object) -> object:
     """A CSV cell that a spreadsheet will not run as a formula (see the module docstring)."""
     if not isinstance(value, str) or not value.startswith(FORMULA_START):
         return value
-    if _NUMBER_DISPLAY.fullmatch(value):
+    if value == "-" or _NUMBER_DISPLAY.fullmatch(value):  # "-": a cell the metric lacks
         return value
     return "'" + value
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cl_suites.metrics.cora import CoraTable
-from cl_suites.metrics.safe_names import neutralize_frame
+from cl_suites.metrics.safe_names import md_escape, neutralize_frame, tex_escape
 
 NA = "n/a"
 UNDEFINED = "-"
@@ -77,43 +77,32 @@ def cora_text_table(table: CoraTable, names: dict[int, str], digits: int = 1) ->
 
 
 def to_markdown(frame: pd.DataFrame, index: bool = True) -> str:
-    """GitHub-flavoured Markdown table (no extra dependency)."""
+    """GitHub-flavoured Markdown table (no extra dependency); every cell and label escaped
+    (:func:`~cl_suites.metrics.safe_names.md_escape`), so names render as text."""
     df = frame.reset_index() if index else frame
-    cols = [str(c) if str(c) != "index" else "" for c in df.columns]
-    esc = [[str(v).replace("|", "\\|") for v in row] for row in df.astype(str).to_numpy()]
+    cols = [md_escape(c) if str(c) != "index" else "" for c in df.columns]
+    esc = [[md_escape(v) for v in row] for row in df.astype(str).to_numpy()]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in esc]
     return "\n".join(lines) + "\n"
 
 
 def to_latex(frame: pd.DataFrame, caption: str | None = None) -> str:
-    """A ``tabular`` (booktabs) with ``±`` as ``$\\pm$`` and LaTeX specials escaped."""
-
-    def tex(v: object) -> str:
-        s = str(v)
-        for a, b in (
-            ("\\", r"\textbackslash{}"),
-            ("&", r"\&"),
-            ("%", r"\%"),
-            ("_", r"\_"),
-            ("#", r"\#"),
-            ("$", r"\$"),
-        ):
-            s = s.replace(a, b)
-        return s.replace("±", r"$\pm$")
-
+    """A ``tabular`` (booktabs) with ``±`` as ``$\\pm$`` and every LaTeX special escaped
+    (:func:`~cl_suites.metrics.safe_names.tex_escape`: names typeset as text, run nothing).
+    """
     df = frame.reset_index()
-    head = [tex(c) if str(c) != "index" else "" for c in df.columns]
+    head = [tex_escape(c) if str(c) != "index" else "" for c in df.columns]
     lines = []
     if caption:
-        lines.append(f"% {caption}")
+        lines.append(f"% {tex_escape(caption)}")
     lines += [
         r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}",
         r"\toprule",
         " & ".join(head) + r" \\",
         r"\midrule",
     ]
-    lines += [" & ".join(tex(v) for v in row) + r" \\" for row in df.astype(str).to_numpy()]
+    lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in df.astype(str).to_numpy()]
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
@@ -128,7 +117,7 @@ def write_table(frame: pd.DataFrame, stem: str | os.PathLike[str], caption: str 
     stem.parent.mkdir(parents=True, exist_ok=True)
     # names may contain dots ("ewc.v2_F"): append the extension, never replace a "suffix"
     paths = [stem.parent / f"{stem.name}.{ext}" for ext in ("md", "csv", "tex")]
-    md = (f"**{caption}**\n\n" if caption else "") + to_markdown(frame)
+    md = (f"**{md_escape(caption)}**\n\n" if caption else "") + to_markdown(frame)
     paths[0].write_text(md)
     neutralize_frame(frame).to_csv(paths[1])
     paths[2].write_text(to_latex(frame, caption))

@@ -237,10 +237,15 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     Returns ``(grid, execution)``: the grid keys and the ``[ray]`` table (``address``,
     ``cpus_per_run``, ...). Nothing in the file is executed.
     """
+    from cl_suites.config import ConfigError, read_limited
+
     path = Path(path)
-    if not path.is_file():
-        raise SweepError(f"sweep file {str(path)!r} does not exist")
-    text = path.read_text()
+    try:  # a regular file of at most 1 MiB: a FIFO or /dev/zero is refused, not read
+        text = read_limited(path, "sweep file").decode()
+    except ConfigError as e:
+        raise SweepError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise SweepError(f"sweep file {str(path)!r} is not UTF-8 text: {e}") from None
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":

@@ -41,19 +41,46 @@ def test_metadata_that_is_not_an_object(tmp_path, capsys):
     assert "'seed' must be int, got 'zero'" in line
 
 
-def test_task_whose_returns_are_all_nan(tmp_path, capsys):
-    run = write_run(
-        tmp_path / "run", returns=lambda t, s, k: float("nan") if t == 1 else float(t + k)
-    )
-    line = _one_line_error(*_report_cli(capsys, run, "--out", tmp_path / "out"))
-    assert "task(s) [1] have no finite mean_return" in line
+def _final_performance(out) -> dict[str, str]:
+    table = pd.read_csv(out / "Toy3" / "final_performance.csv", index_col=0, keep_default_na=False)
+    return table.iloc[:, 0].to_dict()
 
 
-def test_returns_of_1e308(tmp_path, capsys):
-    run = write_run(tmp_path / "run", returns=lambda t, s, k: 1e308 if t == 2 else 1.0)
+@pytest.mark.parametrize(("bad", "value"), [(1, float("nan")), (2, 1e308), (0, float("inf"))])
+def test_a_task_without_usable_returns_is_marked_and_the_rest_reported(
+    tmp_path, capsys, bad, value
+):
+    """Issue 24 item 5: one task whose returns are all NaN / inf / 1e308 no longer stops the
+    report; that task is n/a (with the reason in the notes), the others keep their values."""
+    runs = [
+        write_run(
+            tmp_path / f"run{seed}",
+            seed=seed,
+            returns=lambda t, s, k, seed=seed: value if t == bad else float(t + k + seed),
+        )
+        for seed in (0, 1)
+    ]
+    code, text = _report_cli(capsys, *runs, "--out", tmp_path / "out")
+    assert code == 0, text
+    final = _final_performance(tmp_path / "out")
+    assert final[f"{bad}-task{bad}"] == "n/a"
+    others = [t for t in range(3) if t != bad]
+    for t in others:  # last eval point (step 300): t + 300 + seed, mean over seeds 0 and 1
+        assert final[f"{t}-task{t}"] == f"{t + 300.5:.2f} ± 0.50"
+    notes = (tmp_path / "out" / "notes.md").read_text()
+    assert f"task {bad} has no usable mean\\_return in eval.csv (only {value:g};" in notes
+    assert f"F/Z entries are n/a because task(s) \\[{bad}\\] have no usable" in notes
+    cora_f = pd.read_csv(tmp_path / "out" / "Toy3" / "ft_F.csv", index_col=0, keep_default_na=False)
+    bad_rows = [r for r in cora_f.index if r.startswith(f"{bad}-")]
+    assert all((cora_f.loc[r].isin(["n/a", "-"])).all() for r in bad_rows)
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv", index_col=[0, 1], keep_default_na=False)
+    assert summary.loc[("Toy3", "ft"), "CORA F"] != "n/a"  # the other tasks' average
+
+
+def test_returns_that_are_all_unusable_or_an_episode_of_1e308(tmp_path, capsys):
+    run = write_run(tmp_path / "run", returns=lambda t, s, k: 1e308)
     line = _one_line_error(*_report_cli(capsys, run, "--out", tmp_path / "out"))
-    assert "mean_return 1e+308 (task 2 train at step 0)" in line
-    assert f"±{MAX_ABS_RETURN:g}" in line
+    assert "no usable mean_return at all" in line and f"±{MAX_ABS_RETURN:g}" in line
     big_episode = write_run(
         tmp_path / "ep", returns=HAND, episode_return=lambda t, seg, n: -1e308 if n == 3 else 1.0
     )
@@ -127,3 +154,45 @@ def test_csv_cells_cannot_run_formulas(tmp_path):
         for cell in frame.to_numpy().ravel():
             assert not cell.startswith(("=", "+", "@")), (csv, cell)
             assert neutralize_cell(cell) == cell or cell.startswith("'"), (csv, cell)
+
+
+HOSTILE = {
+    "tex": r"\write18{touch pwned}\input{/etc/passwd}",
+    "html": "<img src=x onerror=alert(1)>",
+    "formula": '=HYPERLINK("http://x","y")',
+    "mathtext": "$x^$",  # matplotlib's mathtext would stop the figures with a parse error
+}
+
+
+def test_hostile_names_come_out_inert_in_tex_md_html_and_csv(tmp_path):
+    """Issue 24 item 2: method and task names reach every output escaped for its format."""
+    names = list(HOSTILE.values())
+    runs = [
+        write_run(tmp_path / f"run{k}", method=name, returns=HAND, task_names=names[:3])
+        for k, name in enumerate(names)
+    ]
+    out = build_report(runs, tmp_path / "out", bootstrap_reps=20, progress=False).out_dir
+    by_ext = {ext: list(out.rglob(f"*.{ext}")) for ext in ("tex", "md", "html", "csv")}
+    assert all(by_ext.values()), by_ext
+    for path in by_ext["tex"]:
+        text = path.read_text()
+        assert r"\write18" not in text and r"\input" not in text and "<img" not in text, path
+        assert r"\{" in text or "HYPERLINK" not in text  # braces escaped, so no group opens
+    tex = (out / "summary.tex").read_text()
+    assert r"\textbackslash{}write18\{touch pwned\}\textbackslash{}input\{/etc/passwd\}" in tex
+    assert r"\textless{}img src=x onerror=alert(1)\textgreater{}" in tex
+    for path in by_ext["md"]:
+        text = path.read_text()
+        assert "<img" not in text and "onerror=alert(1)>" not in text, path
+    md = (out / "summary.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert r"\\write18{touch pwned}" in md  # a literal backslash, not markup
+    page = by_ext["html"][0].read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    for path in by_ext["csv"]:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, header=None)
+        cells = frame.to_numpy().ravel()
+        assert not any(c.startswith(("=", "+", "@")) for c in cells), path
+    summary = pd.read_csv(out / "summary.csv", dtype=str, keep_default_na=False)
+    assert "'" + HOSTILE["formula"] in summary["method"].tolist()
+    assert r"\$x\textasciicircum{}\$" in tex and "| $x^$ |" not in md

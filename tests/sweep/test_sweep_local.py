@@ -100,7 +100,7 @@ def test_2x2_sweep_gives_four_complete_runs_and_one_report(sweep_2x2):
     assert grids[0] == [(step, task, "train") for step in steps for task in (0, 1)]
     assert all(grid == grids[0] for grid in grids)
     for outcome in result.outcomes:
-        assert (outcome.run_dir / "checkpoint" / "state.pt").exists()
+        assert list((outcome.run_dir / "checkpoint").glob("step-*.pt"))
         assert not (outcome.run_dir / "report").exists()  # one report, for the sweep
     summary = pd.read_csv(result.report_dir / "summary.csv")
     assert result.report_dir == result.sweep_dir / "report"

@@ -1,0 +1,289 @@
+"""Types and ranges of a run's options, declared in one table and checked in one place.
+
+``OPTION_SPECS`` declares, for the job options (``main_job.JOB_OPTIONS``), the learners'
+and CL methods' hyperparameters and the policy options, what a value must be: an integer
+or a number in a range, a boolean, one of some choices. :func:`check_options` checks the
+options of a run against it; ``main_job.resolve_job`` calls it, so every way to start a
+run (``cl-suites run --set`` / ``--config``, ``cl-suites sweep --set``, library calls)
+refuses a bad value before anything is built, in one line naming the option, its allowed
+range and the value. Options missing from the table (suite options, which the suite
+checks itself; free-form ones such as ``net_arch``) pass through unchanged.
+
+:func:`size_warnings` names the settings of a run whose size is absurd for the machine
+(budget, rollout memory, sub-envs per core); the run is warned about, not refused.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cl_suites.core.fsutil import format_bytes
+
+
+@dataclass(frozen=True)
+class Opt:
+    """What an option's value must be.
+
+    ``kind``: ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"choice"`` (one of
+    ``choices``) or ``"bool|str"`` (a boolean or a non-empty string). ``low`` / ``high``
+    bound numbers (``low_open``: ``low`` itself excluded). ``none_ok``: ``None`` is
+    allowed; ``callable_ok``: a callable is allowed (SB3's schedules, from library calls).
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple[Any, ...] = ()
+    none_ok: bool = False
+    callable_ok: bool = False
+
+    def describe(self) -> str:
+        if self.kind == "bool":
+            text = "true or false"
+        elif self.kind == "str":
+            text = "a string"
+        elif self.kind == "bool|str":
+            text = "true, false or a name"
+        elif self.kind == "choice":
+            text = "one of " + ", ".join(
+                str(c).lower() if isinstance(c, bool) else repr(c) for c in self.choices
+            )
+        else:
+            what = "an integer" if self.kind == "int" else "a number"
+            lo = "(" if self.low_open else "["
+            if self.low is not None and self.high is not None:
+                text = f"{what} in {lo}{self.low:g}, {self.high:g}]"
+            elif self.low is not None:
+                text = f"{what} {'>' if self.low_open else '>='} {self.low:g}"
+            else:
+                text = what
+        return text + (" or none" if self.none_ok else "")
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value`` (an integral float as an ``int`` for integer options), or
+        ``ValueError``: "NAME must be RANGE, got VALUE"."""
+        if value is None and self.none_ok:
+            return value
+        if callable(value) and self.callable_ok:
+            return value
+        checked = self._checked(value)
+        if checked is _BAD:
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return checked
+
+    def _checked(self, value: Any) -> Any:
+        if self.kind == "bool":
+            return value if isinstance(value, bool) else _BAD
+        if self.kind == "str":
+            return value if isinstance(value, str) else _BAD
+        if self.kind == "bool|str":
+            return value if isinstance(value, bool) or (isinstance(value, str) and value) else _BAD
+        if self.kind == "choice":
+            hits = [c for c in self.choices if c == value and type(c) is type(value)]
+            return hits[0] if hits else _BAD
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            return _BAD
+        if self.kind == "int":
+            integral = isinstance(value, numbers.Integral)
+            if not integral and not (math.isfinite(value) and float(value).is_integer()):
+                return _BAD
+            value = int(value)
+        elif not math.isfinite(value):
+            return _BAD
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return _BAD
+        if self.high is not None and value > self.high:
+            return _BAD
+        return value
+
+
+_BAD = object()
+
+
+def _int(low: int = 1, **kw: Any) -> Opt:
+    return Opt("int", low=low, **kw)
+
+
+def _num(low: float = 0.0, high: float | None = None, **kw: Any) -> Opt:
+    return Opt("float", low=low, high=high, **kw)
+
+
+_BOOL = Opt("bool")
+_UNIT = _num(0.0, 1.0)  # discounts, mixing ratios
+
+OPTION_SPECS: dict[str, Opt] = {
+    # -- job options (main_job.JOB_OPTIONS)
+    "checkpoint_every": _int(),
+    "vectorization_mode": Opt("choice", choices=("sync", "async")),
+    "replay_on_disk": Opt("choice", choices=(True, False, "auto"), none_ok=True),
+    "multi_head": _BOOL,
+    "task_id_input": _BOOL,
+    "progress": _BOOL,
+    "device": Opt("str"),
+    "report": _BOOL,
+    "tensorboard": _BOOL,
+    "wandb": Opt("bool|str", none_ok=True),  # a string: the W&B project
+    "capture_video": _BOOL,
+    "video_every": _int(none_ok=True),
+    "video_length": _int(none_ok=True),
+    "eval_at_start": _BOOL,
+    "eval_per_task": _BOOL,
+    "eval_deterministic": _BOOL,
+    "torch_threads": _int(),
+    "update_threads": _int(),
+    # -- learners (PPO, V-trace)
+    "learning_rate": _num(0.0, 1.0, low_open=True, callable_ok=True),
+    "n_steps": _int(),
+    "batch_size": _int(),
+    "n_epochs": _int(),
+    "n_minibatches": _int(),
+    "gamma": _UNIT,
+    "gae_lambda": _UNIT,
+    "clip_range": _num(0.0, 1.0, low_open=True, callable_ok=True),
+    "clip_range_vf": _num(0.0, low_open=True, none_ok=True, callable_ok=True),
+    "normalize_advantage": _BOOL,
+    "ent_coef": _num(),
+    "vf_coef": _num(),
+    "max_grad_norm": _num(0.0, low_open=True),
+    "target_kl": _num(0.0, low_open=True, none_ok=True),
+    "lr_decay_steps": _int(none_ok=True),
+    "reset_optimizer_at_switch": _BOOL,
+    "rho_bar": _num(0.0, low_open=True),
+    "c_bar": _num(0.0, low_open=True),
+    "use_rms_prop": _BOOL,
+    "rms_prop_alpha": _UNIT,
+    "rms_prop_eps": _num(0.0, low_open=True),
+    # -- CL methods
+    "lam": _num(),
+    "online_gamma": _UNIT,
+    "decay": _UNIT,
+    "fisher_batches": _int(),
+    "batch_unrolls": _int(),
+    "buffer_frames": _int(),
+    "min_task_steps": _int(0),
+    "episodes": _int(),
+    "max_steps": _int(),
+    "stride": _int(),
+    "kl_cost": _num(),
+    "progress_updates": _int(),
+    "buffer_size": _int(),
+    "policy_cloning": _num(),
+    "value_cloning": _num(),
+    "replay_ratio": _UNIT,
+    "replay_unroll": _int(none_ok=True),
+    # -- policy
+    "cnn_features_dim": _int(),
+    "ortho_init": _BOOL,
+    "normalize_images": _BOOL,
+    "trunk_layer_norm": _BOOL,
+}
+"""Each declared option and what its value must be (see :class:`Opt`)."""
+
+
+def check_option(name: str, value: Any) -> Any:
+    """``value`` checked against ``OPTION_SPECS[name]`` (unchanged for an undeclared
+    option); ``ValueError`` naming the option, its range and the value."""
+    spec = OPTION_SPECS.get(name)
+    return value if spec is None else spec.check(name, value)
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option of ``options`` checked (see :func:`check_option`); a new dict."""
+    return {name: check_option(name, value) for name, value in options.items()}
+
+
+# -- run size --------------------------------------------------------------------------------
+MAX_REASONABLE_STEPS = 10**11
+"""Budgets above this many steps (about 12 days at an optimistic 100,000 steps/s) are
+warned about."""
+ASSUMED_STEPS_PER_S = 100_000
+MAX_ENVS_PER_CORE = 256
+"""More sub-envs per CPU core than this are warned about (single-agent suites: their
+sub-envs step on the CPU)."""
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM of this machine, or ``None`` when unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def observation_bytes(space: Any) -> int | None:
+    """Bytes of one observation of ``space`` as SB3's rollout buffer stores it (float32),
+    or ``None`` for a space without a fixed shape."""
+    spaces = getattr(space, "spaces", None)
+    if isinstance(spaces, Mapping):
+        parts = [observation_bytes(s) for s in spaces.values()]
+        return None if None in parts else sum(parts)  # type: ignore[arg-type]
+    shape = getattr(space, "shape", None)
+    return None if shape is None else 4 * math.prod(shape)
+
+
+def job_size_warnings(spec: Any) -> list[str]:
+    """:func:`size_warnings` of a resolved run (``main_job.JobSpec``)."""
+    meal = spec.meal is not None
+    if meal:
+        obs = 4 * math.prod(spec.meal.obs_shape)
+    else:
+        obs = observation_bytes(spec.sequence.observation_space)
+    return size_warnings(
+        total_steps=spec.sequence.schedule(spec.num_envs)[-1].end_step,
+        step_unit="env steps" if meal else "agent steps",
+        num_envs=spec.num_envs,
+        agents=spec.num_agents,
+        n_steps=int(spec.hp["learner"].get("n_steps", 1)),
+        obs_bytes=obs,
+        cpu_bound=not meal,
+    )
+
+
+def size_warnings(
+    *,
+    total_steps: int,
+    step_unit: str,
+    num_envs: int,
+    agents: int,
+    n_steps: int,
+    obs_bytes: int | None,
+    cpu_bound: bool,
+    memory: int | None = None,
+    cores: int | None = None,
+) -> list[str]:
+    """Lines naming each setting whose size is absurd for this machine: a budget beyond
+    ``MAX_REASONABLE_STEPS``, a rollout buffer (``n_steps x num_envs x agents``
+    observations as float32) beyond half the RAM, more than ``MAX_ENVS_PER_CORE`` CPU-bound
+    sub-envs per core. Empty when the run looks sane."""
+    out = []
+    if total_steps > MAX_REASONABLE_STEPS:
+        days = total_steps / ASSUMED_STEPS_PER_S / 86400
+        out.append(
+            f"the run's budget is {total_steps:.3g} {step_unit} (steps_per_task x tasks x "
+            f"cycles): about {days:,.0f} days even at {ASSUMED_STEPS_PER_S:,} steps/s"
+        )
+    memory = physical_memory() if memory is None else memory
+    if obs_bytes is not None and memory:
+        rollout = n_steps * num_envs * agents * obs_bytes
+        if rollout > memory / 2:
+            out.append(
+                f"num_envs {num_envs} x n_steps {n_steps}: the rollout buffer alone needs about "
+                f"{format_bytes(rollout)} of observations, this machine has "
+                f"{format_bytes(memory)} of RAM"
+            )
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    if cpu_bound and num_envs > MAX_ENVS_PER_CORE * cores:
+        out.append(
+            f"num_envs {num_envs} on {cores} CPU core(s): one rollout steps {num_envs} "
+            f"sub-envs {n_steps} times ({n_steps * num_envs:,} {step_unit}) before the first "
+            "update, and progress may look stalled"
+        )
+    return out
