@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cl_suites.errors import require
+from cl_suites.meal.dynamics import overcooked_class
 from cl_suites.meal.layouts import REWARD_PER_SOUP, padded
 from cl_suites.meal.suite import MealSuite
 
@@ -61,9 +62,10 @@ class MealEngine:
 
     ``reset(task_ids, keys)`` -> ``(BatchState, obs)``; ``step(state, actions, coef)`` ->
     ``(BatchState, obs, rewards, soups)`` with ``obs (M, n, H, W, C) uint8``,
-    ``rewards (M, n) float32`` (delivery + ``coef`` x shaping, shared across the team
-    unless ``individual_rewards``), ``soups (M,) int32`` (soups the team delivered this
-    step). Arrays stay on the device; the caller fetches what it needs.
+    ``rewards (M, n) float32`` (the team's delivery reward, or the agent's own with
+    ``individual_rewards``, plus ``coef`` x the agent's own shaping), ``soups (M,) int32``
+    (soups the team delivered this step). Arrays stay on the device; the caller fetches
+    what it needs.
 
     Pickling stores only the suite: unpickling rebuilds the engine, or reuses a live
     engine of an equal suite in this process (``shared_engine``), so copies of an env
@@ -95,6 +97,7 @@ class MealEngine:
         self._chain = chain
         self._task_envs: dict[int, Any] = {}
         self._resets: dict[int, Any] = {}
+        self._reset_pure: dict[int, Any] = {}
         template = chain(self._base_env(0))
         self.obs_shape = suite.obs_shape
         individual = opts["individual_rewards"]
@@ -110,10 +113,8 @@ class MealEngine:
                 obs = obs * mask[None, :, :, None]
             deliver = jnp.stack([rew[a] for a in agents]).astype(jnp.float32)
             shaped = jnp.stack([info["shaped_reward"][a] for a in agents]).astype(jnp.float32)
-            if individual:
-                rewards = deliver + coef * shaped
-            else:
-                rewards = jnp.full((len(agents),), deliver.sum() + coef * shaped.sum())
+            team = deliver if individual else jnp.full_like(deliver, deliver.sum())
+            rewards = team + coef * shaped  # each agent's own shaping, as MEAL's trainer
             soups = jnp.round(deliver.sum() / REWARD_PER_SOUP).astype(jnp.int32)
             return env_state, key, obs, rewards, soups
 
@@ -125,6 +126,7 @@ class MealEngine:
             )
             return BatchState(env_state, keys, state.masks), obs, rewards, soups
 
+        self.step_batch = step
         self._step = jax.jit(step)
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
         self._concat = jax.jit(lambda parts: jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts))
@@ -162,11 +164,20 @@ class MealEngine:
         """One step of every env; ``actions (M, n)`` ints in ``0..5``."""
         return self._step(state, jnp.asarray(actions, dtype=jnp.int32), jnp.float32(coef))
 
+    def reset_batch(self, task_id: int, keys) -> tuple[BatchState, Any]:
+        """Pure, jittable form of ``reset`` for envs that all play task ``task_id`` (a
+        Python int; ``pure_reset(task_id)`` built first, outside the trace);
+        ``step_batch`` is the pure form of ``step``. For learners that compile the rollout
+        (``baselines_jax``)."""
+        env_state, new_keys, obs = self.pure_reset(task_id)(keys)
+        mask = np.asarray(self._padded[task_id][1])
+        masks = jnp.broadcast_to(jnp.asarray(mask), (keys.shape[0], *mask.shape))
+        return BatchState(env_state, new_keys, masks), obs
+
     # -- internals ----------------------------------------------------------------------
     def _base_env(self, task_id: int) -> Any:
-        from meal.env.overcooked import Overcooked, OvercookedPO
-
         opts = self.suite.options
+        env_class = overcooked_class(opts["dynamics"], opts["partial_observability"])
         kwargs: dict[str, Any] = {
             "layout": self._padded[task_id][0],
             "layout_name": self.suite.layouts[task_id].name,
@@ -178,13 +189,20 @@ class MealEngine:
             "random_reset": opts.get("random_reset", False),
         }
         if opts["partial_observability"]:
-            return OvercookedPO(difficulty=opts["stochasticity_level"], **kwargs)
-        return Overcooked(**kwargs)
+            kwargs["difficulty"] = opts["stochasticity_level"]
+        return env_class(**kwargs)
 
     def _reset_fn(self, task_id: int):
         if task_id not in self._resets:
+            self._resets[task_id] = jax.jit(self.pure_reset(task_id))
+        return self._resets[task_id]
+
+    def pure_reset(self, task_id: int):
+        """The vmapped (not jitted) reset ``keys -> (env_state, keys, obs)`` of task
+        ``task_id``'s envs; build it outside any JAX trace (it creates the task's env)."""
+        if task_id not in self._reset_pure:
             env = self._chain(self._base_env(task_id))
-            mask = jnp.asarray(self._padded[task_id][1])
+            mask = np.asarray(self._padded[task_id][1])
             agents, use_mask = self.agents, self._use_mask
 
             def reset_one(key):
@@ -195,8 +213,8 @@ class MealEngine:
                     obs = obs * mask[None, :, :, None]
                 return env_state, key, obs
 
-            self._resets[task_id] = jax.jit(jax.vmap(reset_one))
-        return self._resets[task_id]
+            self._reset_pure[task_id] = jax.vmap(reset_one)
+        return self._reset_pure[task_id]
 
 
 _ENGINES: weakref.WeakValueDictionary[bytes, MealEngine] = weakref.WeakValueDictionary()
