@@ -492,6 +492,9 @@ def test_meal_small_preset_completes_episodes_in_every_task():
     hp = presets.resolve("MEAL-2", "ppo", "ft", "small")
     suite = build_suite("MEAL-2", **hp["suite_defaults"])
     steps_per_env = suite.sequence.tasks[0].budget // hp["num_envs"]
-    assert suite.episode_len == 50 and steps_per_env == 128
+    assert suite.episode_len == 64 and steps_per_env == 128
     assert steps_per_env // suite.episode_len == 2  # whole episodes per env and task
+    for seed in range(6):  # every paper-time kitchen can deliver a soup in one episode
+        for name in ("MEAL-2", "MEAL-10", "MEAL-20"):
+            build_suite(name, layout_seed=seed, **hp["suite_defaults"])
     assert suite.sequence.eval_every == 1_024 and suite.sequence.step_unit == "env steps"
