@@ -292,9 +292,7 @@ def short_suite_name(suite: str) -> str:
 
 
 def default_learner(suite: str, preset: str) -> str:
-    """The learner a run uses when the grid names none (MEAL: IPPO, i.e. ``ppo``)."""
-    if is_meal_id(suite):
-        return "ppo"
+    """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
     from baselines_sb3.presets import default_learner as preset_learner
 
     try:
