@@ -503,7 +503,8 @@ def resolve_seed_group(
 
     seeds = check_seeds(seeds)
     overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
-    overrides.setdefault("layout_seed", seeds[0])
+    if is_meal_id(suite):
+        overrides.setdefault("layout_seed", seeds[0])
     specs = [
         resolve_job(
             suite=suite,
