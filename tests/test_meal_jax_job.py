@@ -103,7 +103,8 @@ def test_ppo_jax_is_meals_default_learner_and_ppo_the_torch_one(learner_api):
     assert (paper.hp["learner"]["num_steps"], paper.num_envs) == (128, 16)
     assert paper.hp["learner"]["anneal_lr"] is True  # Table 4
     set_jax = resolve_job(**JOB, overrides={"clip_eps": 0.1, "steps_per_task": 640}, seed=0)
-    assert set_jax.hp["learner"]["clip_eps"] == 0.1 and set_jax.suite_kwargs["steps_per_task"] == 640
+    assert set_jax.hp["learner"]["clip_eps"] == 0.1
+    assert set_jax.suite_kwargs["steps_per_task"] == 640
 
 
 def test_tiny_run_writes_the_usual_run_dir_and_report(run0, tmp_path):
