@@ -38,7 +38,7 @@ from baselines_sb3.jax_checkpoint import (
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
-from baselines_sb3.jax_options import jax_api
+from baselines_sb3.jax_options import jax_api, make_config
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog, truncate_logs
@@ -136,7 +136,7 @@ def run_jax_job(
     """
     spec = specs[0]
     api = jax_api()
-    learner = api.JaxIPPO(spec.meal, api.IPPOConfig(**spec.hp["learner"]), list(seeds))
+    learner = api.JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(seeds))
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None
@@ -199,7 +199,7 @@ class _Loop:
             updates = max(1, -(-(target - self.step) // self.rollout))  # points inside: end
             updates = min(updates, (seg.end_step - self.step) // self.rollout)
             compiled = learner.compile_seconds
-            self.state, metrics = learner.train(self.state, seg.task_id, updates)
+            self.state, metrics = learner.train(self.state, seg.task_id, updates, cycle=seg.cycle)
             start = self.step
             self.step += updates * self.rollout
             if self.step >= seg.end_step:
@@ -227,7 +227,7 @@ class _Loop:
         ]
         if not todo:
             return
-        params = self.learner.params(self.state)
+        params = self.state.params
         for i in todo:
             policy = eval_policy(self.learner, seed_slice(params, i), self.greedy)
             self.runs[i].evaluator.evaluate(step, policy)

@@ -36,19 +36,16 @@ TORCH_TO_JAX: dict[str, str] = {
     "vf_coef": "vf_coef",
     "max_grad_norm": "max_grad_norm",
     # policy
-    "net_arch": "net_arch",
+    "net_arch": "hidden_sizes",
     "activation": "activation",
+    "trunk_layer_norm": "layer_norm",
     "multi_head": "multi_head",
     "task_id_input": "task_id_input",
-    "trunk_layer_norm": "use_layer_norm",
     # method (baselines_sb3.presets.MEAL_METHOD_VALUES)
-    "lam": "cl_lambda",
+    "lam": "reg_coef",
     "decay": "ewc_decay",
-    "mode": "ewc_mode",
     "episodes": "importance_episodes",
     "max_steps": "importance_steps",
-    "stride": "mas_stride",
-    "normalize_task": "mas_normalize",
 }
 """Torch setting -> ``IPPOConfig`` field. A setting whose field ``IPPOConfig`` lacks keeps
 the JAX learner's own default (``jax_fields`` lists what it has)."""
@@ -120,13 +117,18 @@ def resolve_jax(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
     sources = {**torch_hp, **torch_hp["learner"], **torch_hp["method"]}
     for torch_key, jax_key in TORCH_TO_JAX.items():
         if jax_key in values and torch_key in sources:
-            value = sources[torch_key]
-            values[jax_key] = list(value) if isinstance(value, (list, tuple)) else value
+            values[jax_key] = sources[torch_key]
     if "anneal_lr" in values and "lr_schedule" in torch_hp["learner"]:
         values["anneal_lr"] = lr_anneal(torch_hp["learner"]["lr_schedule"])
     if "cl_method" in values:
         values["cl_method"] = method
     return values
+
+
+def make_config(values: dict[str, Any]) -> Any:
+    """``IPPOConfig(**values)``, lists (from JSON, TOML or ``--set``) as tuples."""
+    fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return jax_api().IPPOConfig(**fixed)
 
 
 def torch_only_options(torch_hp: dict[str, Any], learner_opts: tuple[str, ...]) -> set[str]:

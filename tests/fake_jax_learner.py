@@ -5,7 +5,8 @@ chunking, checkpoints, resume and seed slicing can be tested without compiling a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,12 +25,21 @@ class IPPOConfig:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
-    net_arch: list = field(default_factory=lambda: [128, 128])
+    hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "relu"
+    layer_norm: bool = True
     multi_head: bool = True
     task_id_input: bool = True
     cl_method: str = "ft"
-    cl_lambda: float = 0.0
+    reg_coef: float | None = None
+
+
+class TrainState(NamedTuple):
+    params: np.ndarray
+    counter: np.ndarray
+    t: np.ndarray
+    ret: np.ndarray
+    ended: np.ndarray
 
 
 class JaxIPPO:
@@ -40,20 +50,20 @@ class JaxIPPO:
         self.compile_seconds = 0.0
         self.episode_len = suite.episode_len
 
-    def init_state(self) -> dict:
+    def init_state(self) -> TrainState:
         k = len(self.seeds)
         rng = np.stack([np.random.default_rng(s).normal(size=6) for s in self.seeds])
-        return {
-            "params": rng.astype(np.float32),
-            "counter": np.zeros(k, dtype=np.int64),
-            "t": np.zeros(k, dtype=np.int64),
-            "ret": np.zeros((k, self.config.num_envs), dtype=np.float32),
-            "ended": np.zeros(k, dtype=np.int64),
-        }
+        return TrainState(
+            params=rng.astype(np.float32),
+            counter=np.zeros(k, dtype=np.int64),
+            t=np.zeros(k, dtype=np.int64),
+            ret=np.zeros((k, self.config.num_envs), dtype=np.float32),
+            ended=np.zeros(k, dtype=np.int64),
+        )
 
-    def train(self, state, task_id, num_updates):
+    def train(self, state, task_id, num_updates, *, cycle=0):
         self.compile_seconds += 0.01
-        s = {k: v.copy() for k, v in state.items()}
+        s = {k: v.copy() for k, v in state._asdict().items()}
         cfg, k = self.config, len(self.seeds)
         done = np.zeros((k, num_updates, cfg.num_steps, cfg.num_envs), dtype=bool)
         rets = np.zeros(done.shape, dtype=np.float32)
@@ -70,23 +80,20 @@ class JaxIPPO:
                 rets[:, u, j, :] = s["ret"]
                 s["ret"][end] = 0.0
                 s["t"][end] = 0
-        return s, {"episode_done": done, "episode_return": rets}
+        return TrainState(**s), {"episode_done": done, "episode_return": rets}
 
     def end_task(self, state, task_id):
-        s = {k: v.copy() for k, v in state.items()}
+        s = {k: v.copy() for k, v in state._asdict().items()}
         s["ended"] += 1
         s["t"][:] = 0
         s["ret"][:] = 0.0
-        return s
-
-    def params(self, state):
-        return state["params"]
+        return TrainState(**s)
 
     def act(self, params, obs, task_id, greedy):
         return np.full(len(obs), int(np.argmax(params)) if greedy else 0)
 
     def state_dict(self, state):
-        return {k: np.asarray(v) for k, v in state.items()}
+        return {k: np.asarray(v) for k, v in state._asdict().items()}
 
     def load_state_dict(self, arrays):
-        return {k: np.array(v) for k, v in arrays.items()}
+        return TrainState(**{k: np.array(v) for k, v in arrays.items()})

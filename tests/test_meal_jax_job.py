@@ -98,7 +98,7 @@ def test_ppo_jax_is_meals_default_learner_and_ppo_the_torch_one(learner_api):
     assert values["clip_eps"] == torch.hp["learner"]["clip_range"]
     assert values["learning_rate"] == torch.hp["learner"]["learning_rate"]
     assert values["cl_method"] == "ft"
-    learner_api.IPPOConfig(**values)  # every value is a field of the learner's config
+    jax_options.make_config(values)  # every value is a field of the learner's config
     paper = resolve_job(**{**JOB, "preset": "paper", "num_envs": None}, overrides={}, seed=0)
     assert (paper.hp["learner"]["num_steps"], paper.num_envs) == (128, 16)
     assert paper.hp["learner"]["anneal_lr"] is True  # Table 4
