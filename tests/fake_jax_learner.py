@@ -65,8 +65,8 @@ class JaxIPPO:
         self.compile_seconds += 0.01
         s = {k: v.copy() for k, v in state._asdict().items()}
         cfg, k = self.config, len(self.seeds)
-        done = np.zeros((k, num_updates, cfg.num_steps, cfg.num_envs), dtype=bool)
-        rets = np.zeros(done.shape, dtype=np.float32)
+        ends = np.full((num_updates, k), -1, dtype=np.int32)
+        rets = np.zeros((num_updates, k, cfg.num_envs), dtype=np.float32)
         for u in range(num_updates):
             for i, seed in enumerate(self.seeds):
                 noise = np.random.default_rng([seed, int(s["counter"][i]), task_id]).normal(size=6)
@@ -76,11 +76,11 @@ class JaxIPPO:
                 s["ret"] += s["params"][:, :1] * 0.01
                 s["t"] += 1
                 end = s["t"] >= self.episode_len
-                done[:, u, j, :] = end[:, None]
-                rets[:, u, j, :] = s["ret"]
+                ends[u, end] = j
+                rets[u, end] = s["ret"][end]
                 s["ret"][end] = 0.0
                 s["t"][end] = 0
-        return TrainState(**s), {"episode_done": done, "episode_return": rets}
+        return TrainState(**s), {"episode_end": ends, "episode_return": rets}
 
     def end_task(self, state, task_id):
         s = {k: v.copy() for k, v in state._asdict().items()}
