@@ -95,6 +95,7 @@ class MealEngine:
         self._chain = chain
         self._task_envs: dict[int, Any] = {}
         self._resets: dict[int, Any] = {}
+        self._reset_pure: dict[int, Any] = {}
         template = chain(self._base_env(0))
         self.obs_shape = suite.obs_shape
         individual = opts["individual_rewards"]
@@ -125,6 +126,7 @@ class MealEngine:
             )
             return BatchState(env_state, keys, state.masks), obs, rewards, soups
 
+        self.step_batch = step
         self._step = jax.jit(step)
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
         self._concat = jax.jit(lambda parts: jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts))
@@ -162,6 +164,16 @@ class MealEngine:
         """One step of every env; ``actions (M, n)`` ints in ``0..5``."""
         return self._step(state, jnp.asarray(actions, dtype=jnp.int32), jnp.float32(coef))
 
+    def reset_batch(self, task_id: int, keys) -> tuple[BatchState, Any]:
+        """Pure, jittable form of ``reset`` for envs that all play task ``task_id`` (a
+        Python int; ``pure_reset(task_id)`` built first, outside the trace);
+        ``step_batch`` is the pure form of ``step``. For learners that compile the rollout
+        (``baselines_jax``)."""
+        env_state, new_keys, obs = self.pure_reset(task_id)(keys)
+        mask = np.asarray(self._padded[task_id][1])
+        masks = jnp.broadcast_to(jnp.asarray(mask), (keys.shape[0], *mask.shape))
+        return BatchState(env_state, new_keys, masks), obs
+
     # -- internals ----------------------------------------------------------------------
     def _base_env(self, task_id: int) -> Any:
         from meal.env.overcooked import Overcooked, OvercookedPO
@@ -183,8 +195,15 @@ class MealEngine:
 
     def _reset_fn(self, task_id: int):
         if task_id not in self._resets:
+            self._resets[task_id] = jax.jit(self.pure_reset(task_id))
+        return self._resets[task_id]
+
+    def pure_reset(self, task_id: int):
+        """The vmapped (not jitted) reset ``keys -> (env_state, keys, obs)`` of task
+        ``task_id``'s envs; build it outside any JAX trace (it creates the task's env)."""
+        if task_id not in self._reset_pure:
             env = self._chain(self._base_env(task_id))
-            mask = jnp.asarray(self._padded[task_id][1])
+            mask = np.asarray(self._padded[task_id][1])
             agents, use_mask = self.agents, self._use_mask
 
             def reset_one(key):
@@ -195,8 +214,8 @@ class MealEngine:
                     obs = obs * mask[None, :, :, None]
                 return env_state, key, obs
 
-            self._resets[task_id] = jax.jit(jax.vmap(reset_one))
-        return self._resets[task_id]
+            self._reset_pure[task_id] = jax.vmap(reset_one)
+        return self._reset_pure[task_id]
 
 
 _ENGINES: weakref.WeakValueDictionary[bytes, MealEngine] = weakref.WeakValueDictionary()

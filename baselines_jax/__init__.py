@@ -1,0 +1,12 @@
+"""MEAL's IPPO in JAX: one compiled program per ``train`` call, ``K`` seeds vmapped.
+
+``IPPOConfig`` (MEAL's settings), ``JaxIPPO`` (init_state / train / end_task / act /
+state_dict / load_state_dict, ``compile_seconds``), ``TrainState``, ``ActorCritic`` (the
+flax network) and the torch-policy parameter converter ``params_from_torch``.
+"""
+
+from baselines_jax.config import CL_METHODS, IPPOConfig
+from baselines_jax.learner import JaxIPPO, Metrics, TrainState
+from baselines_jax.network import ActorCritic
+
+__all__ = ["CL_METHODS", "ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]

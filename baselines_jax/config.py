@@ -1,0 +1,118 @@
+"""``IPPOConfig``: the settings of the JAX IPPO learner, defaults = MEAL's (paper Table 4,
+then the paper-time trainer ``baselines/IPPO_CL.py`` at 7d81858 where the paper is silent).
+
+Step units: ``num_steps`` is env steps per env per update (one joint action of all agents
+is one env step); an update consumes ``num_envs * num_steps`` env steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
+ACTIVATIONS: tuple[str, ...] = ("relu", "tanh")
+DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc" default)
+    "ft": 0.0,
+    "ewc": 1e11,
+    "online-ewc": 1e11,
+    "mas": 1e9,
+    "l2": 1e7,
+}
+
+
+@dataclass(frozen=True)
+class IPPOConfig:
+    """MEAL's IPPO (Table 4; IPPO_CL.py ``Config`` where the paper is silent)."""
+
+    learning_rate: float = 3e-4
+    """Adam step size at the start of every task (Table 4)."""
+    anneal_lr: bool = True
+    """Linear decay to 0 over each task's updates, restarting per task (Table 4)."""
+    num_envs: int = 16
+    """Parallel envs per seed (Table 4)."""
+    num_steps: int = 128
+    """Env steps per env per update (rollout length T, Table 4)."""
+    update_epochs: int = 8
+    """PPO epochs per update (Table 4)."""
+    num_minibatches: int = 8
+    """Minibatches per epoch (Table 4)."""
+    gamma: float = 0.99
+    """Discount (Table 4)."""
+    gae_lambda: float = 0.957
+    """GAE lambda (Table 4)."""
+    clip_eps: float = 0.2
+    """PPO ratio clip, also the value clip (Table 4; IPPO_CL.py clips both)."""
+    ent_coef: float = 0.01
+    """Entropy coefficient (Table 4)."""
+    vf_coef: float = 0.5
+    """Value-loss coefficient (Table 4)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (Table 4)."""
+    adam_eps: float = 1e-5
+    """Adam epsilon (IPPO_CL.py)."""
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    """Widths of each trunk's layers (B.1: 2 layers of 128; ``big_network``: 3 of 256)."""
+    activation: str = "relu"
+    """Hidden activation, ``relu`` or ``tanh`` (IPPO_CL.py default relu)."""
+    layer_norm: bool = True
+    """LayerNorm (eps 1e-5) after each hidden activation (IPPO_CL.py ``use_layer_norm``)."""
+    shared_backbone: bool = False
+    """One trunk for actor and critic (IPPO_CL.py default: separate trunks)."""
+    multi_head: bool = True
+    """One action/value head slice per task (IPPO_CL.py ``use_multihead``)."""
+    task_id_input: bool = True
+    """One-hot task id appended to the flattened observation (IPPO_CL.py ``use_task_id``)."""
+    cl_method: str = "ft"
+    """``ft``, ``ewc``, ``online-ewc``, ``mas`` or ``l2``."""
+    reg_coef: float | None = None
+    """Penalty strength lambda; ``None``: Table 4's value for ``cl_method``."""
+    ewc_decay: float = 0.9
+    """Online EWC: ``F = decay F + (1 - decay) F_new`` (Table 4)."""
+    importance_episodes: int = 5
+    """Fresh episodes per importance estimate (Table 4)."""
+    importance_steps: int = 500
+    """Env steps per importance episode (Table 4; EWC runs on through the episode end)."""
+    normalize_importance: bool = False
+    """Divide a new importance by its mean absolute value over the whole parameter tree
+    (IPPO_CL.py ``normalize_importance``, off)."""
+    regularize_critic: bool = False
+    """Also regularise the critic (Table 4: No)."""
+    regularize_heads: bool = False
+    """Also regularise the actor/critic heads (Table 4: No)."""
+
+    def __post_init__(self) -> None:
+        if self.cl_method not in CL_METHODS:
+            raise ValueError(
+                f"unknown cl_method {self.cl_method!r}; valid: {', '.join(CL_METHODS)}"
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {self.activation!r}; valid: {', '.join(ACTIVATIONS)}"
+            )
+        for name in (
+            "num_envs",
+            "num_steps",
+            "update_epochs",
+            "num_minibatches",
+            "importance_episodes",
+            "importance_steps",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if (self.num_envs * self.num_steps) % self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches ({self.num_minibatches}) must divide num_envs * num_steps "
+                f"({self.num_envs * self.num_steps})"
+            )
+        if not self.hidden_sizes:
+            raise ValueError("hidden_sizes must name at least one layer width")
+
+    @property
+    def lam(self) -> float:
+        """The penalty strength in effect."""
+        return DEFAULT_REG_COEF[self.cl_method] if self.reg_coef is None else float(self.reg_coef)
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.num_envs * self.num_steps

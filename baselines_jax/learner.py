@@ -1,0 +1,533 @@
+"""``JaxIPPO``: MEAL's IPPO trainer as one compiled program per ``train`` call, for ``K``
+seeds at once (every array of ``TrainState`` has a leading seed axis ``K``).
+
+``train(state, task_id, num_updates)`` runs ``num_updates`` x (rollout of ``num_steps``
+env steps on ``num_envs`` envs per seed, GAE, ``update_epochs`` x ``num_minibatches``
+Adam steps) in one ``lax.scan``; nothing returns to the host between env steps. The envs
+are the suite's (``cl_suites.meal.engine.MealEngine``'s pure ``reset_batch`` /
+``step_batch``); all envs of all seeds start and end their episodes together (fixed
+episode length), so episode resets are one ``lax.cond`` per step.
+
+``end_task`` does what MEAL does after a task's last update: the CL method's importance
+from fresh episodes and its anchor, then a new optimizer state (Adam moments and the
+learning-rate schedule restart with the next task).
+
+Units: ``num_updates`` updates; an update is ``num_envs * num_steps`` env steps per seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from baselines_jax import cl as cl_lib
+from baselines_jax.config import IPPOConfig
+from baselines_jax.network import ActorCritic
+from baselines_jax.ppo import Transition, gae, make_optimizer, ppo_loss
+from cl_suites.core.task import task_seed
+from cl_suites.meal.batched import shared_engine
+from cl_suites.meal.engine import BatchState
+from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
+
+
+class TrainState(NamedTuple):
+    """Everything a run needs to continue exactly, each leaf with a leading seed axis
+    ``K``: network ``params``, ``opt_state``, ``cl`` (anchor and importance), the envs'
+    ``env`` state and last ``obs (K, M, n, H, W, C) uint8``, ``t`` (step in the running
+    episode), ``rng``, ``task`` (task being trained, -1 before the first), ``update``
+    (updates done in this task), ``seed``, and the running episodes' ``ep_return (K, M)``
+    (agent 0's return: the team's with shared rewards) and ``ep_soups (K, M)``."""
+
+    params: Any
+    opt_state: Any
+    cl: cl_lib.CLState
+    env: BatchState
+    obs: jax.Array
+    t: jax.Array
+    rng: jax.Array
+    task: jax.Array
+    update: jax.Array
+    seed: jax.Array
+    ep_return: jax.Array
+    ep_soups: jax.Array
+
+
+Metrics = dict[str, jax.Array]
+"""Per update and seed, shape ``(num_updates, K)``: ``total_loss``, ``value_loss``,
+``actor_loss``, ``entropy``, ``reg_loss`` (means over the update's minibatches),
+``reward`` (mean reward per agent step), ``soups`` (soups delivered in the rollout, all
+envs), ``shaping_coef``, ``learning_rate`` (of the update's first minibatch).
+Per env step, shape ``(num_updates, K, num_steps, num_envs)``: ``episode_done`` (an
+episode ended at this step), ``episode_return`` (its return, agent 0's), ``episode_soups``
+(its soups); zeros where no episode ended. Episodes all last ``episode_len`` steps."""
+
+
+_COMPILE_SECONDS = [0.0]
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+def _on_duration(event: str, seconds: float, **_: Any) -> None:
+    if event in _COMPILE_EVENTS:
+        _COMPILE_SECONDS[0] += seconds
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
+    out = jax.vmap(lambda k: jax.random.split(k, n))(keys)
+    return tuple(out[:, i] for i in range(n))
+
+
+class JaxIPPO:
+    """MEAL's IPPO (``IPPOConfig``) on ``suite`` for ``seeds`` (one program, vmapped).
+
+    ``compile_seconds``: total time spent compiling (kept out of training time);
+    ``compile_log``: ``(what, seconds)`` per compiled program.
+    """
+
+    def __init__(self, suite: MealSuite, config: IPPOConfig, seeds: Sequence[int]):
+        seeds = [int(s) for s in seeds]
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds must be distinct non-negative ints, got {seeds}")
+        self.suite, self.cfg, self.seeds = suite, config, seeds
+        self.engine = shared_engine(suite)
+        for task_id in range(len(suite.layouts)):  # build the envs outside any trace
+            self.engine.pure_reset(task_id)
+        self.num_tasks = len(suite.layouts)
+        self.num_agents = suite.num_agents
+        self.obs_dim = int(np.prod(suite.obs_shape))
+        self.episode_len = int(suite.episode_len)
+        budgets = {int(t.budget) for t in suite.sequence.tasks}
+        self.steps_per_task = max(budgets)
+        self.updates_per_task = max(self.steps_per_task // config.env_steps_per_update, 1)
+        opts = suite.options
+        self.sparse_rewards = bool(opts.get("sparse_rewards", False))
+        self.shaping_horizon = float(opts.get("shaping_horizon", self.steps_per_task))
+        self.network = ActorCritic(
+            action_dim=NUM_ACTIONS,
+            num_tasks=self.num_tasks,
+            hidden_sizes=tuple(config.hidden_sizes),
+            activation=config.activation,
+            layer_norm=config.layer_norm,
+            shared_backbone=config.shared_backbone,
+            multi_head=config.multi_head,
+            task_id_input=config.task_id_input,
+        )
+        self.tx = make_optimizer(config, self.updates_per_task)
+        self.compile_seconds = 0.0
+        self.compile_log: list[tuple[str, float]] = []
+        self._compiled: dict[tuple, Any] = {}
+        template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.obs_dim)))
+        self.mask = cl_lib.reg_mask(template, config.regularize_critic, config.regularize_heads)
+
+    # -- building blocks -----------------------------------------------------------------
+    def apply(
+        self, params: Any, x: jax.Array, task: jax.Array | int
+    ) -> tuple[jax.Array, jax.Array]:
+        """``(logits (B, 6), values (B,))`` for flat observations ``x (B, D)``."""
+        return self.network.apply(params, x, task)
+
+    def init_params(self, seed: int) -> Any:
+        """MEAL's initialisation: ``PRNGKey(seed)`` split once, the second key inits."""
+        _, key = jax.random.split(jax.random.PRNGKey(seed))
+        return self.network.init(key, jnp.zeros((1, self.obs_dim)))
+
+    def _compile(self, name: tuple, fn: Any) -> Any:
+        """``jax.jit(fn)`` cached under ``name``; calling it adds the time JAX spends
+        tracing, lowering and compiling to ``compile_seconds``."""
+        if name not in self._compiled:
+            self._compiled[name] = jax.jit(fn)
+        jitted = self._compiled[name]
+
+        def call(*call_args: Any) -> Any:
+            before = _COMPILE_SECONDS[0]
+            out = jitted(*call_args)
+            spent = _COMPILE_SECONDS[0] - before
+            if spent > 0:
+                self.compile_seconds += spent
+                self.compile_log.append((repr(name), spent))
+            return out
+
+        return call
+
+    def _flat(self, obs: jax.Array) -> jax.Array:
+        """``(M, n, H, W, C)`` -> ``(n * M, D)``, agent-major (MEAL's ``batchify``)."""
+        return jnp.swapaxes(obs, 0, 1).reshape(-1, self.obs_dim)
+
+    # -- API ----------------------------------------------------------------------------
+    def init_state(self) -> TrainState:
+        """Fresh parameters, optimizer and CL state per seed; envs not started (the first
+        ``train`` call of a task starts them)."""
+        params = jax.tree.map(lambda *x: jnp.stack(x), *[self.init_params(s) for s in self.seeds])
+        k = len(self.seeds)
+        opt_state = jax.vmap(self.tx.init)(params)
+        cl_state = jax.vmap(lambda p: cl_lib.init_cl_state(p, self.cfg))(params)
+        keys = jnp.stack([jax.random.split(jax.random.PRNGKey(s))[0] for s in self.seeds])
+        env, obs = self._reset_envs(0, keys, 0)
+        return TrainState(
+            params=params,
+            opt_state=opt_state,
+            cl=cl_state,
+            env=env,
+            obs=obs,
+            t=jnp.zeros(k, jnp.int32),
+            rng=keys,
+            task=jnp.full(k, -1, jnp.int32),
+            update=jnp.zeros(k, jnp.int32),
+            seed=jnp.asarray(self.seeds, jnp.int32),
+            ep_return=jnp.zeros((k, self.cfg.num_envs), jnp.float32),
+            ep_soups=jnp.zeros((k, self.cfg.num_envs), jnp.int32),
+        )
+
+    def _reset_envs(self, task_id: int, rng: jax.Array, cycle: int) -> tuple[BatchState, jax.Array]:
+        """Start task ``task_id``'s envs: env ``j`` of seed ``s`` gets the key
+        ``fold_in(PRNGKey(task_seed(s, cycle, task_id)), j)`` as ``MealBatchedEnv``."""
+        del rng
+        keys = jnp.stack(
+            [
+                self.engine.env_keys(task_seed(s, cycle, task_id), self.cfg.num_envs)
+                for s in self.seeds
+            ]
+        )
+        reset = self._compile(
+            ("reset", task_id), jax.vmap(lambda k: self.engine.reset_batch(task_id, k))
+        )
+        return reset(keys)
+
+    def train(
+        self, state: TrainState, task_id: int, num_updates: int, *, cycle: int = 0
+    ) -> tuple[TrainState, Metrics]:
+        """``num_updates`` updates on task ``task_id`` (one compiled program). A task
+        different from ``state.task`` starts its envs first (seeded as
+        ``MealBatchedEnv``'s, ``cycle`` as in ``task_seed``)."""
+        self._check_task(task_id)
+        if num_updates < 1:
+            raise ValueError(f"num_updates must be >= 1, got {num_updates}")
+        if int(np.asarray(state.task)[0]) != task_id:
+            env, obs = self._reset_envs(task_id, state.rng, cycle)
+            k = len(self.seeds)
+            state = state._replace(
+                env=env,
+                obs=obs,
+                t=jnp.zeros(k, jnp.int32),
+                task=jnp.full(k, task_id, jnp.int32),
+                update=jnp.zeros(k, jnp.int32),
+                ep_return=jnp.zeros_like(state.ep_return),
+                ep_soups=jnp.zeros_like(state.ep_soups),
+            )
+        fn = self._compile(
+            ("train", task_id, int(num_updates)),
+            lambda s: jax.lax.scan(lambda c, _: self._update(c, task_id), s, None, num_updates),
+        )
+        return fn(state)
+
+    def end_task(self, state: TrainState, task_id: int) -> TrainState:
+        """After task ``task_id``'s last update (MEAL's order): its importance from fresh
+        episodes (EWC / online EWC: Fisher; MAS), the anchor, then a new optimizer state."""
+        self._check_task(task_id)
+        fn = self._compile(("end_task", task_id), lambda s: self._end_task(s, task_id))
+        return fn(state)
+
+    def act(
+        self, params: Any, obs: Any, task_id: int, greedy: bool, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Actions for observations ``obs (..., H, W, C)`` (or flat ``(..., D)``) of one
+        seed's ``params``: argmax with ``greedy``, else sampled with ``key``."""
+        if not greedy and key is None:
+            raise ValueError("act(greedy=False) needs a PRNG key")
+        return _act(
+            self.network,
+            params,
+            jnp.asarray(obs),
+            jnp.int32(task_id),
+            greedy,
+            key if key is not None else jax.random.PRNGKey(0),
+            self.obs_dim,
+        )
+
+    def state_dict(self, state: TrainState) -> dict[str, np.ndarray]:
+        """Flat ``name -> numpy array`` (leading seed axis kept)."""
+        leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+        return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+    def load_state_dict(self, d: dict[str, np.ndarray]) -> TrainState:
+        """The ``TrainState`` that ``state_dict`` wrote (names and shapes must match)."""
+        template = self.init_state()
+        leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+        names = [jax.tree_util.keystr(p) for p, _ in leaves]
+        missing = sorted(set(names) - set(d))
+        extra = sorted(set(d) - set(names))
+        if missing or extra:
+            raise ValueError(f"state dict mismatch: missing {missing[:5]}, unexpected {extra[:5]}")
+        out = []
+        for (_, ref), name in zip(leaves, names, strict=True):
+            value = np.asarray(d[name])
+            if value.shape != ref.shape:
+                raise ValueError(f"{name}: shape {value.shape}, expected {ref.shape}")
+            out.append(jnp.asarray(value, dtype=ref.dtype))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    # -- internals -----------------------------------------------------------------------
+    def _check_task(self, task_id: int) -> None:
+        if not 0 <= int(task_id) < self.num_tasks:
+            raise ValueError(f"task_id must be in 0..{self.num_tasks - 1}, got {task_id}")
+
+    def shaping_coef(self, update: jax.Array) -> jax.Array:
+        """Weight of the shaped reward in an update: MEAL's ``rew_shaping_anneal`` of the
+        task's env steps before the update (``update * num_envs * num_steps``), linear
+        from 1 to 0 over the suite's ``shaping_horizon``; 0 with sparse rewards."""
+        if self.sparse_rewards:
+            return jnp.zeros_like(update, dtype=jnp.float32)
+        steps = update.astype(jnp.float32) * self.cfg.env_steps_per_update
+        return jnp.clip(1.0 - steps / self.shaping_horizon, 0.0, 1.0)
+
+    def _maybe_reset(self, task_id: int, env: BatchState, obs: jax.Array, t: jax.Array):
+        """Start new episodes where the (shared) episode step reached the episode length."""
+        done = t[0] >= self.episode_len
+        reset = jax.vmap(lambda k: self.engine.reset_batch(task_id, k))
+        env, obs = jax.lax.cond(done, lambda: reset(env.keys), lambda: (env, obs))
+        return env, obs, jnp.where(done, 0, t), done
+
+    def _rollout(self, state: TrainState, task_id: int, coef: jax.Array):
+        num_steps = self.cfg.num_steps
+
+        def policy(params, obs, key):
+            x = self._flat(obs)
+            logits, value = self.apply(params, x, task_id)
+            action = jax.random.categorical(key, logits)
+            log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], 1)[:, 0]
+            return x, action, value, log_prob
+
+        def env_step(carry, _):
+            env, obs, t, rng, ep_return, ep_soups = carry
+            rng, key = _split(rng)
+            x, action, value, log_prob = jax.vmap(policy)(state.params, obs, key)
+            m = self.cfg.num_envs
+            env_act = jnp.swapaxes(action.reshape(-1, self.num_agents, m), 1, 2)
+            env, obs, rewards, soups = jax.vmap(self.engine.step_batch)(env, env_act, coef)
+            env, obs, t, done = self._maybe_reset(task_id, env, obs, t + 1)
+            ep_return = ep_return + rewards[:, :, 0]
+            ep_soups = ep_soups + soups
+            episode = {
+                "episode_done": jnp.broadcast_to(done, ep_return.shape),
+                "episode_return": jnp.where(done, ep_return, 0.0),
+                "episode_soups": jnp.where(done, ep_soups, 0),
+            }
+            ep_return = jnp.where(done, 0.0, ep_return)
+            ep_soups = jnp.where(done, 0, ep_soups)
+            reward = jnp.swapaxes(rewards, 1, 2).reshape(rewards.shape[0], -1)
+            tr = Transition(
+                done=jnp.broadcast_to(done, action.shape).astype(jnp.float32),
+                action=action,
+                value=value,
+                reward=reward,
+                log_prob=log_prob,
+                obs=x,
+            )
+            return (env, obs, t, rng, ep_return, ep_soups), (tr, soups.sum(-1), episode)
+
+        carry = (state.env, state.obs, state.t, state.rng, state.ep_return, state.ep_soups)
+        carry, (traj, soups, episodes) = jax.lax.scan(env_step, carry, None, num_steps)
+        env, obs, t, rng, ep_return, ep_soups = carry
+        traj = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), traj)  # (K, T, ...)
+        episodes = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), episodes)  # (K, T, M)
+        state = state._replace(
+            env=env, obs=obs, t=t, rng=rng, ep_return=ep_return, ep_soups=ep_soups
+        )
+        return state, traj, soups.sum(0), episodes
+
+    def _ppo(self, params, opt_state, cl_state, traj: Transition, last_obs, rng, task_id: int):
+        """One seed's PPO epochs on its rollout ``traj`` ``(T, N, ...)``."""
+        cfg = self.cfg
+        _, last_value = self.apply(params, self._flat(last_obs), task_id)
+        advantages, targets = gae(
+            traj.done, traj.value, traj.reward, last_value, cfg.gamma, cfg.gae_lambda
+        )
+
+        def loss_fn(p, batch, adv, tgt):
+            logits, values = self.apply(p, batch.obs, task_id)
+            loss, (value_loss, actor_loss, entropy) = ppo_loss(logits, values, batch, adv, tgt, cfg)
+            reg = cl_lib.penalty(p, cl_state, self.mask, cfg)
+            return loss + reg, (value_loss, actor_loss, entropy, reg)
+
+        def minibatch(carry, mb):
+            p, o = carry
+            (total, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, *mb)
+            updates, o = self.tx.update(grads, o, p)
+            return (optax.apply_updates(p, updates), o), (total, *aux)
+
+        def epoch(carry, _):
+            p, o, key = carry
+            key, sub = jax.random.split(key)
+            size = advantages.size
+            perm = jax.random.permutation(sub, size)
+            batch = jax.tree.map(
+                lambda a: a.reshape((size, *a.shape[2:]))[perm].reshape(
+                    (cfg.num_minibatches, -1, *a.shape[2:])
+                ),
+                (traj, advantages, targets),
+            )
+            (p, o), losses = jax.lax.scan(minibatch, (p, o), batch)
+            return (p, o, key), losses
+
+        (params, opt_state, rng), losses = jax.lax.scan(
+            epoch, (params, opt_state, rng), None, cfg.update_epochs
+        )
+        return params, opt_state, rng, [x.mean() for x in losses]
+
+    def _update(self, state: TrainState, task_id: int) -> tuple[TrainState, Metrics]:
+        coef = self.shaping_coef(state.update)
+        state, traj, soups, episodes = self._rollout(state, task_id, coef)
+        params, opt_state, rng, losses = jax.vmap(
+            lambda p, o, c, tr, ob, r: self._ppo(p, o, c, tr, ob, r, task_id)
+        )(state.params, state.opt_state, state.cl, traj, state.obs, state.rng)
+        lr = (
+            self.cfg.learning_rate * (1.0 - state.update / self.updates_per_task)
+            if self.cfg.anneal_lr
+            else jnp.full_like(coef, self.cfg.learning_rate)
+        )
+        metrics = dict(
+            zip(
+                ("total_loss", "value_loss", "actor_loss", "entropy", "reg_loss"),
+                losses,
+                strict=True,
+            )
+        )
+        metrics.update(
+            reward=traj.reward.mean((1, 2)),
+            soups=soups,
+            shaping_coef=coef,
+            learning_rate=lr,
+            **episodes,
+        )
+        state = state._replace(params=params, opt_state=opt_state, rng=rng, update=state.update + 1)
+        return state, metrics
+
+    def _end_task(self, state: TrainState, task_id: int) -> TrainState:
+        cfg = self.cfg
+        rng, key = _split(state.rng)
+        if cfg.cl_method in ("ewc", "online-ewc"):
+            new = self._fisher(state.params, key, task_id)
+        elif cfg.cl_method == "mas":
+            new = self._mas(state.params, key, task_id)
+        else:
+            new = None
+        if new is not None and cfg.normalize_importance:
+            new = jax.vmap(cl_lib.normalize)(new)
+        if new is None:
+            cl_state = jax.vmap(lambda c, p: cl_lib.update(c, p, None, cfg))(state.cl, state.params)
+        else:
+            cl_state = jax.vmap(lambda c, p, n: cl_lib.update(c, p, n, cfg))(
+                state.cl, state.params, new
+            )
+        return state._replace(
+            cl=cl_state,
+            opt_state=jax.vmap(self.tx.init)(state.params),
+            rng=rng,
+            update=jnp.zeros_like(state.update),
+        )
+
+    def _importance_envs(self, task_id: int, keys: jax.Array):
+        """One env per seed for importance episodes (``keys (K, 2)``)."""
+        return jax.vmap(lambda k: self.engine.reset_batch(task_id, k[None]))(keys)
+
+    def _fisher(self, params: Any, key: jax.Array, task_id: int) -> Any:
+        """MEAL 7d81858's EWC Fisher: ``importance_episodes`` x ``importance_steps`` steps
+        (running on through episode ends), each step agent 0's observation, an action
+        sampled from its policy and played by every agent, squared gradient of its
+        log-probability; the mean over all steps."""
+        cfg = self.cfg
+        apply = self.apply
+
+        def one_step(carry, _):
+            env, obs, t, acc, k = carry
+            k, ks = _split(k)
+            obs0 = obs[:, 0, 0].reshape(obs.shape[0], -1)
+
+            def per_seed(p, o, kk):
+                logits, _ = apply(p, o[None], task_id)
+                a = jax.random.categorical(kk, logits[0])
+                return a, cl_lib.fisher_term(apply, p, o, a, task_id)
+
+            a, g2 = jax.vmap(per_seed)(params, obs0, ks)
+            acc = jax.tree.map(jnp.add, acc, g2)
+            actions = jnp.broadcast_to(a[:, None, None], (a.shape[0], 1, self.num_agents))
+            env, obs, _, _ = jax.vmap(self.engine.step_batch)(env, actions, jnp.zeros(a.shape[0]))
+            env, obs, t, _ = self._maybe_reset(task_id, env, obs, t + 1)
+            return (env, obs, t, acc, k), None
+
+        def episode(carry, _):
+            acc, k = carry
+            k, k_ep = _split(k)
+            k_ep, k_reset = _split(k_ep)
+            env, obs = self._importance_envs(task_id, k_reset)
+            t = jnp.zeros(obs.shape[0], jnp.int32)
+            (_, _, _, acc, _), _ = jax.lax.scan(
+                one_step, (env, obs, t, acc, k_ep), None, cfg.importance_steps
+            )
+            return (acc, k), None
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
+        total = cfg.importance_episodes * cfg.importance_steps
+        return jax.tree.map(lambda x: x / total, acc)
+
+    def _mas(self, params: Any, key: jax.Array, task_id: int) -> Any:
+        """MEAL 7d81858's MAS importance: every step of ``importance_episodes`` episodes
+        (each until its end or ``importance_steps``), the squared gradient of ``sum_agents
+        1/2 ||[log pi, V]||^2``, every agent acting with its sampled policy; the mean over
+        the steps; replaced per task, unnormalised."""
+        cfg = self.cfg
+        apply = self.apply
+        steps = min(cfg.importance_steps, self.episode_len)
+
+        def one_step(carry, _):
+            env, obs, acc, k = carry
+            k, ks = _split(k)
+
+            def per_seed(p, o, kk):
+                x = o[0].reshape(self.num_agents, -1)
+                g2 = cl_lib.mas_term(apply, p, x, task_id)
+                logits, _ = apply(p, x, task_id)
+                a = jax.vmap(lambda lg: jax.random.categorical(kk, lg))(logits)
+                return a, g2
+
+            a, g2 = jax.vmap(per_seed)(params, obs, ks)
+            acc = jax.tree.map(jnp.add, acc, g2)
+            env, obs, _, _ = jax.vmap(self.engine.step_batch)(
+                env, a[:, None], jnp.zeros(a.shape[0])
+            )
+            return (env, obs, acc, k), None
+
+        def episode(carry, _):
+            acc, k = carry
+            k, k_ep = _split(k)
+            k_ep, k_reset = _split(k_ep)
+            env, obs = self._importance_envs(task_id, k_reset)
+            (_, _, acc, _), _ = jax.lax.scan(one_step, (env, obs, acc, k_ep), None, steps)
+            return (acc, k), None
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
+        total = cfg.importance_episodes * steps
+        return jax.tree.map(lambda x: x / total, acc)
+
+
+def _act_impl(network, params, obs, task, greedy, key, obs_dim):
+    x = obs.reshape(-1, obs_dim)
+    logits, _ = network.apply(params, x, task)
+    actions = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+    return actions.reshape(obs.shape[: obs.ndim - (1 if obs.shape[-1] == obs_dim else 3)])
+
+
+_act = jax.jit(_act_impl, static_argnums=(0, 4, 6))

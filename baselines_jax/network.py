@@ -1,0 +1,72 @@
+"""MEAL's actor-critic (``architectures/mlp.py`` at 7d81858) in flax, without the dormant-
+neuron logging (it does not touch the outputs).
+
+Input: flattened observations ``(B, D)`` (uint8 counts are cast to float32 here), and the
+task id (a scalar, or one per row). With ``task_id_input`` the one-hot task id is appended
+to the input; each trunk layer is ``Dense -> activation -> LayerNorm(eps=1e-5)``; with
+``multi_head`` the heads hold ``num_tasks`` slices and each row reads its task's slice
+(MEAL's ``choose_head``). Kernels are orthogonal (gain sqrt(2); 0.01 for the policy head,
+1.0 for the value head), biases zero. Parameter names are MEAL's (``actor_dense1``,
+``actor_ln1``, ..., ``actor_head``, ``critic_head``; ``common_*`` with a shared backbone).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax.linen.initializers import constant, orthogonal
+
+
+def _dense(width: int, name: str, gain: float) -> nn.Dense:
+    return nn.Dense(width, kernel_init=orthogonal(gain), bias_init=constant(0.0), name=name)
+
+
+def select_head(out: jax.Array, num_tasks: int, task: jax.Array) -> jax.Array:
+    """``out (B, num_tasks * k)`` -> ``(B, k)``: row ``b`` keeps slice ``task[b]``."""
+    b, total = out.shape
+    per_task = out.reshape(b, num_tasks, total // num_tasks)
+    index = jnp.broadcast_to(jnp.asarray(task, jnp.int32), (b,))
+    return jnp.take_along_axis(per_task, index[:, None, None], axis=1)[:, 0]
+
+
+class ActorCritic(nn.Module):
+    """``(logits (B, A), values (B,))`` of MEAL's MLP actor-critic (module docstring)."""
+
+    action_dim: int
+    num_tasks: int = 1
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    activation: str = "relu"
+    layer_norm: bool = True
+    shared_backbone: bool = False
+    multi_head: bool = True
+    task_id_input: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array, task: jax.Array | int = 0) -> tuple[jax.Array, jax.Array]:
+        act = nn.relu if self.activation == "relu" else nn.tanh
+        x = x.astype(jnp.float32)
+        task = jnp.asarray(task, jnp.int32)
+        if self.task_id_input:
+            ids = jnp.broadcast_to(task, x.shape[:-1])
+            x = jnp.concatenate([x, jax.nn.one_hot(ids, self.num_tasks, dtype=x.dtype)], -1)
+
+        def trunk(prefix: str, h: jax.Array) -> jax.Array:
+            for i, width in enumerate(self.hidden_sizes, start=1):
+                h = act(_dense(width, f"{prefix}_dense{i}", np.sqrt(2))(h))
+                if self.layer_norm:
+                    h = nn.LayerNorm(epsilon=1e-5, name=f"{prefix}_ln{i}")(h)
+            return h
+
+        if self.shared_backbone:
+            actor_in = critic_in = trunk("common", x)
+        else:
+            actor_in, critic_in = trunk("actor", x), trunk("critic", x)
+        heads = self.num_tasks if self.multi_head else 1
+        logits = _dense(self.action_dim * heads, "actor_head", 0.01)(actor_in)
+        values = _dense(heads, "critic_head", 1.0)(critic_in)
+        if self.multi_head:
+            logits = select_head(logits, self.num_tasks, task)
+            values = select_head(values, self.num_tasks, task)
+        return logits, values[..., 0]
