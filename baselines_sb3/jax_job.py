@@ -76,30 +76,27 @@ def episode_rows(
     start_step: int,
     task_id: int,
     num_envs: int,
-    num_steps: int,
     episode_len: int,
 ) -> list[dict[str, Any]]:
     """``episodes.csv`` rows of the training episodes one seed finished in a chunk.
 
-    ``metrics["episode_end"] (updates, K)``: the step of each update's rollout at which
-    the (synchronised, ``episode_len``-step) episodes of all envs ended, -1 when none did;
-    ``metrics["episode_return"] (updates, K, num_envs)``: their returns (the team's). An
-    episode ending at step ``j`` of update ``u`` of the chunk is logged at ``start_step +
-    (u * num_steps + j + 1) * num_envs`` (env steps), as the torch job logs it: one row
-    per env.
+    ``metrics["episode_done"]`` and ``metrics["episode_return"]``, ``(updates, K,
+    num_steps, num_envs)``: whether env ``e``'s episode (of ``episode_len`` steps) ended at
+    that step, and its return (agent 0's, the team's shared reward). An episode ending at
+    vector step ``j`` of the chunk is logged at ``start_step + (j + 1) * num_envs`` (env
+    steps), as the torch job logs it: one row per env.
     """
-    ends = np.asarray(metrics["episode_end"])[:, seed_index]
-    returns = np.asarray(metrics["episode_return"])[:, seed_index]
+    done = np.asarray(metrics["episode_done"])[:, seed_index].reshape(-1, num_envs)
+    returns = np.asarray(metrics["episode_return"])[:, seed_index].reshape(-1, num_envs)
+    steps, envs = np.nonzero(done)
     return [
         {
-            "total_step": int(start_step + (u * num_steps + int(j) + 1) * num_envs),
+            "total_step": int(start_step + (j + 1) * num_envs),
             "task_id": int(task_id),
-            "episode_return": float(r),
+            "episode_return": float(returns[j, e]),
             "episode_length": int(episode_len),
         }
-        for u, j in enumerate(ends)
-        if j >= 0
-        for r in returns[u]
+        for j, e in zip(steps, envs, strict=True)
     ]
 
 
@@ -174,8 +171,7 @@ class _Loop:
     def __init__(self, learner: Any, spec: Any):
         self.learner = learner
         self.num_envs = int(spec.num_envs)
-        self.num_steps = int(spec.hp["learner"]["num_steps"])
-        self.rollout = self.num_steps * self.num_envs
+        self.rollout = int(spec.hp["learner"]["num_steps"]) * self.num_envs
         self.episode_len = int(spec.meal.episode_len)
         self.every = int(spec.job.get("checkpoint_every", spec.sequence.eval_every))
         self.greedy = bool(spec.job.get("eval_deterministic", True))
@@ -206,9 +202,7 @@ class _Loop:
             if self.step >= seg.end_step:
                 self.state = learner.end_task(self.state, seg.task_id)
             for i, run in enumerate(self.runs):
-                rows = episode_rows(
-                    metrics, i, start, seg.task_id, self.num_envs, self.num_steps, self.episode_len
-                )
+                rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
                 run.run_log.log_episodes(rows)
             self.evaluate(due_only=True)
             compile_s = learner.compile_seconds - compiled

@@ -11,7 +11,7 @@ on ``ppo-jax`` and the JAX names on ``ppo``, with the valid ones listed, before 
 compiles.
 
 Nothing here imports JAX at module level: :func:`jax_api` imports ``baselines_jax`` on
-first use (tests swap it for a fake).
+first use.
 """
 
 from __future__ import annotations
@@ -71,13 +71,6 @@ def jax_api() -> Any:
     if _API is None:
         _API = importlib.import_module("baselines_jax")
     return _API
-
-
-def set_jax_api(module: Any) -> Any:
-    """Use ``module`` as ``baselines_jax`` (tests: a fake learner); returns the previous one."""
-    global _API
-    previous, _API = _API, module
-    return previous
 
 
 def jax_fields() -> tuple[str, ...]:

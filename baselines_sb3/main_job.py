@@ -239,12 +239,6 @@ def resolve_job(
     if meal:
         meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
         sequence = meal_suite.sequence
-        if learner == JAX_LEARNER and meal_suite.episode_len < rollout_steps(hp):
-            raise ValueError(
-                f"learner {JAX_LEARNER!r} needs episode_len >= num_steps (at most one episode "
-                f"end per update); got episode_len {meal_suite.episode_len} and num_steps "
-                f"{rollout_steps(hp)}"
-            )
     else:
         sequence = info.build(**suite_kwargs)
     return JobSpec(
