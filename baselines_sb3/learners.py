@@ -14,7 +14,8 @@ env's ``on_task_switch``; see :class:`TaskSwitchLearner`):
   ``monobeast.py`` ``lr_lambda``, MEAL Table 4); ``"linear-steps"``: one decay to 0 over
   ``lr_decay_steps`` agent steps, then 0 (CORA's PPO).
 * ``reset_optimizer_at_switch``: the optimizer's state (Adam moments, RMSProp averages)
-  is emptied at every switch (MEAL builds a new optimizer per task).
+  is emptied after the update of the rollout in which the task switched, i.e. after the
+  old task's last update (MEAL builds a new optimizer per task after the previous one).
 
 Both are stateless beyond what checkpoints already hold: the schedule position is read
 from the env's ``SequenceCursor`` at every update, and a reset is part of the optimizer
@@ -84,6 +85,7 @@ class TaskSwitchLearner:
             raise ValueError("lr_schedule 'linear-steps' needs lr_decay_steps (agent steps)")
         self.lr_decay_steps = int(lr_decay_steps) if lr_decay_steps else None
         self.reset_optimizer_at_switch = bool(reset_optimizer_at_switch)
+        self._optimizer_reset_pending = False
         self._switch_source: Any = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -109,10 +111,16 @@ class TaskSwitchLearner:
         finally:
             if threads != previous:
                 th.set_num_threads(previous)
+        if self._optimizer_reset_pending:
+            self._optimizer_reset_pending = False
+            self.policy.optimizer.state.clear()  # type: ignore[attr-defined]
 
     def _on_task_switch(self, event: Any) -> None:
+        # the switch fires inside the env step that spends the task's budget, so the
+        # rollout being collected is the old task's: reset after its update (MEAL builds
+        # the new task's optimizer after the old task's last update)
         if self.reset_optimizer_at_switch:
-            self.policy.optimizer.state.clear()  # type: ignore[attr-defined]
+            self._optimizer_reset_pending = True
 
     # -- learning rate -----------------------------------------------------------------------
     def _base_learning_rate(self) -> float:
@@ -486,21 +494,9 @@ class ContinualPPO(TaskSwitchLearner, PPO):
                 actions = data.actions
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = actions.long().flatten()
-                values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
-                values = values.flatten()
-                advantages = data.advantages
-                if self.advantage_normalization.startswith("minibatch") and len(advantages) > 1:
-                    unbiased = self.advantage_normalization == "minibatch"
-                    advantages = (advantages - advantages.mean()) / (
-                        advantages.std(unbiased=unbiased) + 1e-8
-                    )
-                ratio = th.exp(log_prob - data.old_log_prob)
-                pg_loss = -th.min(
-                    advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                ).mean()
-                value_loss = self._value_loss(values, data, clip_range, clip_vf)
-                entropy_loss = -th.mean(entropy if entropy is not None else -log_prob)
-                loss = pg_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                loss, pg_loss, value_loss, entropy_loss, ratio, log_prob = self.minibatch_loss(
+                    data, actions, clip_range, clip_vf
+                )
                 with th.no_grad():
                     log_ratio = log_prob - data.old_log_prob
                     approx_kls.append(float(th.mean((th.exp(log_ratio) - 1) - log_ratio)))
@@ -530,6 +526,29 @@ class ContinualPPO(TaskSwitchLearner, PPO):
         self.logger.record("train/explained_variance", explained)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/clip_range", clip_range)
+
+    def minibatch_loss(
+        self, data: Any, actions: th.Tensor, clip_range: float, clip_vf: float | None
+    ) -> tuple[th.Tensor, ...]:
+        """PPO's loss on one minibatch (without the CL penalty, which the loss hook adds
+        to the gradients): ``(loss, pg_loss, value_loss, entropy_loss, ratio, log_prob)``
+        with ``loss = pg_loss + ent_coef * entropy_loss + vf_coef * value_loss``."""
+        values, log_prob, entropy = self.policy.evaluate_actions(data.observations, actions)
+        values = values.flatten()
+        advantages = data.advantages
+        if self.advantage_normalization.startswith("minibatch") and len(advantages) > 1:
+            unbiased = self.advantage_normalization == "minibatch"
+            advantages = (advantages - advantages.mean()) / (
+                advantages.std(unbiased=unbiased) + 1e-8
+            )
+        ratio = th.exp(log_prob - data.old_log_prob)
+        pg_loss = -th.min(
+            advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+        ).mean()
+        value_loss = self._value_loss(values, data, clip_range, clip_vf)
+        entropy_loss = -th.mean(entropy if entropy is not None else -log_prob)
+        loss = pg_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        return loss, pg_loss, value_loss, entropy_loss, ratio, log_prob
 
     def _value_loss(
         self, values: th.Tensor, data: Any, clip_range: float, clip_vf: float | None

@@ -169,16 +169,7 @@ MEAL_METHOD_VALUES: dict[str, dict[str, Any]] = {
         "episodes": 5,
         "max_steps": 500,
     },
-    "mas": {
-        "variant": "meal",
-        "lam": 1e9,
-        "mode": "online",
-        "decay": 0.9,
-        "stride": 5,
-        "normalize_task": True,
-        "episodes": 5,
-        "max_steps": 500,
-    },
+    "mas": {"variant": "meal", "lam": 1e9, "episodes": 5, "max_steps": 500},
     "l2": {"variant": "meal", "lam": 1e7},
 }
 

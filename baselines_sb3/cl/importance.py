@@ -5,11 +5,11 @@
   of the squared gradient of the batch-*summed* IMPALA policy-gradient + baseline loss
   (V-trace targets, no entropy term) - :func:`cora_loss`.
 * :func:`score_fisher` (MEAL ``EWC``): the mean over the steps of fresh episodes of the
-  squared gradient of the joint log-probability ``sum_agents log pi(a_i | o_i)`` of
-  actions sampled from the policy.
+  squared gradient of agent 0's log-probability (paper time; or the joint
+  ``sum_agents log pi(a_i | o_i)``, later code) of actions sampled from the policy.
 * :func:`mas_importance` (MEAL ``MAS``): the mean over the live steps of fresh episodes
-  of the squared gradient of ``1/2 ||[log pi(.|o), V(o)]||^2 / A`` (summed over the step's
-  ``A`` agents), taken every ``stride``-th step of an episode.
+  of the squared gradient of ``1/2 sum_agents ||[log pi(.|o_i), V(o_i)]||^2`` (later code:
+  divided by the ``A`` agents, every ``stride``-th step of an episode).
 
 Per-step gradients of :func:`score_fisher` and :func:`mas_importance` are batched with
 ``torch.func`` (``vmap(grad(...))``) and fall back to a loop for modules without vmap rules.
@@ -175,28 +175,44 @@ def _by_step(episodes: FreshEpisodes, device: th.device | str) -> Any:
     )
 
 
+FISHER_AGENTS: tuple[str, ...] = ("first", "joint")
+
+
 def score_fisher(
     policy: th.nn.Module,
     forward: Forward,
     params: Params,
     episodes: FreshEpisodes,
     generator: th.Generator | None = None,
+    agents: str = "first",
+    actions: th.Tensor | None = None,
 ) -> dict[str, th.Tensor]:
-    """MEAL's Fisher: ``mean_steps (d sum_agents log pi(a_i | o_i) / d theta)^2`` with the
-    actions sampled from the policy (every step of the chunks, through episode ends, as
-    MEAL's ``lax.scan`` of ``max_steps`` steps does)."""
+    """MEAL's Fisher over every step of the chunks (through episode ends, as MEAL's
+    ``lax.scan`` of ``max_steps`` steps): ``mean_steps (d log pi / d theta)^2`` with actions
+    sampled from the policy (or the given ``actions (S, A)``).
+
+    ``agents="first"`` (MEAL 7d81858 ``cl_methods/EWC.py``): agent 0's observation and
+    action only; ``"joint"`` (057f862 ``experiments/continual/ewc.py``): the joint
+    ``sum_agents log pi(a_i | o_i)``."""
+    if agents not in FISHER_AGENTS:
+        raise ValueError(f"unknown Fisher agents {agents!r}; valid: {', '.join(FISHER_AGENTS)}")
     device = next(policy.parameters()).device
     obs = _by_step(episodes, device)
-    with th.no_grad():
-        logits, _ = forward(tree_map(lambda t: t.reshape(-1, *t.shape[2:]), obs))
-        probs = th.softmax(logits, dim=-1)
-        actions = th.multinomial(probs, 1, generator=generator).view(episodes.num_steps, -1)
+    if agents == "first":
+        obs = tree_map(lambda t: t[:, :1], obs)
+    if actions is None:
+        with th.no_grad():
+            logits, _ = forward(tree_map(lambda t: t.reshape(-1, *t.shape[2:]), obs))
+            probs = th.softmax(logits, dim=-1)
+            actions = th.multinomial(probs, 1, generator=generator).view(episodes.num_steps, -1)
+    elif agents == "first":
+        actions = actions[:, :1]
 
-    def joint_log_prob(lg: th.Tensor, _v: th.Tensor, act: th.Tensor) -> th.Tensor:
+    def log_prob(lg: th.Tensor, _v: th.Tensor, act: th.Tensor) -> th.Tensor:
         return th.log_softmax(lg, dim=-1).gather(-1, act.view(-1, 1)).sum()
 
     weights = th.ones(episodes.num_steps, device=device)
-    total = _stepwise_squared_grads(policy, forward, params, obs, actions, weights, joint_log_prob)
+    total = _stepwise_squared_grads(policy, forward, params, obs, actions, weights, log_prob)
     return {name: t / episodes.num_steps for name, t in total.items()}
 
 
@@ -206,10 +222,13 @@ def mas_importance(
     params: Params,
     episodes: FreshEpisodes,
     stride: int = 1,
+    agent_mean: bool = False,
 ) -> dict[str, th.Tensor]:
-    """MEAL's MAS importance: squared gradients of ``1/2 ||[log pi, V]||^2 / A`` summed over
-    the steps with ``step_in_episode % stride == 0`` before the episode's end, divided by
-    the number of live steps (all of them, strided or not, as MEAL counts)."""
+    """MEAL's MAS importance: squared gradients of ``1/2 sum_agents ||[log pi, V]||^2``
+    (divided by the number of agents ``A`` with ``agent_mean``, 057f862) summed over the
+    steps with ``step_in_episode % stride == 0`` before the episode's end, divided by the
+    number of live steps (all of them, strided or not, as MEAL counts). MEAL 7d81858
+    ``cl_methods/MAS.py``: every step (``stride=1``), no division by ``A``."""
     device = next(policy.parameters()).device
     obs = _by_step(episodes, device)
     alive = th.as_tensor(episodes.alive, device=device, dtype=th.float32)
@@ -219,7 +238,8 @@ def mas_importance(
 
     def half_sq_norm(lg: th.Tensor, v: th.Tensor, _a: th.Tensor) -> th.Tensor:
         vec = th.cat([th.log_softmax(lg, dim=-1), v.reshape(-1, 1)], dim=-1)
-        return 0.5 * vec.pow(2).sum() / vec.shape[0]
+        total = 0.5 * vec.pow(2).sum()
+        return total / vec.shape[0] if agent_mean else total
 
     total = _stepwise_squared_grads(policy, forward, params, obs, dummy, weights, half_sq_norm)
     live = float(alive.sum())

@@ -13,13 +13,13 @@ method              importance / terms                           scale, paramete
                                                                  ``min_task_steps``
 ``CoraOnlineEWC``   one term: ``F = gamma F + F_new``, then      1; every parameter; no gate
 (``online-ewc``)    normalised (``"row"`` / ``"full"``)          (CORA's code)
-``MealEWC``         MEAL Fisher (``score_fisher``) on fresh      ``1 / #regularised
-(``ewc``)           episodes; one term: ``F = F + F_new``        parameters``; actor trunk
+``MealEWC``         MEAL Fisher (``score_fisher``, agent 0) on   ``1 / #regularised
+(``ewc``)           fresh episodes; one term: ``F = F + F_new``  parameters``; actor trunk
                     (``mode="multi"``), anchor = latest          (+ shared) by default
 ``MealEWC``         ``F = 0.9 F + 0.1 F_new``                    as above
 (``online-ewc``)
-``MealMAS``         ``mas_importance`` every 5th step, divided   as above
-(``mas``)           by its mean, ``w = 0.9 w + 0.1 w_new``
+``MealMAS``         ``mas_importance`` every step, replaced      as above
+(``mas``)           per task (``w = w_new``), not normalised
 ``MealL2``          ``F = 1``, anchor = initial parameters,      as above; active from the
 (``l2``)            then the latest at every switch              first task
 =================== ============================================ ============================
@@ -49,7 +49,12 @@ from baselines_sb3.cl.base import (
     logits_and_values,
     select_parameters,
 )
-from baselines_sb3.cl.importance import cora_fisher, mas_importance, score_fisher
+from baselines_sb3.cl.importance import (
+    FISHER_AGENTS,
+    cora_fisher,
+    mas_importance,
+    score_fisher,
+)
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from cl_suites.core.task import Segment, TaskSwitch
 
@@ -701,8 +706,27 @@ class _FreshEpisodeImportance(QuadraticPenalty):
             self._warned = True
         return self.samples.episodes() if self.samples.items else None
 
-    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
+    def compute_importance(
+        self, episodes: FreshEpisodes, params: list[tuple[str, th.nn.Parameter]]
+    ) -> Importance:
+        """The finished task's raw importance of ``params``."""
         raise NotImplementedError
+
+    def _normalizations(self) -> list[str]:
+        return [self.normalize] if self.normalize else []
+
+    def importance(self, episodes: FreshEpisodes) -> Importance:
+        """The new importance of the regularised parameters. MEAL normalises (``"mean"``)
+        over its whole parameter tree, so a normalised importance is computed for every
+        parameter first and then restricted to the regularised ones."""
+        regularised = self.named_parameters(self.policy)
+        steps = self._normalizations()
+        if not steps:
+            return self.compute_importance(episodes, regularised)
+        new = self.compute_importance(episodes, select_parameters(self.policy, "all"))
+        for method in steps:
+            new = normalize_importance(new, method)
+        return {n: new[n] for n, _ in regularised}
 
     def combine(self, old: Importance | None, new: Importance) -> Importance:
         """MEAL's ``update_state`` (the importance starts at zero)."""
@@ -723,7 +747,7 @@ class _FreshEpisodeImportance(QuadraticPenalty):
         was_training = self.policy.training
         self.policy.set_training_mode(False)
         try:
-            new = normalize_importance(self.compute_importance(episodes), self.normalize)
+            new = self.importance(episodes)
         finally:
             self.policy.set_training_mode(was_training)
         old = self.terms.get("all")
@@ -746,13 +770,26 @@ class _FreshEpisodeImportance(QuadraticPenalty):
 class MealEWC(_FreshEpisodeImportance):
     """EWC as MEAL's ``cl_methods/EWC.py``: ``mode="multi"`` sums the Fishers (``ewc``),
     ``mode="online"`` with ``decay=0.9`` is MEAL's online EWC; Fisher = :func:`score_fisher`
-    of 5 fresh episodes x 500 steps."""
+    of 5 fresh episodes x 500 steps, of agent 0's observation and action
+    (``fisher_agents="first"``, MEAL 7d81858) or the joint log-probability (``"joint"``,
+    057f862)."""
 
     name = "ewc"
 
-    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
-        params = self.named_parameters(self.policy)
-        return score_fisher(self.policy, self._forward(), params, episodes, self.generator)
+    def __init__(self, lam: float, fisher_agents: str = "first", **kwargs: Any):
+        super().__init__(lam, **kwargs)
+        if fisher_agents not in FISHER_AGENTS:
+            raise ValueError(
+                f"unknown fisher_agents {fisher_agents!r}; valid: {', '.join(FISHER_AGENTS)}"
+            )
+        self.fisher_agents = fisher_agents
+
+    def compute_importance(
+        self, episodes: FreshEpisodes, params: list[tuple[str, th.nn.Parameter]]
+    ) -> Importance:
+        return score_fisher(
+            self.policy, self._forward(), params, episodes, self.generator, self.fisher_agents
+        )
 
 
 class MealOnlineEWC(MealEWC):
@@ -765,28 +802,39 @@ class MealOnlineEWC(MealEWC):
 
 
 class MealMAS(_FreshEpisodeImportance):
-    """MAS as MEAL's ``MAS`` (issue 15: the current code's): squared gradients of
-    ``1/2 ||[log pi, V]||^2`` every ``stride``-th step, each task's importance divided by
-    its mean (``normalize_task``), combined online with decay 0.9."""
+    """MAS as MEAL 7d81858's ``cl_methods/MAS.py``: squared gradients of ``1/2 sum_agents
+    ||[log pi, V]||^2`` at every step of fresh episodes, the mean over the live steps,
+    replaced per task (``mode="last"``), not normalised. MEAL 057f862's form is
+    ``stride=5, agent_mean=True, normalize_task=True, mode="online"`` (each task's
+    importance divided by its mean over the whole parameter tree, then ``0.9 w + 0.1 w_new``)."""
 
     name = "mas"
 
     def __init__(
         self,
         lam: float,
-        mode: str = "online",
-        stride: int = 5,
-        normalize_task: bool = True,
+        mode: str = "last",
+        stride: int = 1,
+        normalize_task: bool = False,
+        agent_mean: bool = False,
         **kwargs: Any,
     ):
         super().__init__(lam, mode=mode, **kwargs)
         self.stride = int(stride)
         self.normalize_task = bool(normalize_task)
+        self.agent_mean = bool(agent_mean)
 
-    def compute_importance(self, episodes: FreshEpisodes) -> Importance:
-        params = self.named_parameters(self.policy)
-        new = mas_importance(self.policy, self._forward(), params, episodes, self.stride)
-        return normalize_importance(new, "mean") if self.normalize_task else new
+    def _normalizations(self) -> list[str]:
+        # 057f862: the task's importance (already normalised when norm_importance) is
+        # divided by its mean again in update_state
+        return super()._normalizations() + (["mean"] if self.normalize_task else [])
+
+    def compute_importance(
+        self, episodes: FreshEpisodes, params: list[tuple[str, th.nn.Parameter]]
+    ) -> Importance:
+        return mas_importance(
+            self.policy, self._forward(), params, episodes, self.stride, self.agent_mean
+        )
 
 
 class MealL2(QuadraticPenalty):

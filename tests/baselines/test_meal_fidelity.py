@@ -142,7 +142,7 @@ def test_ewc_sums_fishers_and_online_ewc_decays(monkeypatch):
     """EWC.update_state: multi F = F + F_new; online F = 0.9 F + 0.1 F_new; anchor = latest."""
     values = iter([1.0, 3.0, 1.0, 3.0])
 
-    def fake_fisher(policy, forward, params, episodes, generator):
+    def fake_fisher(policy, forward, params, episodes, generator, agents):
         value = next(values)
         return {n: th.full_like(p, value) for n, p in params}
 
@@ -188,49 +188,122 @@ def test_fresh_episode_source_is_asked_for_the_finished_task():
 
 
 # --------------------------------------------------------------------------- importance
-def test_score_fisher_is_squared_gradient_of_the_joint_log_prob():
+def _fisher_by_hand(policy, params, episodes, actions, agents):
+    obs = {k: th.as_tensor(v) for k, v in episodes.observations.items()}
+    steps, n = episodes.num_steps, episodes.num_agents
+    expected = {name: th.zeros_like(p) for name, p in params}
+    for s in range(steps):
+        rows = {k: v[n * s : n * s + agents] for k, v in obs.items()}
+        logp = th.log_softmax(policy.logits_and_values(rows)[0], -1)
+        total = logp.gather(1, actions[s, :agents].view(-1, 1)).sum()  # then square
+        grads = th.autograd.grad(total, [p for _, p in params])
+        for (name, _), g in zip(params, grads, strict=True):
+            expected[name] += g.pow(2) / steps
+    return expected
+
+
+def test_score_fisher_is_agent_zeros_squared_score_by_default():
+    """MEAL 7d81858 cl_methods/EWC.py compute_fisher: agent 0's observation and sampled
+    action at every step (through episode ends), (d log pi / d theta)^2, mean over the
+    steps; 057f862's joint log-probability of all agents is the option ``agents="joint"``."""
     policy = _meal_policy(width=3)
     params = [(n, p) for n, p in policy.named_parameters() if "policy_net" in n]
-    episodes = _episodes(steps=4, agents=2)
-    fisher = score_fisher(
+    episodes = _episodes(steps=4, agents=2, alive=[True, True, False, False])
+    actions = th.tensor([[0, 1], [2, 2], [1, 0], [2, 1]])
+    for agents, count in (("first", 1), ("joint", 2)):
+        fisher = score_fisher(
+            policy, policy.logits_and_values, params, episodes, agents=agents, actions=actions
+        )
+        expected = _fisher_by_hand(policy, params, episodes, actions, count)
+        for n, _ in params:
+            assert th.allclose(fisher[n], expected[n], atol=1e-6)
+    sampled = score_fisher(
         policy, policy.logits_and_values, params, episodes, th.Generator().manual_seed(1)
     )
-    gen = th.Generator().manual_seed(1)
-    obs = {k: th.as_tensor(v) for k, v in episodes.observations.items()}
-    with th.no_grad():
-        probs = th.softmax(policy.logits_and_values(obs)[0], -1)
-        actions = th.multinomial(probs, 1, generator=gen).view(4, 2)
-    expected = {n: th.zeros_like(p) for n, p in params}
-    for s in range(4):
-        rows = {k: v[2 * s : 2 * s + 2] for k, v in obs.items()}
-        logp = th.log_softmax(policy.logits_and_values(rows)[0], -1)
-        joint = logp.gather(1, actions[s].view(-1, 1)).sum()  # both agents, then square
-        for (n, _), g in zip(params, th.autograd.grad(joint, [p for _, p in params]), strict=True):
-            expected[n] += g.pow(2) / 4
-    for n, _ in params:
-        assert th.allclose(fisher[n], expected[n], atol=1e-6)
+    assert all(th.isfinite(v).all() and v.abs().sum() > 0 for v in sampled.values())
+    assert MealEWC(lam=1.0).fisher_agents == "first"
+    with pytest.raises(ValueError, match="unknown fisher_agents 'all'.*first, joint"):
+        MealEWC(lam=1.0, fisher_agents="all")
 
 
-def test_mas_importance_every_fifth_live_step_over_live_steps():
-    """MAS.py (057f862): grads of 1/2 ||[logits, v]||^2 / A, squared, at t % stride == 0
-    before the episode ends, divided by the number of live steps."""
-    policy = _meal_policy(width=3)
-    params = [(n, p) for n, p in policy.named_parameters() if "policy_net" in n]
-    episodes = _episodes(steps=12, agents=2, alive=[True] * 8 + [False] * 4)
-    importance = mas_importance(policy, policy.logits_and_values, params, episodes, stride=5)
+def _mas_by_hand(policy, params, episodes, steps, live, agent_mean):
     obs = {k: th.as_tensor(v) for k, v in episodes.observations.items()}
     expected = {n: th.zeros_like(p) for n, p in params}
-    for s in (0, 5):  # 10 is past the episode's end
+    for s in steps:
         rows = {k: v[2 * s : 2 * s + 2] for k, v in obs.items()}
         logits, values = policy.logits_and_values(rows)
         vec = th.cat([th.log_softmax(logits, -1), values.view(-1, 1)], -1)
-        loss = 0.5 * vec.pow(2).sum() / 2
+        loss = 0.5 * vec.pow(2).sum() / (2 if agent_mean else 1)
         for (n, _), g in zip(params, th.autograd.grad(loss, [p for _, p in params]), strict=True):
-            expected[n] += g.pow(2) / 8
+            expected[n] += g.pow(2) / live
+    return expected
+
+
+def test_mas_importance_paper_time_every_live_step_and_later_strided_form():
+    """MEAL 7d81858 cl_methods/MAS.py: grads of sum_agents 1/2 ||[logits, v]||^2, squared,
+    at every step before the episode ends, divided by the number of live steps; 057f862
+    experiments/continual/mas.py: the same divided by A, at t % 5 == 0."""
+    policy = _meal_policy(width=3)
+    params = [(n, p) for n, p in policy.named_parameters() if "policy_net" in n]
+    episodes = _episodes(steps=12, agents=2, alive=[True] * 8 + [False] * 4)
+    paper = mas_importance(policy, policy.logits_and_values, params, episodes)
+    expected = _mas_by_hand(policy, params, episodes, range(8), 8, agent_mean=False)
     for n, _ in params:
-        assert th.allclose(importance[n], expected[n], atol=1e-6)
+        assert th.allclose(paper[n], expected[n], atol=1e-6)
+    later = mas_importance(
+        policy, policy.logits_and_values, params, episodes, stride=5, agent_mean=True
+    )
+    expected = _mas_by_hand(policy, params, episodes, (0, 5), 8, agent_mean=True)
+    for n, _ in params:
+        assert th.allclose(later[n], expected[n], atol=1e-6)
     mas = MealMAS(lam=1.0)
-    assert (mas.stride, mas.normalize_task, mas.mode, mas.decay) == (5, True, "online", 0.9)
+    assert (mas.stride, mas.normalize_task, mas.mode, mas.agent_mean, mas.normalize) == (
+        1,
+        False,
+        "last",
+        False,
+        None,
+    )
+
+
+def test_mas_replaced_per_task_and_normalised_over_the_whole_tree(monkeypatch):
+    """7d81858 MAS.update_state replaces the importance; normalisation (057f862
+    normalize_task, 7d81858 normalize_importance) divides by the mean absolute importance
+    over the whole parameter tree (critic and heads included), not over the regularised
+    parameters only."""
+    values = iter([2.0, 5.0])
+
+    def fake_mas(policy, forward, params, episodes, stride, agent_mean):
+        value = next(values)
+        out = {n: th.full_like(p, value) for n, p in params}
+        for n in out:
+            if "value_net" in n:
+                out[n] = th.full_like(out[n], 3.0 * value)  # critic: 3x as important
+        return out
+
+    monkeypatch.setattr("baselines_sb3.cl.regularizers.mas_importance", fake_mas)
+    policy = _meal_policy()
+    method = MealMAS(lam=1.0)
+    method.bind(policy, _FakeModel(policy))
+    method.set_episode_source(lambda task, episodes, steps: _episodes())
+    method.on_task_switch(_switch(0, 100))
+    method.on_task_switch(_switch(1, 200))
+    f, _ = method.terms["all"]
+    assert set(f) == {n for n, _ in method.named_parameters(policy)}
+    assert all(th.equal(v, th.full_like(v, 5.0)) for v in f.values())  # replaced, raw
+
+    values = iter([2.0])
+    normalised = MealMAS(lam=1.0, normalize_task=True)
+    normalised.bind(policy, _FakeModel(policy))
+    normalised.set_episode_source(lambda task, episodes, steps: _episodes())
+    normalised.on_task_switch(_switch(0, 100))
+    f, _ = normalised.terms["all"]
+    named = dict(policy.named_parameters())
+    critic = sum(p.numel() for n, p in named.items() if "value_net" in n)
+    total = sum(p.numel() for p in named.values())
+    mean = (2.0 * (total - critic) + 6.0 * critic) / total
+    for v in f.values():
+        assert th.allclose(v, th.full_like(v, 2.0 / mean))
 
 
 # --------------------------------------------------------------------------- learner
@@ -242,8 +315,10 @@ def _diag_env(n_envs=4, steps=256):
     return env
 
 
-def test_adam_state_empty_right_after_switch_and_lr_restarts():
-    """IPPO_CL.py train_on_environment: a new optax Adam per task; Table 4: the learning
+def test_adam_reset_after_the_old_tasks_last_update_and_lr_restarts():
+    """IPPO_CL.py train_on_environment: a new optax Adam per task, built after the old
+    task's last update (the switch fires in the last env step of the old task's last
+    rollout; that rollout's update still uses the old Adam state); Table 4: the learning
     rate decays linearly to 0 within each task and restarts."""
     env = _diag_env()
     model = ContinualPPO(
@@ -259,15 +334,22 @@ def test_adam_state_empty_right_after_switch_and_lr_restarts():
         policy_kwargs={"net_arch": [8]},
     )
     seen = {}
-    env.vector_env.on_task_switch(  # subscribed after the learner: runs after its reset
+    env.vector_env.on_task_switch(  # subscribed after the learner
         lambda event: seen.setdefault("at_switch", len(model.policy.optimizer.state))
     )
+    update = model._update
+
+    def watched_update():
+        param = next(iter(model.policy.parameters()))
+        state = model.policy.optimizer.state.get(param, {})
+        seen.setdefault("steps_before_update", []).append(
+            (model.num_timesteps, int(state["step"]) if "step" in state else 0)
+        )
+        update()
+
+    model._update = watched_update
 
     class Watch(BaseCallback):
-        def _on_rollout_start(self):
-            if self.num_timesteps == 192:  # the last rollout before the switch at 256
-                seen["before"] = len(model.policy.optimizer.state)
-
         def _on_rollout_end(self):
             seen[self.num_timesteps] = model.current_learning_rate()
 
@@ -275,7 +357,10 @@ def test_adam_state_empty_right_after_switch_and_lr_restarts():
             return not self.locals["infos"][0].get("sequence_done")
 
     model.learn(512, callback=Watch())
-    assert seen["before"] > 0 and seen["at_switch"] == 0
+    steps = dict(seen["steps_before_update"])
+    assert seen["at_switch"] > 0  # not emptied at the switch
+    assert steps[256] == 3 * 2  # the switch rollout's update continues task 0's Adam
+    assert steps[320] == 0  # task 1's first update starts a fresh Adam
     assert seen[128] == pytest.approx(3e-4 * (1 - 64 / 256))
     assert seen[320] == pytest.approx(3e-4)  # first update of task 1
 
@@ -373,7 +458,7 @@ def test_meal_presets():
         "max_steps": 500,
     }
     assert (methods["online-ewc"]["mode"], methods["online-ewc"]["decay"]) == ("online", 0.9)
-    assert methods["mas"]["lam"] == 1e9 and methods["mas"]["stride"] == 5
+    assert methods["mas"] == {"variant": "meal", "lam": 1e9, "episodes": 5, "max_steps": 500}
     assert methods["l2"] == {"variant": "meal", "lam": 1e7}
     assert MealEWC(lam=1.0).groups == ("shared", "actor_trunk")
     with pytest.raises(ValueError, match="unknown method 'pnc' for MEAL.*ewc"):

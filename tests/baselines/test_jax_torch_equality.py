@@ -1,0 +1,383 @@
+"""The torch learner (baselines_sb3, MEAL preset) and the JAX learner (baselines_jax)
+compute the same IPPO and CL methods (issue 20 item 3): the same parameters are loaded
+into both (``baselines_jax.convert``) and both get the same batch; forward outputs,
+losses, gradients, an Adam update, GAE, penalties and importances agree to float32
+tolerance. No MEAL checkout needed."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import torch as th
+from stable_baselines3.common.buffers import RolloutBuffer
+
+from baselines_jax import cl as jcl
+from baselines_jax.config import IPPOConfig
+from baselines_jax.convert import load_into_torch, params_from_torch, torch_names
+from baselines_jax.network import ActorCritic
+from baselines_jax.ppo import Transition, gae, make_optimizer, ppo_loss
+from baselines_sb3.cl import MealEWC, MealL2, MealMAS, MealOnlineEWC
+from baselines_sb3.cl.base import FreshEpisodes
+from baselines_sb3.cl.importance import mas_importance, score_fisher
+from baselines_sb3.learners import ContinualPPO
+from baselines_sb3.policies import ContinualPolicy
+
+OBS_SHAPE, N_TASKS, N_ACTIONS, TASK = (5, 5, 26), 3, 6, 1
+D = int(np.prod(OBS_SHAPE))
+CFG = IPPOConfig()
+
+
+def _torch_policy(seed: int = 0) -> ContinualPolicy:
+    th.manual_seed(seed)
+    space = gym.spaces.Dict(
+        {
+            "obs": gym.spaces.Box(0, 255, OBS_SHAPE, np.uint8),
+            "task_id": gym.spaces.Discrete(N_TASKS),
+        }
+    )
+    return ContinualPolicy(  # the MEAL preset's policy (presets._resolve_meal)
+        space,
+        gym.spaces.Discrete(N_ACTIONS),
+        lambda _: CFG.learning_rate,
+        num_tasks=N_TASKS,
+        multi_head=True,
+        task_id_input=True,
+        trunk_layer_norm=True,
+        net_arch=[128, 128],
+        activation_fn=th.nn.ReLU,
+        ortho_init=True,
+        normalize_images=False,
+        optimizer_kwargs={"eps": 1e-5, "fused": True},
+    )
+
+
+def _network() -> ActorCritic:
+    return ActorCritic(action_dim=N_ACTIONS, num_tasks=N_TASKS)
+
+
+def _obs(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 4, (n, *OBS_SHAPE)) * (rng.random((n, *OBS_SHAPE)) < 0.1)).astype(
+        np.uint8
+    )
+
+
+def _torch_obs(obs: np.ndarray, task: int = TASK) -> dict[str, th.Tensor]:
+    return {"obs": th.as_tensor(obs), "task_id": th.full((len(obs),), task, dtype=th.long)}
+
+
+def _flat(obs: np.ndarray) -> jax.Array:
+    return jnp.asarray(obs.reshape(len(obs), -1))
+
+
+def _to_tree(named: dict[str, th.Tensor], policy: ContinualPolicy, fill: float = 0.0) -> dict:
+    """A flax-shaped tree from torch-named tensors (missing names: ``fill``)."""
+    params = params_from_torch(policy)["params"]
+    out = {m: {k: np.full_like(v, fill) for k, v in leaves.items()} for m, leaves in params.items()}
+    for name, (module, leaf) in torch_names(policy).items():
+        if name in named:
+            value = named[name].detach().numpy()
+            out[module][leaf] = value.T if leaf == "kernel" else value
+    return {"params": out}
+
+
+def _close(a, b, rtol=1e-5, atol=1e-6) -> None:
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+def _assert_tree_matches_torch(tree: dict, named: dict[str, th.Tensor], policy, **tol) -> None:
+    for name, (module, leaf) in torch_names(policy).items():
+        if name not in named:
+            continue
+        value = np.asarray(tree["params"][module][leaf])
+        _close(value.T if leaf == "kernel" else value, named[name].detach().numpy(), **tol)
+
+
+# --------------------------------------------------------------------------- network
+def test_converted_parameters_give_the_same_outputs_and_round_trip():
+    policy = _torch_policy()
+    params = params_from_torch(policy)
+    obs = _obs(64)
+    for task in range(N_TASKS):
+        logits_t, values_t = policy.logits_and_values(_torch_obs(obs, task))
+        logits_j, values_j = _network().apply(params, _flat(obs), task)
+        _close(logits_j, logits_t.detach(), atol=1e-5)
+        _close(values_j, values_t.detach(), atol=1e-5)
+    # the flax init tree has the same structure and shapes as the converted one
+    init = _network().init(jax.random.PRNGKey(0), jnp.zeros((1, D)))
+    assert jax.tree.map(np.shape, init) == jax.tree.map(np.shape, params)
+    other = _torch_policy(seed=1)
+    load_into_torch(other, params)
+    for (n, a), (_, b) in zip(policy.named_parameters(), other.named_parameters(), strict=True):
+        assert th.equal(a, b), n
+
+
+# --------------------------------------------------------------------------- PPO
+def _batch(policy: ContinualPolicy, n: int = 256, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    obs = _obs(n, seed)
+    with th.no_grad():
+        logits, values = policy.logits_and_values(_torch_obs(obs))
+    actions = rng.integers(0, N_ACTIONS, n)
+    log_pi = th.log_softmax(logits, -1).numpy()
+    old_log_prob = log_pi[np.arange(n), actions] + rng.normal(0, 0.3, n)  # ratios off 1
+    old_values = values.numpy() + rng.normal(0, 0.5, n)
+    advantages = rng.normal(0, 2, n)
+    returns = old_values + rng.normal(0, 1, n)
+    return obs, actions, old_log_prob, old_values, advantages, returns
+
+
+def _torch_learner(policy: ContinualPolicy) -> ContinualPPO:
+    """A ContinualPPO with the MEAL preset's loss settings around ``policy`` (no env:
+    only its minibatch loss is used)."""
+    learner = object.__new__(ContinualPPO)
+    learner.policy, learner.ent_coef, learner.vf_coef = policy, CFG.ent_coef, CFG.vf_coef
+    learner.value_loss, learner.advantage_normalization = "clipped-max", "minibatch-biased"
+    return learner
+
+
+def _torch_loss(policy, batch):
+    obs, actions, old_log_prob, old_values, advantages, returns = batch
+    data = type("Minibatch", (), {})()
+    data.observations = _torch_obs(obs)
+    data.old_log_prob = th.as_tensor(old_log_prob, dtype=th.float32)
+    data.old_values = th.as_tensor(old_values, dtype=th.float32)
+    data.advantages = th.as_tensor(advantages, dtype=th.float32)
+    data.returns = th.as_tensor(returns, dtype=th.float32)
+    acts = th.as_tensor(actions).long()
+    return _torch_learner(policy).minibatch_loss(data, acts, CFG.clip_eps, None)
+
+
+def _jax_loss_fn(batch, cl_state=None, mask=None, cfg=CFG):
+    obs, actions, old_log_prob, old_values, advantages, returns = batch
+    tr = Transition(
+        done=jnp.zeros(len(obs)),
+        action=jnp.asarray(actions),
+        value=jnp.asarray(old_values, jnp.float32),
+        reward=jnp.zeros(len(obs)),
+        log_prob=jnp.asarray(old_log_prob, jnp.float32),
+        obs=_flat(obs),
+    )
+
+    def loss_fn(params):
+        logits, values = _network().apply(params, tr.obs, TASK)
+        loss, aux = ppo_loss(
+            logits,
+            values,
+            tr,
+            jnp.asarray(advantages, jnp.float32),
+            jnp.asarray(returns, jnp.float32),
+            cfg,
+        )
+        reg = jnp.zeros(()) if cl_state is None else jcl.penalty(params, cl_state, mask, cfg)
+        return loss + reg, (*aux, reg)
+
+    return loss_fn
+
+
+def test_ppo_loss_and_gradients_equal():
+    policy = _torch_policy()
+    params = params_from_torch(policy)
+    batch = _batch(policy)
+    loss_t, pg_t, value_t, entropy_t, _, _ = _torch_loss(policy, batch)
+    policy.optimizer.zero_grad()
+    loss_t.backward()
+    (loss_j, (value_j, actor_j, entropy_j, _)), grads = jax.value_and_grad(
+        _jax_loss_fn(batch), has_aux=True
+    )(params)
+    _close(loss_j, float(loss_t.detach()), atol=1e-5)
+    _close(actor_j, float(pg_t), atol=1e-5)
+    _close(value_j, float(value_t), atol=1e-5)
+    _close(-entropy_j, float(entropy_t), atol=1e-5)
+    torch_grads = {n: p.grad for n, p in policy.named_parameters()}
+    _assert_tree_matches_torch(grads, torch_grads, policy, rtol=1e-4, atol=1e-6)
+
+
+def test_one_adam_update_with_gradient_clipping_equal():
+    """Two minibatch steps: global-norm clip 0.5, Adam(3e-4, eps 1e-5); optax's first
+    steps of the per-task schedule use the full learning rate. Each step starts both
+    sides from the same parameters (the torch policy takes the JAX ones), so the Adam
+    moments carried into the second step are compared too (without re-syncing, float32
+    differences flip a sample of the clipped value loss's max between branches)."""
+    policy = _torch_policy()
+    params = params_from_torch(policy)
+    tx = make_optimizer(CFG, updates_per_task=10)
+    opt_state = tx.init(params)
+    for step in range(2):
+        load_into_torch(policy, params)
+        batch = _batch(policy, seed=step)
+        loss_t = _torch_loss(policy, batch)[0]
+        policy.optimizer.zero_grad()
+        loss_t.backward()
+        th.nn.utils.clip_grad_norm_(policy.parameters(), CFG.max_grad_norm)
+        policy.optimizer.step()
+        grads = jax.grad(lambda p, b=batch: _jax_loss_fn(b)(p)[0])(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+    named = dict(policy.named_parameters())
+    _assert_tree_matches_torch(params, named, policy, rtol=1e-4, atol=2e-6)
+
+
+def test_gae_and_targets_equal_sb3_buffer():
+    """MEAL's _calculate_gae (done = the episode ended at this step, no bootstrap) and
+    SB3's buffer with the next step's episode start give the same advantages."""
+    t_len, n = 16, 4
+    rng = np.random.default_rng(0)
+    rewards = rng.normal(size=(t_len, n)).astype(np.float32)
+    values = rng.normal(size=(t_len, n)).astype(np.float32)
+    last_values = rng.normal(size=n).astype(np.float32)
+    done = np.zeros((t_len, n), np.float32)
+    done[5] = 1.0  # all envs end an episode together (MEAL)
+    done[11, 1] = 1.0
+    buf = RolloutBuffer(
+        t_len,
+        gym.spaces.Box(-1, 1, (1,)),
+        gym.spaces.Discrete(2),
+        gae_lambda=0.957,
+        gamma=0.99,
+        n_envs=n,
+    )
+    for t in range(t_len):
+        starts = np.zeros(n) if t == 0 else done[t - 1]
+        buf.add(
+            np.zeros((n, 1)),
+            np.zeros((n, 1)),
+            rewards[t],
+            starts,
+            th.as_tensor(values[t]),
+            th.zeros(n),
+        )
+    buf.compute_returns_and_advantage(th.as_tensor(last_values), done[-1])
+    adv, targets = gae(
+        jnp.asarray(done),
+        jnp.asarray(values),
+        jnp.asarray(rewards),
+        jnp.asarray(last_values),
+        0.99,
+        0.957,
+    )
+    _close(adv, buf.advantages, atol=1e-5)
+    _close(targets, buf.returns, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- CL methods
+def _fake_model(policy):
+    model = type("Model", (), {"policy": policy, "n_envs": 1, "num_timesteps": 0})()
+    model.get_env = lambda: None
+    return model
+
+
+METHODS = {
+    "ewc": lambda: MealEWC(lam=1e11),
+    "online-ewc": lambda: MealOnlineEWC(lam=1e11),
+    "mas": lambda: MealMAS(lam=1e9),
+    "l2": lambda: MealL2(lam=1e7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_penalty_value_and_gradient_equal(name):
+    """0.5 lam sum(mask F (p - anchor)^2) / #regularised, on the actor trunk only (MEAL's
+    build_reg_weights), for each method with the same importance and anchor."""
+    policy = _torch_policy()
+    method = METHODS[name]()
+    method.bind(policy, _fake_model(policy))
+    regularised = dict(method.named_parameters(policy))
+    gen = th.Generator().manual_seed(3)
+    importance = {n: th.rand(p.shape, generator=gen) * 1e-6 for n, p in regularised.items()}
+    anchor = {
+        n: p.detach() + 0.01 * th.randn(p.shape, generator=gen) for n, p in regularised.items()
+    }
+    if name == "l2":
+        importance = {n: th.ones_like(p) for n, p in regularised.items()}
+    method.terms["all"] = (importance, anchor)
+    method._flat = None
+    batch = _batch(policy)
+    loss_t = _torch_loss(policy, batch)[0]
+    policy.optimizer.zero_grad()
+    loss_t.backward()
+    value_t = method.penalty_grad_(policy)
+
+    params = params_from_torch(policy)
+    cfg = IPPOConfig(cl_method=name)
+    mask = jcl.reg_mask(params, cfg.regularize_critic, cfg.regularize_heads)
+    cl_state = jcl.CLState(
+        anchor=jax.tree.map(jnp.asarray, _to_tree(anchor, policy)),
+        importance=jax.tree.map(jnp.asarray, _to_tree(importance, policy, fill=7.0)),
+    )
+    (_, aux), grads = jax.value_and_grad(_jax_loss_fn(batch, cl_state, mask, cfg), has_aux=True)(
+        params
+    )
+    _close(aux[-1], float(value_t), rtol=1e-4)
+    assert float(value_t) > 1e-3  # the penalty is not negligible here
+    torch_grads = {n: p.grad for n, p in policy.named_parameters()}
+    _assert_tree_matches_torch(grads, torch_grads, policy, rtol=1e-4, atol=1e-6)
+    n_reg = sum(p.numel() for p in regularised.values())
+    assert float(sum(m.sum() for m in jax.tree.leaves(mask))) == n_reg
+
+
+def _episodes(steps: int, agents: int = 2, alive=None, seed: int = 0) -> FreshEpisodes:
+    obs = _obs(steps * agents, seed)
+    alive = np.ones(steps, bool) if alive is None else np.asarray(alive)
+    observations = {"obs": obs, "task_id": np.full(steps * agents, TASK, np.int64)}
+    return FreshEpisodes(observations, agents, np.arange(steps), alive)
+
+
+def test_ewc_fisher_equal():
+    """7d81858: agent 0's observation and action at every step, mean squared score."""
+    policy = _torch_policy()
+    params = params_from_torch(policy)
+    steps = 12
+    episodes = _episodes(steps)
+    actions = th.as_tensor(np.random.default_rng(1).integers(0, N_ACTIONS, (steps, 2)))
+    everything = list(policy.named_parameters())
+    fisher_t = score_fisher(policy, policy.logits_and_values, everything, episodes, actions=actions)
+    obs0 = _flat(episodes.observations["obs"][::2])
+    terms = jax.vmap(lambda o, a: jcl.fisher_term(_network().apply, params, o, a, TASK))(
+        obs0, jnp.asarray(actions[:, 0].numpy())
+    )
+    fisher_j = jax.tree.map(lambda x: x.mean(0), terms)
+    _assert_tree_matches_torch(fisher_j, fisher_t, policy, rtol=1e-4, atol=1e-10)
+
+
+def test_mas_importance_equal_and_normalisation_over_the_whole_tree():
+    policy = _torch_policy()
+    params = params_from_torch(policy)
+    steps = 10
+    episodes = _episodes(steps, alive=[True] * 7 + [False] * 3)
+    everything = list(policy.named_parameters())
+    mas_t = mas_importance(policy, policy.logits_and_values, everything, episodes)
+    obs = _flat(episodes.observations["obs"]).reshape(steps, 2, D)[:7]
+    terms = jax.vmap(lambda o: jcl.mas_term(_network().apply, params, o, TASK))(obs)
+    mas_j = jax.tree.map(lambda x: x.sum(0) / 7, terms)
+    _assert_tree_matches_torch(mas_j, mas_t, policy, rtol=1e-4, atol=1e-10)
+
+    method = MealMAS(lam=1.0, normalize_task=True)
+    method.bind(policy, _fake_model(policy))
+    method.set_episode_source(lambda task, n, max_steps: episodes)
+    normalised_t = method.importance(episodes)
+    normalised_j = jcl.normalize(mas_j)
+    _assert_tree_matches_torch(normalised_j, normalised_t, policy, rtol=1e-4, atol=1e-10)
+
+
+def test_importance_combination_equal():
+    """EWC sums, online EWC decays (0.9), MAS replaces; anchors become the latest params."""
+    params = {"params": {"actor_dense1": {"bias": jnp.zeros(2)}}}
+    start = jcl.CLState(params, {"params": {"actor_dense1": {"bias": jnp.full(2, 2.0)}}})
+    new = {"params": {"actor_dense1": {"bias": jnp.full(2, 10.0)}}}
+    later = {"params": {"actor_dense1": {"bias": jnp.ones(2)}}}
+    expected = {"ewc": 12.0, "online-ewc": 0.9 * 2.0 + 0.1 * 10.0, "mas": 10.0}
+    for name, value in expected.items():
+        out = jcl.update(start, later, new, IPPOConfig(cl_method=name))
+        assert float(out.importance["params"]["actor_dense1"]["bias"][0]) == pytest.approx(value)
+        assert float(out.anchor["params"]["actor_dense1"]["bias"][0]) == 1.0
+    torch_values = {}
+    for name in ("ewc", "online-ewc", "mas"):
+        method = METHODS[name]()
+        old = {"w": th.full((2,), 2.0)}
+        torch_values[name] = float(method.combine(old, {"w": th.full((2,), 10.0)})["w"][0])
+    assert torch_values == pytest.approx(expected)
