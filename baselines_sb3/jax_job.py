@@ -42,22 +42,35 @@ from baselines_sb3.jax_options import jax_api, make_config
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog, truncate_logs
-from cl_suites.core.task import Segment
+from cl_suites.core.task import Segment, task_seed
+
+SAMPLING_SEED_OFFSET = 3_000_017
+"""Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
 
 
 def eval_policy(
-    learner: Any, params: Any, greedy: bool = True
+    learner: Any, params: Any, greedy: bool = True, key_seed: int = 0
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: ``JaxIPPO.act``
     with one seed's ``params``, called once per task present in the batch (rows ``(B, H,
-    W, C)``, one per agent of each env; ``task_ids (B,)``)."""
+    W, C)``, one per agent of each env; ``task_ids (B,)``). Sampled actions (``greedy``
+    False) draw their keys from ``key_seed`` and the call's index."""
+    import jax
+
+    calls = [0]
 
     def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
         task_ids = np.asarray(task_ids)
         actions = np.zeros(len(task_ids), dtype=np.int64)
+        key = None
+        if not greedy:
+            key = jax.random.fold_in(jax.random.PRNGKey(key_seed), calls[0])
+            calls[0] += 1
         for task in np.unique(task_ids):
             rows = task_ids == task
-            actions[rows] = np.asarray(learner.act(params, obs[rows], int(task), greedy))
+            sub = None if key is None else jax.random.fold_in(key, int(task))
+            out = learner.act(params, obs[rows], int(task), greedy, key=sub)
+            actions[rows] = np.asarray(out)
         return actions
 
     return act
@@ -226,7 +239,8 @@ class _Loop:
             return
         params = self.state.params
         for i in todo:
-            policy = eval_policy(self.learner, seed_slice(params, i), self.greedy)
+            seed = task_seed(self.runs[i].seed + SAMPLING_SEED_OFFSET, step, 0)
+            policy = eval_policy(self.learner, seed_slice(params, i), self.greedy, seed)
             self.runs[i].evaluator.evaluate(step, policy)
 
     def save(self, finished: bool = False) -> None:

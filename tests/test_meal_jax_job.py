@@ -127,7 +127,7 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     frame = read_eval(run)
     assert sorted(set(frame.total_step)) == [256, 512, 768, 1024]  # every 256 of each task
     assert (frame.split == "train").all() and (frame.episodes == 2).all()
-    assert (frame.mean_return % 20 == 0).all()  # MEAL's evaluator: 20 per soup
+    assert (frame.mean_return * frame.episodes % 20 == 0).all()  # 20 per soup
     meta = read_metadata(run)
     assert meta["learner"] == "ppo-jax" and meta["hyperparameters"]["learner"]["num_steps"] == 16
     assert meta["evaluation"] == {"at_start": False, "per_task": True, "deterministic": True}
@@ -258,3 +258,29 @@ def test_sweep_trains_the_seeds_of_one_meal_configuration_together():
     assert groups[1:] == [[f"Diagnostic-ft-ppo-s{s}"] for s in (0, 1, 2)]
     own = SweepSpec(suites=("MEAL-2",), methods=("ft",), seeds=(0, 1))  # kitchens per seed
     assert [len(g) for g in seed_groups(own.runs())] == [1, 1]
+
+
+def test_eval_policy_acts_per_task_and_samples_from_its_own_keys():
+    """The evaluator's rows mix tasks: each task's rows go to ``act`` with that task id;
+    sampled actions use keys from the eval point's seed and the call index."""
+
+    seen = []
+
+    class Learner:
+        def act(self, params, obs, task_id, greedy, key=None):
+            seen.append((task_id, len(obs), None if key is None else np.asarray(key)))
+            return np.full(len(obs), task_id + (0 if greedy else 10))
+
+    rows, tasks = np.zeros((6, 2)), np.array([1, 1, 0, 0, 0, 1])
+    greedy = jax_job.eval_policy(Learner(), None, greedy=True)
+    assert greedy(rows, tasks).tolist() == [1, 1, 0, 0, 0, 1]
+    assert [(t, n, k) for t, n, k in seen] == [(0, 3, None), (1, 3, None)]
+    seen.clear()
+    sampled = jax_job.eval_policy(Learner(), None, greedy=False, key_seed=5)
+    assert sampled(rows, tasks).tolist() == [11, 11, 10, 10, 10, 11]
+    sampled(rows, tasks)
+    again = jax_job.eval_policy(Learner(), None, greedy=False, key_seed=5)
+    again(rows, tasks)
+    keys = [np.asarray(k).tolist() for _, _, k in seen]
+    assert keys[0] != keys[2]  # a new key per call
+    assert keys[4:] == keys[:2]  # the same seed replays the same keys
