@@ -6,7 +6,12 @@ the suite's training env and its SB3 view, the learner with the CL method
 ``Evaluator`` (greedy policy), logs training episodes, checkpoints periodically, resumes
 after a kill, and writes the metrics report at the end.
 
-The multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
+MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
+``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
+shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
+report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
+program, one run directory each. With ``learner="ppo"`` (SB3/torch)
+the multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
 (``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing,
 i.e. IPPO), MEAL's eval env source (all kitchens in one jitted call, sparse delivery
 returns) and the score normalisers in the metadata. Their steps are **env steps** (one
@@ -94,6 +99,9 @@ override those.
 * ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
   updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
+* ``device``, ``vectorization_mode``, ``replay_on_disk``, ``torch_threads``,
+  ``update_threads``: options of the torch learners only (refused with ``ppo-jax``,
+  which takes its device from JAX, ``JAX_PLATFORMS``); ``wandb`` too for now.
 * ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
   MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
   torch's OpenMP workers, which keep spinning after each operation, then take the cores
@@ -341,7 +349,8 @@ def run_main_job(
         suite: suite name or id (``"Procgen6"``, ``"CLSuite/Diagnostic-v0"``, ``"MEAL-20"``).
         method: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``, ``pnc`` or ``clear``
             (MEAL: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``).
-        learner: ``ppo`` or ``vtrace``; ``None``: the suite's default under ``preset``.
+        learner: ``ppo`` or ``vtrace`` (MEAL: ``ppo-jax`` or ``ppo``); ``None``: the
+            suite's default under ``preset`` (MEAL: ``ppo-jax``).
         preset: ``paper`` or ``small`` (tiny budgets/networks for a few-minute CPU run).
         seed: run seed (envs, network init, sampling, evaluation; MEAL's kitchens too
             unless ``layout_seed`` is given).
