@@ -288,3 +288,34 @@ def test_eval_policy_acts_per_task_and_samples_from_its_own_keys():
     keys = [np.asarray(k).tolist() for _, _, k in seen]
     assert keys[0] != keys[2]  # a new key per call
     assert keys[4:] == keys[:2]  # the same seed replays the same keys
+
+
+def test_sweep_worker_runs_a_seed_group_once_and_records_every_run(tmp_path, monkeypatch):
+    from baselines_sb3 import main_job
+    from cl_suites.sweep import worker
+    from cl_suites.sweep.grid import SweepSpec, seed_groups
+    from cl_suites.sweep.sweep_dir import SweepDir
+    from cl_suites.sweep.worker import execute_group
+
+    calls = []
+
+    def fake_group(**kwargs):
+        calls.append(kwargs)
+        for d in kwargs["run_dirs"]:
+            d.mkdir(parents=True)
+
+    monkeypatch.setattr(main_job, "run_seed_group", fake_group)
+    monkeypatch.setattr(worker, "_ray_context", lambda: {})  # no Ray import here
+    spec = SweepSpec(suites=("MEAL-2",), methods=("ft",), seeds=(4, 1), preset="small",
+                     overrides={"layout_seed": 0})  # fmt: skip
+    (group,) = seed_groups(spec.runs())
+    names = [r.name for r in group]
+    out = execute_group(group[0].job_kwargs(), [4, 1], str(tmp_path), names, "inv", 1.0, 0.0)
+    assert [o["state"] for o in out] == ["finished", "finished"]
+    (call,) = calls  # one program for both seeds
+    assert call["seeds"] == [4, 1] and "seed" not in call and call["resume"] is False
+    assert call["run_dirs"] == [tmp_path / "runs" / n for n in names]
+    assert "device" not in call["overrides"]  # a torch option; JAX runs on JAX_PLATFORMS
+    sdir = SweepDir(tmp_path)
+    assert [sdir.read_status(n)["state"] for n in names] == ["finished", "finished"]
+    assert names[0] in sdir.log_file(names[1]).read_text()  # points at the group's log
