@@ -227,7 +227,12 @@ def resolve_job(
         info = find_suite(suite)
     preset_suite = "MEAL" if meal else info.name
     learner = learner or presets.default_learner(preset_suite, preset)
-    _check_choice(f"learner for {info.name}", learner, MEAL_LEARNERS if meal else LEARNERS)
+    valid = MEAL_LEARNERS if meal else LEARNERS
+    if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
+        raise ValueError(
+            f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
+        )
+    _check_choice("learner", learner, valid)
     hp = presets.resolve(preset_suite, "ppo" if learner == JAX_LEARNER else learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     for key in ("torch_threads", "update_threads"):

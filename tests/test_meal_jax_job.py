@@ -202,7 +202,7 @@ BAD_CLI = [
     (["--seeds", "1", "2", "1"], r"seeds \[1, 2, 1\] repeat 1; give each seed once"),
     (["--seeds", "0", "-1"], r"seeds must be integers in \[0, 4294967295\], got '-1'"),
     (["--seeds", "0", "1", "--seed", "2"], r"give --seed \(2\) or --seeds \(0 1\), not both"),
-    (["--learner", "vtrace"], r"unknown learner for MEAL-2 'vtrace'; valid: ppo-jax, ppo"),
+    (["--learner", "vtrace"], r"learner 'vtrace' is not available for MEAL-2; valid: ppo-jax, ppo"),
     (["--set", "n_steps=8"], r"option 'n_steps' belongs to the torch learner 'ppo'.*num_steps"),
     (["--set", "torch_threads=2"], r"'torch_threads' belong to the torch learner 'ppo'"),
     (["--learner", "ppo", "--set", "clip_eps=0.1"], r"'clip_eps' belong to learner 'ppo-jax'"),
@@ -229,7 +229,8 @@ def test_bad_input_is_one_line_before_any_compile(argv, message, tmp_path, capsy
 
 
 def test_learners_not_available_for_the_suite_are_named():
-    with pytest.raises(ValueError, match=r"unknown learner for Diagnostic 'ppo-jax'; valid: ppo"):
+    message = r"learner 'ppo-jax' is not available for Diagnostic; valid: ppo, vtrace"
+    with pytest.raises(ValueError, match=message):
         resolve_job(
             suite="Diagnostic", method="ft", learner="ppo-jax", preset="small", num_envs=None,
             overrides={},
