@@ -80,9 +80,10 @@ def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory):
-    """Seeds 0 and 3 in one program (``--seeds 0 3``)."""
+    """Seeds 0 and 3 in one program (``--seeds 0 3``), with evaluation videos."""
     run_dir = tmp_path_factory.mktemp("group")
-    run_main_job(**JOB, seed=0, run_dir=run_dir, resume=False, overrides=dict(OVERRIDES),
+    overrides = {**OVERRIDES, "capture_video": True, "video_length": 3}
+    run_main_job(**JOB, seed=0, run_dir=run_dir, resume=False, overrides=overrides,
                  seeds=[0, 3])  # fmt: skip
     return run_dir
 
@@ -142,6 +143,9 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert progress["compile_s"] > 0 and progress["steps_per_s"] > 0
     arrays, ckpt = load_jax_checkpoint(jax_checkpoint_path(run))  # no pickle in it
     assert ckpt["finished"] and ckpt["total_step"] == 1024 and arrays
+    videos = sorted(p.name for p in (run / "videos").iterdir())  # the recorder's cadence
+    assert videos == [f"eval-step{s:09d}-task{t:02d}-train.mp4" for s in (256, 512, 1024)
+                      for t in (0, 1)]  # fmt: skip
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     assert any((tmp_path / "report").iterdir())
 
