@@ -190,8 +190,9 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
 # ----------------------------------------------------------------------------- our side
 def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
-    """``run_main_job`` on MEAL-2 (ft, paper preset); per task: first update (compile and
-    warm-up) and the next ``updates`` updates, timed at the end of each PPO update."""
+    """``run_main_job`` on MEAL-2 with the torch learner (ft, paper preset); per task:
+    first update (compile and warm-up) and the next ``updates`` updates, timed at the end
+    of each PPO update."""
     import torch as th
 
     from baselines_sb3 import learners
@@ -218,6 +219,7 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
         run_main_job(
             suite="MEAL-2",
             method="ft",
+            learner="ppo",
             preset="paper",
             seed=0,
             run_dir=run_dir,
