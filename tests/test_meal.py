@@ -6,6 +6,8 @@ JAX compiles are slow on a small CPU: every test shares the module-scoped suite/
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -101,9 +103,10 @@ def test_ids_and_bad_input():
 def test_generated_layouts_are_seeded_like_meal_bench(capsys):
     import meal
 
-    ours = build_layouts(3, strategy="generate", difficulty="easy", seed=11)
-    again = build_layouts(3, strategy="generate", difficulty="easy", seed=11)
-    other = build_layouts(3, strategy="generate", difficulty="easy", seed=12)
+    kw = {"strategy": "generate", "difficulty": "easy", "generator": "meal-bench"}
+    ours = build_layouts(3, seed=11, **kw)
+    again = build_layouts(3, seed=11, **kw)
+    other = build_layouts(3, seed=12, **kw)
     assert capsys.readouterr().out == ""  # generator retries are silenced
     theirs = meal.make_sequence(sequence_length=3, strategy="generate", seed=11, difficulty="easy")
     assert [t.name for t in ours] == ["easy_gen_0", "easy_gen_1", "easy_gen_2"]
@@ -148,9 +151,10 @@ def test_spaces_padding_and_schedule(suite, penv):
     unsubscribe = penv.on_task_switch(switches.append)
     obs, infos = penv.reset(seed=3)
     assert infos["agent_0"]["task_switched"] is True and infos["agent_1"]["task_id"] == 0
-    # cramped_room (4x5) sits centred in the 5x9 grid: rows 0..3, columns 2..6
+    # cramped_room (4x5) sits centred in the 5x9 grid: rows 0..3, columns 2..6; the padding
+    # reads as walls (MEAL's paper and paper-time code)
     walls = obs["agent_0"][:, :, 11]
-    assert walls[4].sum() == 0 and walls[:, :2].sum() == 0 and walls[:, 7:].sum() == 0
+    assert walls[4].all() and walls[:, :2].all() and walls[:, 7:].all()
     assert walls[0, 2:7].tolist() == [1, 1, 0, 1, 1]  # top wall with the pot
     stay = {"agent_0": S, "agent_1": S}
     ends = []
@@ -180,11 +184,12 @@ def test_scripted_delivery_normalized_score(suite, penv):
     assert bound == 8  # meal-bench's calculate_max_soup(cramped_room, 400)
     assert info["episode_soups"] == 1
     assert info["score"] == 1 / bound
-    # shared team reward: delivery 20 for both agents + shaping 3 per onion and 5 for the
-    # soup (meal-bench's plate reward rule does not fire here), annealed from 1
+    # the team's delivery reward, 20 for both agents, + each agent's own shaping (MEAL's
+    # trainer): 3 per onion and 5 for the soup for agent_0, who cooked (meal-bench's
+    # plate reward rule does not fire here), annealed from 1; nothing for agent_1
     assert outs[-1][1]["agent_0"] == outs[-1][1]["agent_1"] == pytest.approx(20.0)
-    total = sum(o[1]["agent_1"] for o in outs)
-    assert total == pytest.approx(20.0 + 3 * 3 + 5, abs=1e-3)
+    assert sum(o[1]["agent_0"] for o in outs) == pytest.approx(20.0 + 3 * 3 + 5, abs=1e-3)
+    assert sum(o[1]["agent_1"] for o in outs) == pytest.approx(20.0)
     # finish the episode: the episode record carries the normalised score
     while penv.agents:
         last = penv.step({"agent_0": S, "agent_1": S})
@@ -192,13 +197,17 @@ def test_scripted_delivery_normalized_score(suite, penv):
     assert last[4]["agent_0"]["episode"]["score"] == 1 / 8
 
 
-def test_matches_meal_bench_pad_obs_to_max(suite, engine):
-    """Padded kitchen + mask == meal-bench's own Overcooked + PadObsToMax, step by step."""
+def test_matches_meal_bench_pad_obs_to_max(suite):
+    """With ``obs_padding="zeros"``: padded kitchen + mask == meal-bench's own Overcooked +
+    PadObsToMax, step by step; each agent's reward is the team's delivery reward plus its
+    own shaping."""
     from meal.env import Overcooked
     from meal.wrappers.observation import PadObsToMax
 
     ref = PadObsToMax(Overcooked(layout_name="cramped_room", max_steps=400), 5, 9)
-    env = MealBatchedEnv(suite, 1, engine=engine)
+    zeros = dataclasses.replace(suite, options={**suite.options, "obs_padding": "zeros"})
+    engine = MealEngine(zeros)
+    env = MealBatchedEnv(zeros, 1, engine=engine)
     obs, _ = env.reset(seed=5)
     key = engine.env_keys(task_seed(5, 0, 0), 1)[0]
     _, sub = jax.random.split(key)
@@ -213,9 +222,10 @@ def test_matches_meal_bench_pad_obs_to_max(suite, engine):
         ref_obs, state, rew, _, info = step(sub, state, {"agent_0": a, "agent_1": S})
         ref_obs = ref._pad_obs_dict(ref_obs)
         team = float(rew["agent_0"] + rew["agent_1"])
-        shaped = float(info["shaped_reward"]["agent_0"] + info["shaped_reward"]["agent_1"])
         coef = 1 - (t * 1) / suite.options["shaping_horizon"]
-        assert rewards[0, 0] == pytest.approx(team + coef * shaped)
+        for i, agent in enumerate(("agent_0", "agent_1")):
+            shaped = float(info["shaped_reward"][agent])
+            assert rewards[0, i] == pytest.approx(team + coef * shaped)
 
 
 def test_same_seed_same_rollout(penv):

@@ -68,7 +68,8 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
     the valid ones, before any kitchen is generated or JAX function compiled.
         episode_len: steps per episode (400).
         sparse_rewards: delivery reward only (default False: dense shaping annealed).
-        individual_rewards: each agent gets its own delivery/shaping (default: shared).
+        individual_rewards: each agent gets its own delivery reward (default: the team's
+            delivery reward, as MEAL). Shaping is always the agent's own.
         shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (2.5M).
         random_reset: every episode starts with random agent positions, inventories and
             pot states (meal-bench's ``random_reset``; default False as meal-bench; MEAL's
@@ -77,8 +78,13 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
             random_cook_time: meal-bench's options (probabilities and view sizes from
             ``difficulty``).
         separated_agents: generator only accepts kitchens whose agents are separated.
-        obs_padding: ``"zeros"`` (meal-bench's ``PadObsToMax``, default) or ``"walls"``
-            (the paper's text: padded cells read as counters).
+        obs_padding: ``"walls"`` (default: the paper's text and MEAL's paper-time code,
+            padded cells read as counters) or ``"zeros"`` (meal-bench's ``PadObsToMax``).
+        generator: ``"paper"`` (default: the paper's generator, the kitchens MEAL's
+            paper-time code generates for a seed; easy/medium/hard) or ``"meal-bench"``
+            (meal-bench 0.3.1's later generator: fixed grid size per level).
+        dynamics: ``"paper"`` (default: MEAL's paper-time movement rule, one agent may
+            follow another) or ``"meal-bench"`` (meal-bench 0.3.1's: it may not).
         render_mode: ``"rgb_array"``: ``render()`` draws the kitchen (meal-bench's sprites).
     """
     from cl_suites.meal.parallel_env import MealParallelEnv

@@ -99,8 +99,9 @@ class MealBatchedEnv(ScheduleAccessors):
 
     Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
     shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
-    annealed linearly from 1 to 0 over ``shaping_horizon`` steps of each task; shared by
-    the team (summed over agents) unless ``individual_rewards``.
+    annealed linearly from 1 to 0 over ``shaping_horizon`` steps of each task. Each agent
+    gets the team's delivery reward (its own with ``individual_rewards``) plus its own
+    shaping, as MEAL's trainer (``TTomilin/MEAL@7d81858 baselines/IPPO_CL.py:673-682``).
 
     Seeding: env ``j`` of task segment ``(cycle, task_id)`` uses the PRNG key
     ``fold_in(PRNGKey(task_seed(seed, cycle, task_id)), j)``, so env 0 of any batch size

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cl_suites.errors import require
+from cl_suites.meal.dynamics import overcooked_class
 from cl_suites.meal.layouts import REWARD_PER_SOUP, padded
 from cl_suites.meal.suite import MealSuite
 
@@ -61,9 +62,10 @@ class MealEngine:
 
     ``reset(task_ids, keys)`` -> ``(BatchState, obs)``; ``step(state, actions, coef)`` ->
     ``(BatchState, obs, rewards, soups)`` with ``obs (M, n, H, W, C) uint8``,
-    ``rewards (M, n) float32`` (delivery + ``coef`` x shaping, shared across the team
-    unless ``individual_rewards``), ``soups (M,) int32`` (soups the team delivered this
-    step). Arrays stay on the device; the caller fetches what it needs.
+    ``rewards (M, n) float32`` (the team's delivery reward, or the agent's own with
+    ``individual_rewards``, plus ``coef`` x the agent's own shaping), ``soups (M,) int32``
+    (soups the team delivered this step). Arrays stay on the device; the caller fetches
+    what it needs.
 
     Pickling stores only the suite: unpickling rebuilds the engine, or reuses a live
     engine of an equal suite in this process (``shared_engine``), so copies of an env
@@ -111,10 +113,8 @@ class MealEngine:
                 obs = obs * mask[None, :, :, None]
             deliver = jnp.stack([rew[a] for a in agents]).astype(jnp.float32)
             shaped = jnp.stack([info["shaped_reward"][a] for a in agents]).astype(jnp.float32)
-            if individual:
-                rewards = deliver + coef * shaped
-            else:
-                rewards = jnp.full((len(agents),), deliver.sum() + coef * shaped.sum())
+            team = deliver if individual else jnp.full_like(deliver, deliver.sum())
+            rewards = team + coef * shaped  # each agent's own shaping, as MEAL's trainer
             soups = jnp.round(deliver.sum() / REWARD_PER_SOUP).astype(jnp.int32)
             return env_state, key, obs, rewards, soups
 
@@ -176,9 +176,8 @@ class MealEngine:
 
     # -- internals ----------------------------------------------------------------------
     def _base_env(self, task_id: int) -> Any:
-        from meal.env.overcooked import Overcooked, OvercookedPO
-
         opts = self.suite.options
+        env_class = overcooked_class(opts["dynamics"], opts["partial_observability"])
         kwargs: dict[str, Any] = {
             "layout": self._padded[task_id][0],
             "layout_name": self.suite.layouts[task_id].name,
@@ -190,8 +189,8 @@ class MealEngine:
             "random_reset": opts.get("random_reset", False),
         }
         if opts["partial_observability"]:
-            return OvercookedPO(difficulty=opts["stochasticity_level"], **kwargs)
-        return Overcooked(**kwargs)
+            kwargs["difficulty"] = opts["stochasticity_level"]
+        return env_class(**kwargs)
 
     def _reset_fn(self, task_id: int):
         if task_id not in self._resets:

@@ -3,8 +3,13 @@
 Layouts come from ``meal-bench`` (the MEAL paper's own generator and presets); this module
 only chooses them, pads them to one grid size and computes the paper's normaliser.
 
-* ``strategy="generate"``: task ``i`` is a fresh kitchen from meal-bench's generator at the
-  given difficulty, seeded with ``seed + i`` (exactly as ``meal.make_sequence`` does).
+* ``strategy="generate"``: task ``i`` is a fresh kitchen at the given difficulty, seeded
+  with ``seed + i``. ``generator="paper"`` (default) is the MEAL paper's generator
+  (appendix A.2; size drawn per attempt from the level's range, e.g. 6..7 for easy, two
+  pots, one or two of each other station), which reproduces the kitchens of MEAL's
+  paper-time trainer for the same seed; ``generator="meal-bench"`` is meal-bench 0.3.1's
+  later generator (fixed 7x7 easy grid, one of each station), exactly as
+  ``meal.make_sequence`` does.
 * ``strategy="curriculum"``: generated kitchens, the first third easy, then medium, then hard.
 * ``strategy="ordered"`` / ``"random"``: the handmade presets of the difficulty (or
   ``layout_names``), in catalogue order or sampled with ``random.Random(seed)`` (no
@@ -23,6 +28,13 @@ import numpy as np
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extreme")
 STRATEGIES: tuple[str, ...] = ("generate", "ordered", "random", "curriculum")
+GENERATORS: tuple[str, ...] = ("paper", "meal-bench")
+PAPER_LEVELS: dict[str, tuple[tuple[int, int], float]] = {
+    "easy": ((6, 7), 0.15),
+    "medium": ((8, 9), 0.25),
+    "hard": ((10, 11), 0.35),
+}
+"""The paper's levels (section 4.3): (min, max) of height and width, obstacle density."""
 PRESET_DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 MAX_AGENTS = 5
 REWARD_PER_SOUP = 20.0
@@ -87,23 +99,84 @@ def preset_names(difficulty: str | None = None) -> tuple[str, ...]:
     return tuple(difficulty_layouts[difficulty])
 
 
-def generate(difficulty: str, seed: int, num_agents: int, **kwargs) -> object:
-    """One generated kitchen (meal-bench's generator, its retry prints silenced)."""
+def generate(
+    difficulty: str, seed: int, num_agents: int, generator: str = "paper", **kwargs
+) -> object:
+    """One generated kitchen (``generator`` as the module docstring says; retry prints
+    silenced)."""
     from meal.env.overcooked import generate_layout
 
-    check_choice("difficulty", difficulty, DIFFICULTIES)
+    check_choice("generator", generator, GENERATORS)
+    if generator == "paper":
+        check_choice("difficulty (paper generator)", difficulty, tuple(PAPER_LEVELS))
+        if kwargs.get("separated_agents"):
+            raise ValueError("separated_agents needs generator='meal-bench'")
+    else:
+        check_choice("difficulty", difficulty, DIFFICULTIES)
     attempts = kwargs.get("max_attempts", 2000)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            _, layout = generate_layout(
-                num_agents=num_agents, difficulty=difficulty, seed=seed, **kwargs
-            )
+            if generator == "paper":
+                layout = _generate_paper(difficulty, seed, num_agents, attempts)
+            else:
+                _, layout = generate_layout(
+                    num_agents=num_agents, difficulty=difficulty, seed=seed, **kwargs
+                )
     except RuntimeError as e:
         raise LayoutGenerationError(
             f"meal-bench found no solvable {difficulty} kitchen for {num_agents} agent(s) with "
             f"seed {seed} in {attempts} attempts; try another seed, difficulty or agent count"
         ) from e
     return layout
+
+
+def _generate_paper(difficulty: str, seed: int, num_agents: int, max_attempts: int) -> object:
+    """The paper's generator (appendix A.2), with meal-bench's tile placement, reachability
+    clean-up and validator. Per attempt: height and width drawn from the level's range, an
+    outer wall, then one or two goals, two pots, one or two onion piles and one or two
+    plate piles (in that order), walls up to the level's obstacle density, the agents; the
+    unreachable stations removed, pots topped up to two, and the grid kept if the validator
+    finds a cook-deliver cycle for the agents. Draws from ``random.Random(seed)`` in that
+    order, so a seed gives the kitchen MEAL's paper-time code gives for it.
+    """
+    from meal.env.overcooked.common import AGENT, FLOOR, GOAL, ONION_PILE, PLATE_PILE, POT, WALL
+    from meal.env.overcooked.generation.layout_generator import (
+        place_tiles,
+        remove_unreachable_items,
+    )
+    from meal.env.overcooked.generation.layout_validator import UNPASSABLE_TILES, evaluate_grid
+    from meal.env.overcooked.layouts.presets import layout_grid_to_dict
+
+    (low, high), density = PAPER_LEVELS[difficulty]
+    rng = random.Random(seed)
+    for _ in range(max_attempts):
+        height, width = rng.randint(low, high), rng.randint(low, high)
+        border = ({0, height - 1}, {0, width - 1})
+        grid = [
+            [WALL if i in border[0] or j in border[1] else FLOOR for j in range(width)]
+            for i in range(height)
+        ]
+        placed = True
+        for station in (GOAL, POT, ONION_PILE, PLATE_PILE):
+            count = 2 if station == POT else rng.randint(1, 2)
+            if not place_tiles(grid, station, count, rng):
+                placed = False
+                break
+        if not placed:
+            continue
+        inner = [grid[i][j] for i in range(1, height - 1) for j in range(1, width - 1)]
+        blocked = sum(cell in UNPASSABLE_TILES for cell in inner)
+        walls = max(0, round(density * len(inner)) - blocked)
+        if not place_tiles(grid, WALL, walls, rng) or not place_tiles(grid, AGENT, num_agents, rng):
+            continue
+        remove_unreachable_items(grid)
+        pots = sum(cell == POT for row in grid for cell in row)
+        if pots < 2 and not place_tiles(grid, POT, 2 - pots, rng):
+            continue
+        text = "\n".join("".join(row) for row in grid)
+        if evaluate_grid(text, num_agents=num_agents)[0]:
+            return layout_grid_to_dict(text)
+    raise RuntimeError(f"no solvable kitchen in {max_attempts} attempts")
 
 
 def max_soups(layout: object, episode_len: int, num_agents: int) -> int:
@@ -168,6 +241,7 @@ def build_layouts(
     layout_names: Sequence[str] | None = None,
     separated_agents: bool = False,
     max_attempts: int = 2000,
+    generator: str = "paper",
 ) -> tuple[MealLayout, ...]:
     """The kitchens of a MEAL sequence of ``num_tasks`` tasks, in training order.
 
@@ -179,6 +253,7 @@ def build_layouts(
     from meal.env.overcooked.layouts.presets import overcooked_layouts
 
     check_choice("strategy", strategy, STRATEGIES)
+    check_choice("generator", generator, GENERATORS)
     if not 1 <= num_agents <= MAX_AGENTS:
         raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}")
     chosen: list[tuple[str, object, str | None, int | None]] = []
@@ -199,6 +274,7 @@ def build_layouts(
                 level,
                 seed + i,
                 num_agents,
+                generator=generator,
                 separated_agents=separated_agents,
                 max_attempts=max_attempts,
             )

@@ -18,8 +18,10 @@ import numpy as np
 
 from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
 from cl_suites.errors import require
+from cl_suites.meal.dynamics import DYNAMICS
 from cl_suites.meal.layouts import (
     DIFFICULTIES,
+    GENERATORS,
     MAX_AGENTS,
     REWARD_PER_SOUP,
     STRATEGIES,
@@ -211,7 +213,9 @@ def build_suite(
     random_cook_time: bool = False,
     random_reset: bool = False,
     separated_agents: bool = False,
-    obs_padding: str = "zeros",
+    obs_padding: str = "walls",
+    generator: str = "paper",
+    dynamics: str = "paper",
     max_attempts: int = 2000,
     seed: int | None = None,
     **unknown: Any,
@@ -238,6 +242,8 @@ def build_suite(
     layout_seed = check_layout_seed(layout_seed if layout_seed is not None else seed or 0, n)
     check_choice("strategy", strategy, STRATEGIES)
     check_choice("obs_padding", obs_padding, OBS_PADDINGS)
+    check_choice("generator", generator, GENERATORS)
+    check_choice("dynamics", dynamics, DYNAMICS)
     if difficulty is not None:
         check_choice("difficulty", difficulty, DIFFICULTIES)
     elif strategy == "generate":
@@ -300,6 +306,7 @@ def build_suite(
         layout_names=layout_names,
         separated_agents=separated_agents,
         max_attempts=max_attempts,
+        generator=generator,
     )
     channels = 18 + 4 * int(num_agents)
     level = difficulty or "easy"
@@ -351,6 +358,8 @@ def build_suite(
         "random_cook_time": bool(random_cook_time),
         "random_reset": bool(random_reset),
         "obs_padding": obs_padding,
+        "generator": generator,
+        "dynamics": dynamics,
         "stochasticity_level": level,
     }
     return MealSuite(sequence, layouts, int(num_agents), int(episode_len), obs_shape, options)
