@@ -123,6 +123,7 @@ def test_ppo_jax_is_meals_default_learner_and_ppo_the_torch_one():
     assert set_jax.suite_kwargs["steps_per_task"] == 640
 
 
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
 def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     run = group / "seed-0"
     frame = read_eval(run)
@@ -150,6 +151,7 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert any((tmp_path / "report").iterdir())
 
 
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
 def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
     """Seed 3 of ``--seeds 0 3`` equals ``--seed 3`` on the same kitchens (layout_seed 0)."""
     mine = group / "seed-3"
@@ -175,6 +177,7 @@ def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
     assert any(not np.array_equal(x[k], z[k]) for k in x if "params" in k)
 
 
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
 def test_resume_after_a_kill_reproduces_the_uninterrupted_run(seed3, tmp_path_factory):
     cut = _run(tmp_path_factory, "cut", seed=3, kill_at=640)  # after the checkpoint at 640
     assert read_eval(cut).total_step.max() == 512
