@@ -51,6 +51,7 @@ from baselines_sb3.jax_options import (
     JAX_LEARNER,
     TORCH_ONLY_JOB_OPTIONS,
     check_no_jax_options,
+    make_config,
     resolve_jax,
     route_jax_overrides,
     torch_only_options,
@@ -246,8 +247,9 @@ def resolve_job(
         overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
-    if learner == JAX_LEARNER and "num_envs" in hp["learner"]:
+    if learner == JAX_LEARNER:
         hp["learner"]["num_envs"] = n_envs
+        make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
     meal_suite = None
     if meal:
         meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
