@@ -330,6 +330,21 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
         )
 
 
+def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
+    """``_check_run_dir`` for every directory of a run; resuming several seeds needs one of
+    them to hold a run (a kill while the first files were written may leave the others
+    unstarted: they start over with the rest)."""
+    from cl_suites.core.runlog import METADATA_FILE
+
+    started = [d for d in run_dirs if (d / METADATA_FILE).exists()]
+    if not resume or not started:
+        for run_dir in run_dirs:
+            _check_run_dir(run_dir, resume)
+        return
+    for run_dir in run_dirs:
+        _check_run_dir(run_dir, run_dir in started)
+
+
 def _resolve(config: RunConfig) -> Any:
     """``baselines_sb3.main_job.resolve_job`` for the config (everything checked, nothing
     built or written)."""
@@ -426,8 +441,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if config.method == "random" and args.resume:
         raise CLIError("random-agent runs are not resumable; start a new --run-dir")
-    for one_dir in _run_dirs(config, run_dir):
-        _check_run_dir(one_dir, args.resume)
+    _check_run_dirs(_run_dirs(config, run_dir), args.resume)
     if config.method != "random" and (not config.is_meal or config.seeds is not None):
         spec = _resolve(config)  # every bad value fails here, before the run dir exists
         if spec.method == "clear":

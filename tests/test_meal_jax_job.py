@@ -333,3 +333,16 @@ def test_sweep_worker_runs_a_seed_group_once_and_records_every_run(tmp_path, mon
     sdir = SweepDir(tmp_path)
     assert [sdir.read_status(n)["state"] for n in names] == ["finished", "finished"]
     assert names[0] in sdir.log_file(names[1]).read_text()  # points at the group's log
+
+
+def test_resuming_several_seeds_needs_one_started_run_dir(tmp_path):
+    from cl_suites.cli import CLIError, _check_run_dirs
+
+    dirs = [tmp_path / "seed-0", tmp_path / "seed-1"]
+    with pytest.raises(CLIError, match="cannot resume .*seed-0: the directory does not exist"):
+        _check_run_dirs(dirs, resume=True)
+    dirs[0].mkdir()
+    (dirs[0] / "metadata.json").write_text(json.dumps({"suite_id": "CLSuite/MEAL-2-v0"}))
+    _check_run_dirs(dirs, resume=True)  # seed-1 had not started: it starts with the rest
+    with pytest.raises(CLIError, match="seed-0 already holds a run"):
+        _check_run_dirs(dirs, resume=False)
