@@ -6,7 +6,12 @@ the suite's training env and its SB3 view, the learner with the CL method
 ``Evaluator`` (greedy policy), logs training episodes, checkpoints periodically, resumes
 after a kill, and writes the metrics report at the end.
 
-The multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
+MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
+``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
+shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
+report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
+program, one run directory each. With ``learner="ppo"`` (SB3/torch)
+the multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
 (``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing,
 i.e. IPPO), MEAL's eval env source (all kitchens in one jitted call, sparse delivery
 returns) and the score normalisers in the metadata. Their steps are **env steps** (one
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +47,16 @@ from baselines_sb3.checkpoint import (
 )
 from baselines_sb3.cl import METHODS, attach_method, make_method
 from baselines_sb3.cl.clear import replay_storage
-from baselines_sb3.factory import LEARNERS, build_model, wrap_env
+from baselines_sb3.factory import LEARNERS, build_model, learner_class, wrap_env
+from baselines_sb3.jax_options import (
+    JAX_LEARNER,
+    TORCH_ONLY_JOB_OPTIONS,
+    check_no_jax_options,
+    make_config,
+    resolve_jax,
+    route_jax_overrides,
+    torch_only_options,
+)
 from baselines_sb3.option_specs import check_options, job_size_warnings
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
@@ -87,6 +102,9 @@ override those.
 * ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
   updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
+* ``device``, ``vectorization_mode``, ``replay_on_disk``, ``torch_threads``,
+  ``update_threads``: options of the torch learners only (refused with ``ppo-jax``,
+  which takes its device from JAX, ``JAX_PLATFORMS``); ``wandb`` too for now.
 * ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
   MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
   torch's OpenMP workers, which keep spinning after each operation, then take the cores
@@ -97,7 +115,8 @@ override those.
   then, so the cores are free: 1.1-1.25x training env-steps/s on MEAL-2 at 16-256 envs.
 """
 
-MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
+MEAL_LEARNERS: tuple[str, ...] = (JAX_LEARNER, "ppo")
+"""Learners of MEAL suites: the JAX IPPO (default) and the SB3/torch IPPO."""
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
 """Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
 every episode to random agent positions, inventories and pot states (its Overcooked's
@@ -212,14 +231,25 @@ def resolve_job(
         info = find_suite(suite)
     preset_suite = "MEAL" if meal else info.name
     learner = learner or presets.default_learner(preset_suite, preset)
-    _check_choice("learner", learner, LEARNERS)
-    if meal:
-        _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
-    hp = presets.resolve(preset_suite, learner, method, preset)
+    valid = MEAL_LEARNERS if meal else LEARNERS
+    if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
+        raise ValueError(
+            f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
+        )
+    _check_choice("learner", learner, valid)
+    hp = presets.resolve(preset_suite, "ppo" if learner == JAX_LEARNER else learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    overrides = presets.route_overrides(hp, learner, method, overrides)
+    if learner == JAX_LEARNER:
+        hp, overrides = _resolve_jax_learner(hp, method, job, overrides)
+    else:
+        if meal:
+            check_no_jax_options(overrides, learner)
+        overrides = presets.route_overrides(hp, learner, method, overrides)
     suite_kwargs = {**hp["suite_defaults"], **overrides}
     n_envs = int(num_envs or hp["num_envs"])
+    if learner == JAX_LEARNER:
+        hp["learner"]["num_envs"] = n_envs
+        make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
     meal_suite = None
     if meal:
         meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
@@ -242,6 +272,47 @@ def resolve_job(
     )
 
 
+def _resolve_jax_learner(
+    hp: dict[str, Any], method: str, job: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
+    ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
+    if job.get("wandb"):
+        raise ValueError(
+            f"option 'wandb' is not available with learner {JAX_LEARNER!r} yet (eval and "
+            "episode returns go to TensorBoard with --tensorboard); run with --learner ppo"
+        )
+    torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
+    if torch_job:
+        raise ValueError(
+            f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner 'ppo', "
+            f"not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
+        )
+    torch_only = torch_only_options(hp, presets.accepted_options(learner_class("ppo")))
+    values = resolve_jax(hp, method)
+    if "cl_method" in overrides:
+        raise ValueError("set the CL method with --method, not with the option cl_method")
+    overrides = route_jax_overrides(values, overrides, torch_only)
+    for key in ("multi_head", "task_id_input"):
+        if key in job and key in values:
+            values[key] = bool(job[key])
+    jax_hp = {
+        "learner": values,
+        "method": {},
+        "num_envs": hp["num_envs"],
+        "multi_head": bool(values.get("multi_head", hp["multi_head"])),
+        "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
+        "suite_defaults": hp["suite_defaults"],
+    }
+    return jax_hp, overrides
+
+
+def rollout_steps(hp: dict[str, Any]) -> int:
+    """Steps per env in one PPO update (torch ``n_steps``, JAX ``num_steps``)."""
+    learner = hp["learner"]
+    return int(learner.get("n_steps", learner.get("num_steps", 1)))
+
+
 def _resolve_meal_suite(
     info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
 ) -> tuple[Any, dict[str, Any]]:
@@ -253,7 +324,7 @@ def _resolve_meal_suite(
             f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
         )
     kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
-    rollout = int(hp["learner"].get("n_steps", 1)) * n_envs
+    rollout = rollout_steps(hp) * n_envs
     requested = check_positive_int(
         "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
     )
@@ -277,6 +348,7 @@ def run_main_job(
     resume: bool,
     num_envs: int | None,
     overrides: dict[str, Any],
+    seeds: Sequence[int] | None = None,
 ) -> Path:
     """Train ``learner`` + ``method`` over ``suite`` and write the run directory.
 
@@ -284,7 +356,8 @@ def run_main_job(
         suite: suite name or id (``"Procgen6"``, ``"CLSuite/Diagnostic-v0"``, ``"MEAL-20"``).
         method: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``, ``pnc`` or ``clear``
             (MEAL: ``ft``, ``ewc``, ``online-ewc``, ``l2``, ``mas``).
-        learner: ``ppo`` or ``vtrace``; ``None``: the suite's default under ``preset``.
+        learner: ``ppo`` or ``vtrace`` (MEAL: ``ppo-jax`` or ``ppo``); ``None``: the
+            suite's default under ``preset`` (MEAL: ``ppo-jax``).
         preset: ``paper`` or ``small`` (tiny budgets/networks for a few-minute CPU run).
         seed: run seed (envs, network init, sampling, evaluation; MEAL's kitchens too
             unless ``layout_seed`` is given).
@@ -294,22 +367,30 @@ def run_main_job(
         num_envs: envs of the training env (default: the preset's).
         overrides: suite kwargs (``steps_per_task``, ``cycles``, ``eval_every``, ...), job
             options (``JOB_OPTIONS``) and learner/method hyperparameters.
+        seeds: train these run seeds vmapped in one program (MEAL, learner ``ppo-jax``)
+            instead of ``seed``; each writes the ordinary run directory
+            ``run_dir/seed-<s>`` (see :func:`run_seed_group`).
 
     Returns:
         ``run_dir``.
     """
-    spec = resolve_job(
-        suite=suite,
-        method=method,
-        learner=learner,
-        preset=preset,
-        num_envs=num_envs,
-        overrides=overrides,
-        seed=seed,
-    )
+    run_dir = Path(run_dir)
+    kwargs = dict(suite=suite, method=method, learner=learner, preset=preset, num_envs=num_envs)
+    if seeds is not None:
+        run_seed_group(
+            **kwargs,
+            seeds=seeds,
+            run_dirs=seed_run_dirs(run_dir, seeds),
+            resume=resume,
+            overrides=overrides,
+        )
+        return run_dir
+    spec = resolve_job(**kwargs, overrides=overrides, seed=seed)
     for line in job_size_warnings(spec):
         print(f"warning: {line}", file=sys.stderr, flush=True)
-    run_dir = Path(run_dir)
+    if spec.learner == JAX_LEARNER:
+        _run_jax([spec], [int(seed)], [run_dir], resume)
+        return run_dir
     sequence, job, hp, n_envs = spec.sequence, spec.job, spec.hp, spec.num_envs
     agents = spec.num_agents
     schedule = sequence.schedule(n_envs)
@@ -352,16 +433,7 @@ def run_main_job(
     )
     configure_logger(model, run_dir, job, run_log=run_log)  # --tensorboard / --wandb
     cl_callback = attach_method(model, cl, env)
-    evaluator = Evaluator(
-        sequence,
-        seed=int(seed),
-        run_log=run_log,
-        vectorization_mode=job.get("vectorization_mode", "sync"),
-        first_eval_step=0 if spec.eval_at_start() else None,
-        segments=schedule if spec.eval_per_task() else None,
-        env_source=eval_source,
-        video=_video_recorder(run_dir, job, schedule),
-    )
+    evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, eval_source)
     if cl.needs_fresh_episodes:  # e.g. MEAL's Fisher: 5 fresh episodes x 500 steps
         cl.set_episode_source(
             make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
@@ -424,6 +496,154 @@ def run_main_job(
             cl.buffer.close()
     _write_report(run_dir, job)
     return run_dir
+
+
+def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
+    """The run directories of a several-seed run: ``run_dir/seed-<s>`` per seed."""
+    return [Path(run_dir) / f"seed-{int(s)}" for s in seeds]
+
+
+def resolve_seed_group(
+    *,
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    seeds: Sequence[int],
+    num_envs: int | None,
+    overrides: dict[str, Any] | None,
+) -> list[JobSpec]:
+    """The ``JobSpec`` of every seed of a several-seed run, checked, building nothing.
+
+    The seeds train on one set of kitchens: ``layout_seed`` when ``overrides`` gives it,
+    else the first seed's (a MEAL run's kitchens otherwise follow its seed; seed ``s`` of
+    the group equals the single-seed run ``--seed s --set layout_seed=<that>``). Raises
+    ``ValueError`` for duplicate or bad seeds, and for a suite or learner that cannot
+    train seeds in one program (only MEAL with ``ppo-jax``).
+    """
+    from cl_suites.config import check_seeds
+
+    seeds = check_seeds(seeds)
+    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
+    if is_meal_id(suite):
+        overrides.setdefault("layout_seed", seeds[0])
+    specs = [
+        resolve_job(
+            suite=suite,
+            method=method,
+            learner=learner,
+            preset=preset,
+            num_envs=num_envs,
+            overrides=overrides,
+            seed=s,
+        )
+        for s in seeds
+    ]
+    spec = specs[0]
+    if spec.meal is None or spec.learner != JAX_LEARNER:
+        raise ValueError(
+            f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
+            f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
+            "one, e.g. with cl-suites sweep --seeds)"
+        )
+    return specs
+
+
+def run_seed_group(
+    *,
+    suite: str,
+    method: str,
+    learner: str | None = None,
+    preset: str,
+    seeds: Sequence[int],
+    run_dirs: Sequence[Path],
+    resume: bool,
+    num_envs: int | None,
+    overrides: dict[str, Any],
+) -> list[Path]:
+    """Train ``seeds`` of one MEAL configuration vmapped in one program (``ppo-jax``);
+    seed ``seeds[i]`` writes the ordinary run directory ``run_dirs[i]``. See
+    :func:`resolve_seed_group` for the kitchens; ``resume`` continues every seed from
+    their newest common checkpoint."""
+    specs = resolve_seed_group(
+        suite=suite,
+        method=method,
+        learner=learner,
+        preset=preset,
+        seeds=seeds,
+        num_envs=num_envs,
+        overrides=overrides,
+    )
+    if len(run_dirs) != len(specs):
+        raise ValueError(
+            f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"
+        )
+    run_dirs = [Path(d) for d in run_dirs]
+    _run_jax(specs, [int(s) for s in seeds], run_dirs, resume)
+    return run_dirs
+
+
+def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
+    """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
+    from baselines_sb3.jax_job import run_jax_job
+    from cl_suites.meal.evaluation import MealEvalSource
+
+    schedule = specs[0].sequence.schedule(specs[0].num_envs)
+    if resume:
+        for spec, seed, run_dir in zip(specs, seeds, run_dirs, strict=True):
+            if (run_dir / METADATA_FILE).exists():
+                _check_resumable(run_dir, _metadata(spec, seed, schedule))
+
+    def open_run(
+        spec: JobSpec, seed: int, run_dir: Path, resume: bool, initial_step: int
+    ) -> tuple[RunLog, Evaluator, RunProgress]:
+        job = spec.job
+        run_log = RunLog(
+            run_dir,
+            _metadata(spec, seed, schedule),
+            resume=resume,
+            tensorboard=bool(job.get("tensorboard")),
+        )
+        try:
+            source = MealEvalSource(spec.meal)
+            evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, source)
+            progress = RunProgress(
+                schedule,
+                run_dir=run_dir,
+                show=bool(job.get("progress", False)) and run_dir == run_dirs[0],
+                unit="env steps",
+                initial_step=initial_step,
+            )
+        except BaseException:
+            run_log.close()
+            raise
+        return run_log, evaluator, progress
+
+    run_jax_job(specs, seeds, run_dirs, resume, open_run)
+    for run_dir in run_dirs:
+        _write_report(run_dir, specs[0].job)
+
+
+def _evaluator(
+    spec: JobSpec,
+    seed: int,
+    run_log: RunLog,
+    run_dir: Path,
+    schedule: tuple[Segment, ...],
+    eval_source: Any,
+) -> Evaluator:
+    """The run's evaluator: the suite's cadence (MEAL: per task, no step-0 evaluation),
+    its env source, videos when asked."""
+    return Evaluator(
+        spec.sequence,
+        seed=int(seed),
+        run_log=run_log,
+        vectorization_mode=spec.job.get("vectorization_mode", "sync"),
+        first_eval_step=0 if spec.eval_at_start() else None,
+        segments=schedule if spec.eval_per_task() else None,
+        env_source=eval_source,
+        video=_video_recorder(run_dir, spec.job, schedule),
+    )
 
 
 def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:

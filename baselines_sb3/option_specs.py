@@ -231,7 +231,7 @@ def observation_bytes(space: Any) -> int | None:
 
 def job_size_warnings(spec: Any) -> list[str]:
     """:func:`size_warnings` of a resolved run (``main_job.JobSpec``)."""
-    meal = spec.meal is not None
+    meal, learner = spec.meal is not None, spec.hp["learner"]
     if meal:
         obs = 4 * math.prod(spec.meal.obs_shape)
     else:
@@ -241,7 +241,7 @@ def job_size_warnings(spec: Any) -> list[str]:
         step_unit="env steps" if meal else "agent steps",
         num_envs=spec.num_envs,
         agents=spec.num_agents,
-        n_steps=int(spec.hp["learner"].get("n_steps", 1)),
+        n_steps=int(learner.get("n_steps", learner.get("num_steps", 1))),  # torch / ppo-jax
         obs_bytes=obs,
         cpu_bound=not meal,
     )

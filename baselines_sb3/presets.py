@@ -308,10 +308,12 @@ def _check_preset(preset: str) -> None:
 
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run of ``suite`` under ``preset`` uses when none is named: V-trace
-    (IMPALA) on the CORA suites, PPO (IPPO) on MEAL and on Diagnostic, under both presets
+    (IMPALA) on the CORA suites, the JAX IPPO (``ppo-jax``, MEAL's design: rollout and
+    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under both presets
     (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO)."""
     _check_preset(preset)
-    return "vtrace" if suite_family(suite) == "cora" else "ppo"
+    family = suite_family(suite)
+    return {"cora": "vtrace", "meal": "ppo-jax"}.get(family, "ppo")
 
 
 def _chores(name: str) -> bool:

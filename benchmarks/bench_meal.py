@@ -1,6 +1,17 @@
-"""MEAL speed: our IPPO main job against MEAL's own JAX IPPO, side by side in one run.
+"""MEAL speed: our IPPO learners against MEAL's own JAX IPPO, side by side in one run.
 
-**Training** (issue 15 item 8; the default). Training env-steps/s of ``cl-suites run
+**Training** (issues 15 item 8 and 20 item 7; the default). Sides (``--sides``, default
+``meal jax jax-seeds``): ``meal``, MEAL's trainer; ``jax``, our JAX learner (``ppo-jax``,
+``baselines_jax.JaxIPPO``, the default learner of ``cl-suites run --suite MEAL-N``) with
+one seed; ``jax-seeds``, the same with ``--seeds`` K seeds vmapped in one program (its
+rate counts the env steps of every seed; K MEAL runs one after another run at one MEAL
+run's rate, so the ratio to ``meal`` is the speed-up over them); ``ours``, the torch
+learner's main job (below). The JAX sides call ``train`` twice per task with
+``--updates`` updates: the first call compiles (the learner's own compile time is
+reported), the second is timed as training (the same compiled program; no evaluation).
+Targets: ``jax`` >= 1.0x MEAL at 16 envs; ``jax-seeds`` (K=5) >= 2.0x.
+
+The torch side (``ours``): training env-steps/s of ``cl-suites run
 --suite MEAL-2 --method ft --preset paper`` (the real ``run_main_job``: 16 envs x 128
 steps per update, 8 epochs x 8 minibatches, MEAL's network) against MEAL's paper-time
 ``baselines/IPPO_CL.py`` with the same settings (``--cl-method ft --seq-length 2
@@ -27,7 +38,9 @@ MEAL's code is never copied into this project; get a checkout of it and pass its
 
     git clone https://github.com/TTomilin/MEAL /tmp/meal && git -C /tmp/meal checkout 7d81858
     python benchmarks/bench_meal.py --meal-repo /tmp/meal [--num-envs 16 256 1024]
-        [--updates 8 4 2] [--repeats 3]
+        [--updates 8 4 2] [--repeats 3] [--sides meal jax jax-seeds ours] [--seeds 5]
+    python benchmarks/bench_meal.py --sides jax jax-seeds --num-envs 16 --updates 2 \
+        --repeats 1     # our JAX sides alone, no MEAL checkout needed
 
 MEAL's script is imported from that checkout and run with runtime patches only (no file
 is edited): its forced ``jax_platform_name="gpu"`` is skipped (CPU runs), W&B is
@@ -177,8 +190,9 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
 # ----------------------------------------------------------------------------- our side
 def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
-    """``run_main_job`` on MEAL-2 (ft, paper preset); per task: first update (compile and
-    warm-up) and the next ``updates`` updates, timed at the end of each PPO update."""
+    """``run_main_job`` on MEAL-2 with the torch learner (ft, paper preset); per task:
+    first update (compile and warm-up) and the next ``updates`` updates, timed at the end
+    of each PPO update."""
     import torch as th
 
     from baselines_sb3 import learners
@@ -205,6 +219,7 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
         run_main_job(
             suite="MEAL-2",
             method="ft",
+            learner="ppo",
             preset="paper",
             seed=0,
             run_dir=run_dir,
@@ -235,8 +250,56 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
     return {"tasks": results}
 
 
+def run_jax(num_envs: int, updates: int, tasks: int, seeds: int) -> dict:
+    """Our JAX learner (``ppo-jax``: ``baselines_jax.JaxIPPO``, the learner of
+    ``cl-suites run --suite MEAL-2``) on MEAL-2 (ft, paper preset) with ``seeds`` seeds
+    vmapped in one program; per task: a first ``train`` call of ``updates`` updates
+    (compiles; ``compile_s`` is the learner's own compile time), then a second one,
+    timed as training (the same compiled program)."""
+    import jax
+
+    from baselines_sb3.jax_options import jax_api, make_config
+    from baselines_sb3.main_job import resolve_job
+
+    spec = resolve_job(
+        suite="MEAL-2",
+        method="ft",
+        learner="ppo-jax",
+        preset="paper",
+        num_envs=num_envs,
+        overrides={"steps_per_task": 2 * (updates + 1) * num_envs * N_STEPS},
+        seed=0,
+    )
+    learner = jax_api().JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(range(seeds)))
+    started = time.perf_counter()
+    state = learner.init_state()
+    results = []
+    for task in range(tasks):
+        compiled = learner.compile_seconds
+        state, _ = learner.train(state, task, updates)
+        jax.block_until_ready(state)
+        first_s = time.perf_counter() - started
+        t1, c1 = time.perf_counter(), time.process_time()
+        state, _ = learner.train(state, task, updates)
+        jax.block_until_ready(state)
+        t2, c2 = time.perf_counter(), time.process_time()
+        results.append(
+            {
+                "compile_s": learner.compile_seconds - compiled,
+                "first_call_s": first_s,
+                "train_s": t2 - t1,
+                "train_cpu_s": c2 - c1,
+                "updates": updates * seeds,  # env steps of every seed count
+            }
+        )
+        state = learner.end_task(state, task)
+        jax.block_until_ready(state)
+        started = time.perf_counter()
+    return {"tasks": results}
+
+
 def _rate(result: dict, num_envs: int) -> float:
-    """Training env-steps/s over the timed tasks."""
+    """Training env-steps/s over the timed tasks (all seeds of a vmapped run together)."""
     steps = sum(t["updates"] for t in result["tasks"]) * num_envs * N_STEPS
     return steps / sum(t["train_s"] for t in result["tasks"])
 
@@ -261,6 +324,8 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
     ]
     if side == "meal":
         command += ["--meal-repo", str(args.meal_repo)]
+    if side == "jax-seeds":
+        command += ["--seeds", str(args.seeds)]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=pythonpath)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -271,45 +336,63 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
     return json.loads(lines[-1][len("BENCH_RESULT ") :])
 
 
+SIDES: dict[str, str] = {
+    "meal": "MEAL IPPO_CL.py",
+    "ours": "torch run_main_job",
+    "jax": "ppo-jax, 1 seed",
+    "jax-seeds": "ppo-jax, K seeds",
+}
+"""The sides of the training comparison (``--sides``)."""
+
+
 def bench_training(args: argparse.Namespace) -> None:
     updates = list(args.updates) + [args.updates[-1]] * (len(args.num_envs) - len(args.updates))
     rows = []
     for num_envs, n_updates in zip(args.num_envs, updates, strict=False):
-        best: dict[str, dict | None] = {"meal": None, "ours": None}
+        best: dict[str, dict | None] = {side: None for side in args.sides}
         for repeat in range(args.repeats):
-            order = ("meal", "ours") if repeat % 2 == 0 else ("ours", "meal")
+            order = args.sides if repeat % 2 == 0 else args.sides[::-1]
             for side in order:
                 result = _child(side, args, num_envs, n_updates)
                 rate = _rate(result, num_envs)
                 print(
-                    f"  {num_envs:5d} envs  {side:4s} run {repeat + 1}: {rate:9,.0f} env-steps/s "
+                    f"  {num_envs:5d} envs  {side:9s} run {repeat + 1}: {rate:9,.0f} env-steps/s "
                     f"(compile {result['tasks'][0]['compile_s']:.1f} s)",
                     flush=True,
                 )
                 if best[side] is None or rate > _rate(best[side], num_envs):
                     best[side] = result
-        meal, ours = _rate(best["meal"], num_envs), _rate(best["ours"], num_envs)
-        rows.append((num_envs, meal, ours, best))
+        rows.append((num_envs, best))
+    _print_training(args, rows)
+
+
+def _print_training(args: argparse.Namespace, rows: list[tuple[int, dict]]) -> None:
+    k = args.seeds
     print(f"\nMEAL-2 ft, 128 steps/update, 8 epochs x 8 minibatches; best of {args.repeats}")
-    print(" envs | MEAL IPPO_CL.py (JAX) | ours (run_main_job) | ratio | compile MEAL / ours")
-    for num_envs, meal, ours, best in rows:
-        compile_meal = best["meal"]["tasks"][0]["compile_s"]
-        compile_ours = best["ours"]["tasks"][0]["compile_s"]
-        print(
-            f" {num_envs:4d} | {meal:15,.0f} /s    | {ours:13,.0f} /s     | {ours / meal:5.2f} "
-            f"| {compile_meal:5.1f} s / {compile_ours:4.1f} s"
-        )
-    print("\nseconds per update: MEAL (rollout and epochs in one XLA program) | ours: rollout +")
-    print("PPO epochs | ratio if our rollout cost nothing (MEAL update / our epochs)")
-    for num_envs, _meal, _ours, best in rows:
-        meal_update = _per_update(best["meal"], "train_s")
-        epochs = _per_update(best["ours"], "epochs_s")
-        rollout = _per_update(best["ours"], "train_s") - epochs
-        print(
-            f" {num_envs:4d} | {meal_update:6.3f} s | {rollout:6.3f} s + {epochs:6.3f} s "
-            f"| {meal_update / epochs:5.2f}"
-        )
-    print(f"target: ratio >= 1.0 at 16 envs; load average now {os.getloadavg()[0]:.2f}")
+    print("training env-steps/s (compile apart, seconds in brackets); jax-seeds: all K seeds")
+    print(" envs | " + " | ".join(f"{SIDES[s].replace('K', str(k))}" for s in args.sides))
+    for num_envs, best in rows:
+        cells = [
+            f"{_rate(best[s], num_envs):10,.0f} ({best[s]['tasks'][0]['compile_s']:5.1f} s)"
+            for s in args.sides
+        ]
+        print(f" {num_envs:4d} | " + " | ".join(cells))
+    if "meal" not in args.sides:
+        return
+    print("\nratios to MEAL (target: single seed >= 1.0 at 16 envs; K seeds in one program")
+    print(f">= 2.0 x {k} MEAL runs one after another, whose rate is one MEAL run's)")
+    for num_envs, best in rows:
+        meal = _rate(best["meal"], num_envs)
+        ratios = [f"{s} {_rate(best[s], num_envs) / meal:5.2f}" for s in args.sides if s != "meal"]
+        print(f" {num_envs:4d} | " + " | ".join(ratios))
+    if "ours" in args.sides:
+        print("\nseconds per update: MEAL | torch ours: rollout + PPO epochs")
+        for num_envs, best in rows:
+            meal_update = _per_update(best["meal"], "train_s")
+            epochs = _per_update(best["ours"], "epochs_s")
+            rollout = _per_update(best["ours"], "train_s") - epochs
+            print(f" {num_envs:4d} | {meal_update:6.3f} s | {rollout:6.3f} s + {epochs:6.3f} s")
+    print(f"load average now {os.getloadavg()[0]:.2f}")
 
 
 # ----------------------------------------------------------------------------- env level
@@ -440,20 +523,33 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400, help="--env: steps per vector rollout")
     parser.add_argument("--single-steps", type=int, default=2000, help="--env: single-env steps")
     parser.add_argument("--layout", default="cramped_room", help="--env: preset kitchen")
-    parser.add_argument("--child", choices=("meal", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=tuple(SIDES),
+        default=["meal", "jax", "jax-seeds"],
+        help="what to time: " + "; ".join(f"{k}: {v}" for k, v in SIDES.items()),
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="K of the jax-seeds side")
+    parser.add_argument("--child", choices=tuple(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         n, updates = args.num_envs[0], args.updates[0]
         if args.child == "meal":
             result = run_meal(args.meal_repo, n, updates, args.tasks)
-        else:
+        elif args.child == "ours":
             result = run_ours(n, updates, args.tasks)
+        else:
+            seeds = args.seeds if args.child == "jax-seeds" else 1
+            result = run_jax(n, updates, args.tasks, seeds)
         print("BENCH_RESULT " + json.dumps(result), flush=True)
         return
     if args.env:
         bench_env(args)
         return
-    if args.meal_repo is None or not (args.meal_repo / "baselines" / "IPPO_CL.py").exists():
+    if "meal" in args.sides and (
+        args.meal_repo is None or not (args.meal_repo / "baselines" / "IPPO_CL.py").exists()
+    ):
         parser.error(
             "--meal-repo must be a checkout of TTomilin/MEAL at 7d81858 (with "
             "baselines/IPPO_CL.py); see this script's docstring"

@@ -47,7 +47,7 @@ from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
-LEARNERS = ("ppo", "vtrace")
+LEARNERS = ("ppo", "vtrace", "ppo-jax")
 PRESETS = ("paper", "small")
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -232,6 +232,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         "learner": args.learner,
         "preset": args.preset,
         "seed": args.seed,
+        "seeds": args.seeds,
         "run_dir": args.run_dir,
         "num_envs": args.num_envs,
         "vectorization_mode": args.vectorization_mode,
@@ -250,12 +251,40 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     else:
         find_suite(config.suite)
     check_options(config)
+    if config.seeds is not None:
+        _check_seeds_run(config)
     return config
+
+
+def _check_seeds_run(config: RunConfig) -> None:
+    """``--seeds`` trains in one program: refuse what cannot (before anything is built)."""
+    if config.sources.get("seed", "default") != "default":
+        raise ConfigError(
+            f"give --seed ({config.seed}) or --seeds ({' '.join(map(str, config.seeds))}), not both"
+        )
+    if config.method == "random" or not config.is_meal:
+        raise ConfigError(
+            f"--seeds trains several seeds in one program with learner ppo-jax on MEAL suites; "
+            f"for --suite {config.suite} --method {config.method} run the seeds one by one "
+            "(cl-suites sweep --seeds 0-4 runs them in parallel)"
+        )
 
 
 def _default_run_dir(config: RunConfig) -> Path:
     suite_name = config.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
+    if config.seeds is not None:
+        return Path(f"runs/{suite_name}-{config.method}-seeds")
     return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
+
+
+def _run_dirs(config: RunConfig, run_dir: Path) -> list[Path]:
+    """The run directories a ``run`` writes: ``run_dir``, or ``run_dir/seed-<s>`` per seed
+    of ``--seeds``."""
+    if config.seeds is None:
+        return [run_dir]
+    from baselines_sb3.main_job import seed_run_dirs
+
+    return seed_run_dirs(run_dir, config.seeds)
 
 
 def _check_run_dir(run_dir: Path, resume: bool) -> None:
@@ -302,25 +331,44 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
         )
 
 
+def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
+    """``_check_run_dir`` for every directory of a run; resuming several seeds needs one of
+    them to hold a run (a kill while the first files were written may leave the others
+    unstarted: they start over with the rest)."""
+    from cl_suites.core.runlog import METADATA_FILE
+
+    started = [d for d in run_dirs if (d / METADATA_FILE).exists()]
+    if not resume or not started:
+        for run_dir in run_dirs:
+            _check_run_dir(run_dir, resume)
+        return
+    for run_dir in run_dirs:
+        _check_run_dir(run_dir, run_dir in started)
+
+
 def _resolve(config: RunConfig) -> Any:
     """``baselines_sb3.main_job.resolve_job`` for the config (everything checked, nothing
     built or written)."""
-    from baselines_sb3.main_job import resolve_job
+    from baselines_sb3.main_job import resolve_job, resolve_seed_group
 
-    return resolve_job(
+    kwargs = dict(
         suite=config.suite,
         method=config.method,
         learner=config.learner,
         preset=config.preset,
         num_envs=config.num_envs,
         overrides=dict(config.options),
-        seed=config.seed,
     )
+    if config.seeds is not None:
+        return resolve_seed_group(**kwargs, seeds=config.seeds)[0]
+    return resolve_job(**kwargs, seed=config.seed)
 
 
 def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     """What ``--print-config`` prints."""
-    head = {"seed": config.seed, "run_dir": str(run_dir)}
+    head: dict[str, Any] = {"seed": config.seed, "run_dir": str(run_dir)}
+    if config.seeds is not None:
+        head = {"seeds": config.seeds, "run_dirs": [str(d) for d in _run_dirs(config, run_dir)]}
     if config.method == "random":
         info = find_suite(config.suite)
         options = dict(config.options)
@@ -394,8 +442,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if config.method == "random" and args.resume:
         raise CLIError("random-agent runs are not resumable; start a new --run-dir")
-    _check_run_dir(run_dir, args.resume)
-    if config.method != "random" and not config.is_meal:
+    _check_run_dirs(_run_dirs(config, run_dir), args.resume)
+    if config.method != "random" and (not config.is_meal or config.seeds is not None):
         spec = _resolve(config)  # every bad value fails here, before the run dir exists
         if spec.method == "clear":
             _check_replay_memory(spec, run_dir)
@@ -407,7 +455,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if config.method == "random":
             message = "random-agent runs cannot be resumed; delete it and run again"
-        elif (run_dir / METADATA_FILE).exists():
+        elif any((d / METADATA_FILE).exists() for d in _run_dirs(config, run_dir)):
             command = _resume_command(args.argv, run_dir)
             message = f"continue it with: {command}"
         else:
@@ -444,6 +492,7 @@ def _start(config: RunConfig, run_dir: Path, resume: bool) -> None:
         resume=resume,
         num_envs=config.num_envs,
         overrides={"progress": True, **options},
+        seeds=config.seeds,
     )
 
 
@@ -455,13 +504,22 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--learner",
         choices=LEARNERS,
-        help="learner (default: the suite's, see baselines_sb3.presets.default_learner)",
+        help="learner (default: the suite's: vtrace on CORA's suites, ppo-jax, the JAX IPPO, "
+        "on MEAL, ppo on Diagnostic; ppo on MEAL is the SB3/torch IPPO)",
     )
     what.add_argument(
         "--preset", choices=PRESETS, help=f"hyperparameter preset (default: {d['preset']})"
     )
     what.add_argument(
         "--seed", type=_seed, help=f"run seed, an integer in [0, 2**32 - 1] (default: {d['seed']})"
+    )
+    what.add_argument(
+        "--seeds",
+        nargs="+",
+        metavar="SEED",
+        help="train these seeds vmapped in one program (MEAL, learner ppo-jax) on one set "
+        "of kitchens (layout_seed, default: the first seed's); seed s writes the run "
+        "directory RUN_DIR/seed-<s> (default RUN_DIR: runs/<suite>-<method>-seeds)",
     )
     what.add_argument("--run-dir", help="run directory (default: runs/<suite>-<method>-s<seed>)")
     what.add_argument(
@@ -503,6 +561,7 @@ examples:
   cl-suites run --suite Diagnostic --method ewc --preset small
   cl-suites run --config my-run.toml --set learning_rate=3e-4 --tensorboard
   cl-suites run --suite Procgen6 --method clear --learner vtrace --print-config
+  cl-suites run --suite MEAL-2 --method ewc --seeds 0 1 2 3 4   # 5 seeds in one program
   cl-suites run --run-dir runs/Procgen6-clear-s0 --suite Procgen6 --method clear --resume
 """
 

@@ -2,7 +2,7 @@
 
 A configuration is one flat mapping. The *run keys* choose what runs::
 
-    suite, method, learner, preset, seed, run_dir, num_envs
+    suite, method, learner, preset, seed, seeds, run_dir, num_envs
 
 and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
 ``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
@@ -45,7 +45,16 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-RUN_KEYS: tuple[str, ...] = ("suite", "method", "learner", "preset", "seed", "run_dir", "num_envs")
+RUN_KEYS: tuple[str, ...] = (
+    "suite",
+    "method",
+    "learner",
+    "preset",
+    "seed",
+    "seeds",
+    "run_dir",
+    "num_envs",
+)
 """Keys that choose what runs; every other key is an option (see the module docstring)."""
 
 RUN_DEFAULTS: dict[str, Any] = {
@@ -54,11 +63,13 @@ RUN_DEFAULTS: dict[str, Any] = {
     "learner": None,
     "preset": "paper",
     "seed": 0,
+    "seeds": None,
     "run_dir": None,
     "num_envs": None,
 }
 """Defaults of the run keys (``learner=None``: the suite's default learner under the preset;
-``num_envs=None``: the preset's; ``run_dir=None``: ``runs/<suite>-<method>-s<seed>``)."""
+``num_envs=None``: the preset's; ``run_dir=None``: ``runs/<suite>-<method>-s<seed>``;
+``seeds``: several run seeds trained in one program, MEAL with ``ppo-jax`` only)."""
 
 MAX_SEED = 2**32 - 1
 """Largest run seed (numpy's legacy seeding, which SB3 uses, takes 32-bit seeds)."""
@@ -82,6 +93,7 @@ class RunConfig:
 
     Attributes:
         suite / method / learner / preset / seed / run_dir / num_envs: the run keys.
+        seeds: several run seeds trained in one program (``None``: one run, ``seed``).
         options: every other key (suite kwargs, job options, hyperparameters).
         sources: where each key's value came from (``"default"``, ``"config"``,
             ``"--set"`` or ``"flag"``).
@@ -96,6 +108,7 @@ class RunConfig:
     num_envs: int | None
     options: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    seeds: list[int] | None = None
 
     @property
     def is_meal(self) -> bool:
@@ -113,6 +126,29 @@ def check_seed(value: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {value!r}")
     return seed
+
+
+def check_seeds(values: Any) -> list[int]:
+    """``values`` as the seeds of a several-seed run (``--seeds``): distinct integers in
+    ``[0, 2**32 - 1]``, at least one (``ConfigError`` naming the bad value otherwise)."""
+    if isinstance(values, (str, int)) or not hasattr(values, "__iter__"):
+        raise ConfigError(f"seeds must be a list of integers, e.g. [0, 1, 2], got {values!r}")
+    seeds = []
+    for value in values:
+        try:
+            seeds.append(check_seed(value))
+        except ConfigError:
+            raise ConfigError(
+                f"seeds must be integers in [0, {MAX_SEED}], got {value!r} in {list(values)}"
+            ) from None
+    if not seeds:
+        raise ConfigError("seeds is empty; give at least one seed, e.g. --seeds 0 1 2")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ConfigError(
+            f"seeds {seeds} repeat {', '.join(map(str, repeated))}; give each seed once"
+        )
+    return seeds
 
 
 def check_num_envs(value: Any) -> int:
@@ -262,6 +298,7 @@ def merge(
         num_envs=None if run["num_envs"] is None else check_num_envs(run["num_envs"]),
         options=merged,
         sources=sources,
+        seeds=None if run["seeds"] is None else check_seeds(run["seeds"]),
     )
 
 

@@ -22,7 +22,7 @@ from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
 
 th.set_num_threads(1)
 
-JOB = dict(suite="MEAL-2", learner=None, preset="small", seed=0, num_envs=4)
+JOB = dict(suite="MEAL-2", learner="ppo", preset="small", seed=0, num_envs=4)
 OVERRIDES = {
     "steps_per_task": 512,
     "eval_every": 256,
@@ -75,7 +75,7 @@ def test_run_seed_seeds_the_kitchens_and_layout_seed_fixes_them():
         spec = resolve_job(
             suite="MEAL-2",
             method="ft",
-            learner=None,
+            learner="ppo",
             preset="small",
             num_envs=4,
             overrides=overrides,
@@ -88,7 +88,7 @@ def test_run_seed_seeds_the_kitchens_and_layout_seed_fixes_them():
     assert walls(1, layout_seed=7) == walls(2, layout_seed=7) == walls(7)
     with pytest.raises(ValueError, match="layout_seed"):
         resolve_job(
-            suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+            suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
             overrides={"seed": 3}, seed=0,
         )  # fmt: skip
 
@@ -97,7 +97,7 @@ def test_meal_paper_defaults_budget_and_cadence():
     """Whole PPO updates per task (MEAL's num_updates = 1e7 // 128 // 16 = 4882), evaluation
     every 100 updates of each task with 10 episodes, no step-0 evaluation."""
     spec = resolve_job(
-        suite="CLSuite/MEAL-2-v0", method="ewc", learner=None, preset="paper", num_envs=None,
+        suite="CLSuite/MEAL-2-v0", method="ewc", learner="ppo", preset="paper", num_envs=None,
         overrides={}, seed=4,
     )  # fmt: skip
     assert spec.num_envs == 16 and spec.hp["learner"]["n_steps"] == 128
@@ -112,12 +112,12 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert config["suite"] == "CLSuite/MEAL-2-v0" and config["suite_kwargs"]["layout_seed"] == 4
     with pytest.raises(ValueError, match="less than one PPO update of 2048"):
         resolve_job(
-            suite="MEAL-2", method="ft", learner=None, preset="paper", num_envs=None,
+            suite="MEAL-2", method="ft", learner="ppo", preset="paper", num_envs=None,
             overrides={"steps_per_task": 2000}, seed=0,
         )  # fmt: skip
     with pytest.raises(ValueError, match="method for MEAL 'pnc'"):
         resolve_job(
-            suite="MEAL-2", method="pnc", learner=None, preset="paper", num_envs=None,
+            suite="MEAL-2", method="pnc", learner="ppo", preset="paper", num_envs=None,
             overrides={}, seed=0,
         )  # fmt: skip
 
@@ -145,7 +145,7 @@ def test_meal_runs_start_episodes_at_random_states(ft_run):
 
     def starts(**overrides):
         spec = resolve_job(
-            suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+            suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
             overrides={**OVERRIDES, **overrides}, seed=0,
         )  # fmt: skip
         env = _training_env(spec)[0]
@@ -162,7 +162,7 @@ def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
     from baselines_sb3.main_job import _training_env
 
     spec = resolve_job(
-        suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+        suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
     from baselines_sb3.factory import wrap_env
@@ -200,7 +200,7 @@ def _task0_drift(run_dir) -> float:
     from baselines_sb3.policies import OBS_KEY, TASK_KEY
 
     spec = resolve_job(
-        suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+        suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
     _, _, source = _training_env(spec)
@@ -286,7 +286,7 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
     from cl_suites.meal.evaluation import meal_evaluator
 
     spec = resolve_job(
-        suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4,
+        suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
     state = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ft_run))

@@ -7,7 +7,11 @@ bar is shown only when asked (the CLI asks; library calls stay quiet); the JSON 
 written whenever a run directory is given::
 
     {"state": "running" | "finished" | "failed", "total_step", "total_steps", "task_id",
-     "task_name", "cycle", "steps_per_s", "updated" (ISO time, UTC), "pid", "host"}
+     "task_name", "cycle", "steps_per_s", "compile_s", "updated" (ISO time, UTC), "pid",
+     "host"}
+
+``compile_s``: seconds the loop spent compiling (a JIT learner reports them with
+:meth:`RunProgress.add_compile_time`); they are kept out of ``steps_per_s``.
 
 It is replaced atomically (temporary file + rename), at most every 2 s and at the end.
 Steps are the run's unit (agent steps; env steps for MEAL).
@@ -68,6 +72,7 @@ class RunProgress:
         self.unit = unit
         self._start_step = self.total_step = int(initial_step)
         self._t0 = time.monotonic()
+        self.compile_s = 0.0
         self._written = self._drawn = -1e9
         self._bar: Any = None
         if show:
@@ -96,7 +101,13 @@ class RunProgress:
 
     @property
     def steps_per_s(self) -> float:
-        return (self.total_step - self._start_step) / max(time.monotonic() - self._t0, 1e-9)
+        """Steps per second of wall time since the loop started, compile time excluded."""
+        elapsed = time.monotonic() - self._t0 - self.compile_s
+        return (self.total_step - self._start_step) / max(elapsed, 1e-9)
+
+    def add_compile_time(self, seconds: float) -> None:
+        """Report ``seconds`` of compiling: shown apart, kept out of ``steps_per_s``."""
+        self.compile_s += max(float(seconds), 0.0)
 
     def update(self, total_step: int, force: bool = False) -> None:
         """Report that the run reached ``total_step`` (cheap; redraws and writes are
@@ -109,7 +120,8 @@ class RunProgress:
                 self._task,
                 completed=self.total_step,
                 description=self._label(),
-                rate=f"{self.steps_per_s:,.0f} {self.unit}/s",
+                rate=f"{self.steps_per_s:,.0f} {self.unit}/s"
+                + (f" (compile {self.compile_s:,.0f} s apart)" if self.compile_s else ""),
             )
         if self.path is not None and (force or now - self._written >= WRITE_EVERY_S):
             self._written = now
@@ -138,6 +150,7 @@ class RunProgress:
             "task_name": seg.task_name,
             "cycle": seg.cycle,
             "steps_per_s": round(self.steps_per_s, 3),
+            "compile_s": round(self.compile_s, 3),
             "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "pid": os.getpid(),
             "host": socket.gethostname(),

@@ -1,6 +1,7 @@
 """The sweep driver: check everything, start the runs as Ray tasks, watch, report.
 
-Each run is one Ray **task** (``execute_run``) with ``num_cpus=cpus_per_run``,
+Each run is one Ray **task** (``execute_group``; the seeds of one MEAL configuration that
+train in one program, ``seed_groups``, share one) with ``num_cpus=cpus_per_run``,
 ``num_gpus=gpus_per_run``, ``max_retries`` (re-run when its worker process or node
 dies; the retry resumes from the run's last checkpoint) and ``retry_exceptions=False``
 (an exception is a deterministic failure: reported once, the other runs go on). Ray
@@ -28,10 +29,10 @@ from cl_suites.sweep.cluster import (
     import_ray,
     parallel_runs,
 )
-from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec
+from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, seed_groups
 from cl_suites.sweep.live import ProgressReader, render_table
 from cl_suites.sweep.sweep_dir import SweepDir, now_iso, write_json
-from cl_suites.sweep.worker import execute_run
+from cl_suites.sweep.worker import execute_group
 
 DEFAULT_EXECUTION: dict[str, Any] = {
     "address": None,
@@ -222,21 +223,28 @@ def _execute(
         max_calls=1 if gpus > 0 else 0,  # a GPU run's process exits to free the GPU
         max_retries=int(execution["max_retries"]),
         retry_exceptions=False,
-    )(execute_run)
+    )(execute_group)
     result = SweepResult(sdir.path)
     rows: dict[str, dict[str, Any]] = {}
-    pending: dict[Any, RunSpec] = {}
-    for run in runs:
-        status = sdir.read_status(run.name)
-        attempts = len(status.get("attempts", []))
-        if resume and status.get("state") == "finished":
-            rows[run.name] = {"state": "skipped", "attempt": attempts, "note": "finished before"}
+    pending: dict[Any, tuple[RunSpec, ...]] = {}
+    for group in seed_groups(runs):
+        for run in group:
+            status = sdir.read_status(run.name)
+            attempts = len(status.get("attempts", []))
+            if resume and status.get("state") == "finished":
+                note = "finished before"
+                rows[run.name] = {"state": "skipped", "attempt": attempts, "note": note}
+            else:
+                note = f"one program with {group[0].name}" if run is not group[0] else ""
+                rows[run.name] = {"state": "queued", "attempt": attempts, "note": note}
+        if all(rows[run.name]["state"] == "skipped" for run in group):
             continue
-        ref = task.options(name=f"cl-suites-sweep:{run.name}").remote(
-            run.job_kwargs(), str(sdir.path), run.name, invocation, cpus, gpus
+        seeds = [run.seed for run in group] if len(group) > 1 else None
+        names = [run.name for run in group]
+        ref = task.options(name=f"cl-suites-sweep:{names[0]}").remote(
+            group[0].job_kwargs(), seeds, str(sdir.path), names, invocation, cpus, gpus
         )
-        pending[ref] = run
-        rows[run.name] = {"state": "queued", "attempt": attempts, "note": ""}
+        pending[ref] = group
 
     reader = ProgressReader()
     title = f"cl-suites sweep {sdir.path}"
@@ -247,18 +255,21 @@ def _execute(
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=REFRESH_S)
                 for ref in ready:
-                    run = pending.pop(ref)
+                    group = pending.pop(ref)
                     # a retry that began and ended between two polls is still announced
-                    _update_running(run, rows[run.name], sdir, invocation, console)
-                    _collect(ray, ref, run, rows[run.name], console)
-                for run in pending.values():
-                    _update_running(run, rows[run.name], sdir, invocation, console)
+                    for run in group:
+                        _update_running(run, rows[run.name], sdir, invocation, console)
+                    _collect(ray, ref, group, rows, console)
+                for group in pending.values():
+                    for run in group:
+                        _update_running(run, rows[run.name], sdir, invocation, console)
                 if view is not None:
                     view.update(render_table(title, _table_rows(runs, rows, sdir, reader)))
     except KeyboardInterrupt:
-        for ref, run in pending.items():
+        for ref, group in pending.items():
             ray.cancel(ref, force=True)  # stop its worker; --resume continues the run
-            rows[run.name].update(state="interrupted", note="driver stopped")
+            for run in group:
+                rows[run.name].update(state="interrupted", note="driver stopped")
         console.print(
             f"[yellow]sweep interrupted[/yellow]; continue it with "
             f"`cl-suites sweep --resume {sdir.path}`"
@@ -283,19 +294,30 @@ def _live(enabled: bool, console: Console, table: Any) -> Iterator[Live | None]:
         yield view
 
 
-def _collect(ray: Any, ref: Any, run: RunSpec, row: dict[str, Any], console: Console) -> None:
-    """Record a returned task: finished, failed (its job raised) or lost (worker died)."""
+def _collect(
+    ray: Any,
+    ref: Any,
+    group: tuple[RunSpec, ...],
+    rows: dict[str, dict[str, Any]],
+    console: Console,
+) -> None:
+    """Record a returned task (one run, or the seeds trained in one program): finished,
+    failed (its job raised) or lost (worker died)."""
     try:
-        out = ray.get(ref)
+        outs = ray.get(ref)
     except ray.exceptions.RayError as e:  # worker/node died more often than max_retries
         lines = str(e).strip().splitlines()
-        out = {"state": "lost", "error": f"{type(e).__name__}: {lines[0] if lines else ''}"}
-    row.update(state=out["state"], error=out.get("error"), note=out.get("error") or "")
-    row["attempt"] = out.get("attempt", row["attempt"])
-    if out["state"] == "finished":
-        console.print(f"[green]finished[/green] {run.name}")
-    else:
-        console.print(f"[red]{out['state']}[/red] {run.name}: {escape(str(out.get('error')))}")
+        lost = {"state": "lost", "error": f"{type(e).__name__}: {lines[0] if lines else ''}"}
+        outs = [lost] * len(group)
+    for run, out in zip(group, outs, strict=True):
+        row = rows[run.name]
+        row.update(state=out["state"], error=out.get("error"), note=out.get("error") or "")
+        row["attempt"] = out.get("attempt", row["attempt"])
+        if out["state"] == "finished":
+            console.print(f"[green]finished[/green] {run.name}")
+        else:
+            error = escape(str(out.get("error")))
+            console.print(f"[red]{out['state']}[/red] {run.name}: {error}")
 
 
 def _update_running(

@@ -4,7 +4,9 @@ A grid comes from the command line (``--suite Procgen6 --methods ft,ewc --seeds 
 from a TOML / YAML file read as data (``tomllib`` / ``yaml.safe_load``: nothing in it is
 executed). ``SweepSpec.runs()`` expands it into ``RunSpec``s, one per run directory, named
 ``<suite>-<method>-<learner>-s<seed>`` (the learner resolved from the preset when the grid
-leaves it open), so the same grid always gives the same directory names.
+leaves it open), so the same grid always gives the same directory names. ``seed_groups``
+says which runs train together: the seeds of one MEAL configuration (learner ``ppo-jax``,
+kitchens fixed by ``layout_seed``) in one program, each still writing its own directory.
 """
 
 from __future__ import annotations
@@ -180,6 +182,25 @@ class SweepSpec:
         )
 
 
+def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
+    """The runs as they train: the seeds of one MEAL configuration with learner
+    ``ppo-jax`` whose kitchens the overrides fix (``layout_seed``) train vmapped in one
+    program (``baselines_sb3.main_job.run_seed_group``); every other run trains alone
+    (MEAL's kitchens otherwise follow each run's seed, and seeds on different kitchens
+    cannot share one program). Groups keep the grid's order."""
+    groups: dict[tuple[Any, ...], list[RunSpec]] = {}
+    for run in runs:
+        together = (
+            run.learner == "ppo-jax" and is_meal_id(run.suite) and "layout_seed" in run.overrides
+        )
+        key: tuple[Any, ...] = (run.name,)
+        if together:
+            options = json.dumps(dict(run.overrides), sort_keys=True, default=str)
+            key = (run.suite, run.method, run.learner, run.preset, run.num_envs, options)
+        groups.setdefault(key, []).append(run)
+    return [tuple(group) for group in groups.values()]
+
+
 def _as_list(value: Any, key: str, default: list[Any] | None = None) -> list[Any]:
     if value is None:
         return list(default or [])
@@ -297,9 +318,7 @@ def short_suite_name(suite: str) -> str:
 
 
 def default_learner(suite: str, preset: str) -> str:
-    """The learner a run uses when the grid names none (MEAL: IPPO, i.e. ``ppo``)."""
-    if is_meal_id(suite):
-        return "ppo"
+    """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
     from baselines_sb3.presets import default_learner as preset_learner
 
     try:

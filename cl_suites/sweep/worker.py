@@ -1,6 +1,7 @@
-"""What a Ray worker does for one run of a sweep: the unchanged main job, with resume.
+"""What a Ray worker does for one run of a sweep (or for several seeds of one MEAL
+configuration trained in one program): the unchanged main job, with resume.
 
-``execute_run`` runs in a Ray worker process: CPU runs may reuse a worker that ran an
+``execute_group`` runs in a Ray worker process: CPU runs may reuse a worker that ran an
 earlier run (the job seeds every RNG it uses and sets its torch threads, so results do
 not depend on the process), GPU runs get a fresh one (``max_calls=1``: the process exits
 and frees the GPU). It sends the process's output to the run's log while it runs and
@@ -52,50 +53,83 @@ def execute_run(
     Returns:
         ``{"name", "state": "finished" | "failed", "error", "attempt"}``.
     """
+    return execute_group(job, None, sweep_dir, [name], invocation, cpus, gpus)[0]
+
+
+def execute_group(
+    job: dict[str, Any],
+    seeds: list[int] | None,
+    sweep_dir: str,
+    names: list[str],
+    invocation: str,
+    cpus: float,
+    gpus: float,
+) -> list[dict[str, Any]]:
+    """Run (or continue) several seeds of one MEAL configuration in one program
+    (``run_seed_group``), each in its own run directory ``SWEEP_DIR/runs/<name>``; with
+    ``seeds=None``, the one run ``names[0]`` (``run_main_job``). ``job`` is a
+    ``RunSpec.job_kwargs()`` (its ``seed`` is ignored for a group). The group's output
+    goes to the first run's log; the others' logs say so. Returns one
+    :func:`execute_run` result per name."""
     sdir = SweepDir(Path(sweep_dir))
-    log_path = sdir.log_file(name)
+    log_path = sdir.log_file(names[0])
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    for other in names[1:]:
+        with sdir.log_file(other).open("a") as f:
+            f.write(f"=== {now_iso()} {other}: trains in one program with {names[0]}; "
+                    f"its output is in {log_path}\n")  # fmt: skip
     with _output_to(log_path):
-        return _attempt(job, sdir, name, invocation, cpus, gpus)
+        return _attempt(job, seeds, sdir, names, invocation, cpus, gpus)
 
 
 def _attempt(
-    job: dict[str, Any], sdir: SweepDir, name: str, invocation: str, cpus: float, gpus: float
-) -> dict[str, Any]:
-    status_path = sdir.status_file(name)
-    _wait_for_previous_attempt(read_json(status_path) or {})
-    status = read_json(status_path) or {"name": name, "attempts": []}
-    attempt = {
-        "invocation": invocation,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        **_ray_context(),
-        "started": now_iso(),
-    }
-    status["attempts"].append(attempt)
-    status.update(state="running", error=None)
-    write_json(status_path, status)
+    job: dict[str, Any],
+    seeds: list[int] | None,
+    sdir: SweepDir,
+    names: list[str],
+    invocation: str,
+    cpus: float,
+    gpus: float,
+) -> list[dict[str, Any]]:
+    statuses = []
+    for name in names:
+        status_path = sdir.status_file(name)
+        _wait_for_previous_attempt(read_json(status_path) or {})
+        status = read_json(status_path) or {"name": name, "attempts": []}
+        attempt = {
+            "invocation": invocation,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            **_ray_context(),
+            "started": now_iso(),
+        }
+        status["attempts"].append(attempt)
+        status.update(state="running", error=None)
+        write_json(status_path, status)
+        statuses.append((status_path, status, attempt))
 
-    run_dir = sdir.run_dir(name)
-    resume = (run_dir / "metadata.json").exists()
+    run_dirs = [sdir.run_dir(name) for name in names]
+    resume = any((d / "metadata.json").exists() for d in run_dirs)
     print(
-        f"=== {now_iso()} {name}: attempt {len(status['attempts'])} on {attempt['host']} "
-        f"pid {attempt['pid']} ({'resuming' if resume else 'starting'})",
+        f"=== {now_iso()} {', '.join(names)}: attempt {len(statuses[0][1]['attempts'])} on "
+        f"{statuses[0][2]['host']} pid {os.getpid()} ({'resuming' if resume else 'starting'})",
         flush=True,
     )
     error = None
     try:
-        from baselines_sb3.main_job import run_main_job
+        from baselines_sb3.main_job import run_main_job, run_seed_group
 
         _configure_resources(cpus, gpus)
         overrides = {"progress": False, "report": False, **job.get("overrides", {})}
-        if gpus <= 0:
+        if gpus <= 0 and job.get("learner") != "ppo-jax":  # JAX: JAX_PLATFORMS=cpu
             overrides.setdefault("device", "cpu")
-        run_main_job(
-            **{**job, "overrides": overrides},
-            run_dir=run_dir,
-            resume=resume,
-        )
+        if seeds is None:
+            run_main_job(**{**job, "overrides": overrides}, run_dir=run_dirs[0], resume=resume)
+        else:
+            group = {k: v for k, v in job.items() if k != "seed"}
+            run_seed_group(
+                **{**group, "overrides": overrides}, seeds=seeds, run_dirs=run_dirs, resume=resume
+            )
     except (Exception, SystemExit) as e:  # the job's own error: deterministic, not retried
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         error = f"{type(e).__name__}: {message}"
@@ -103,10 +137,15 @@ def _attempt(
     sys.stdout.flush()
     sys.stderr.flush()
     state = "failed" if error else "finished"
-    attempt.update(ended=now_iso(), outcome=state)
-    status.update(state=state, error=error)
-    write_json(status_path, status)
-    return {"name": name, "state": state, "error": error, "attempt": len(status["attempts"])}
+    results = []
+    for (status_path, status, attempt), name in zip(statuses, names, strict=True):
+        attempt.update(ended=now_iso(), outcome=state)
+        status.update(state=state, error=error)
+        write_json(status_path, status)
+        results.append(
+            {"name": name, "state": state, "error": error, "attempt": len(status["attempts"])}
+        )
+    return results
 
 
 @contextlib.contextmanager
@@ -164,7 +203,7 @@ def _runs_a_sweep_task(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return cmdline.startswith(f"ray::{execute_run.__name__}".encode())
+    return cmdline.startswith(f"ray::{execute_group.__name__}".encode())
 
 
 def _configure_resources(cpus: float, gpus: float) -> None:

@@ -615,7 +615,7 @@ def test_default_learner_per_suite():
     for suite in presets.CORA_SUITES:
         assert presets.default_learner(suite, "paper") == "vtrace"
         assert presets.default_learner(suite, "small") == "vtrace"
-    assert presets.default_learner("MEAL-20", "paper") == "ppo"
+    assert presets.default_learner("MEAL-20", "paper") == "ppo-jax"
     assert presets.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
     with pytest.raises(ValueError, match="no preset for suite 'Nope'.*Atari6"):
         presets.default_learner("Nope", "paper")

@@ -42,8 +42,10 @@ def test_seeds_and_names_are_predictable():
         "Procgen6-ewc-ppo-s1",
         "Procgen6-ewc-ppo-s0",
     ]
-    # MEAL's default learner is ppo: None and "ppo" are one run, not two
-    assert names[-1] == "MEAL-2-ft-ppo-s0" and len(names) == 8 + 4
+    # MEAL's default learner is the JAX IPPO: None and "ppo" (torch) are two runs
+    assert names[-4:] == ["MEAL-2-ft-ppo-jax-s1", "MEAL-2-ft-ppo-jax-s0", "MEAL-2-ft-ppo-s1",
+                          "MEAL-2-ft-ppo-s0"]  # fmt: skip
+    assert len(names) == 8 + 8
     assert str(default_sweep_dir(spec)) == "runs/sweep-Procgen6+MEAL-2-paper"
 
 

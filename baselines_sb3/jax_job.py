@@ -1,0 +1,258 @@
+"""The main job's loop for the JAX IPPO learner (``ppo-jax``, MEAL suites), one or many seeds.
+
+``run_main_job`` hands a ``ppo-jax`` run here; everything around the learner is the one
+main job's: the run directory and its log (``RunLog``: metadata.json, eval.csv,
+episodes.csv), MEAL's evaluation (the core ``Evaluator`` with ``MealEvalSource``: greedy
+policy, sparse delivery returns, every ``eval_every`` env steps of each task), videos,
+``progress.json`` and the rich bar (``RunProgress``), resume checks and the report.
+
+Training: per schedule segment (a task in a cycle), ``JaxIPPO.train`` runs the task's
+PPO updates in chunks, each chunk one compiled program (rollout and epochs, no host round
+trip per env step), cut at the evaluation and checkpoint points; ``end_task`` closes each
+task (CL importances / anchors, the optimizer reset as MEAL). A point that falls inside
+an update is taken at the end of that update (MEAL's points, every 100 updates, fall on
+update ends). Compile time is measured by the learner and kept out of steps/s.
+
+Several seeds (``seeds``) train vmapped in one program on one set of kitchens and write
+one ordinary run directory each (its own run log, evaluator, progress file and
+checkpoint); each equals the single-seed run of that seed with the same kitchens.
+
+Checkpoints (``baselines_sb3.jax_checkpoint``): every ``checkpoint_every`` env steps and
+at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
+(parameters, optimizer and CL state, env state and PRNG keys are in the state).
+
+Steps are env steps (one joint action of all agents).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines_sb3.jax_checkpoint import (
+    common_checkpoint,
+    load_jax_checkpoint,
+    save_jax_checkpoint,
+)
+from baselines_sb3.jax_options import jax_api, make_config
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress
+from cl_suites.core.runlog import RunLog, truncate_logs
+from cl_suites.core.task import Segment, task_seed
+
+SAMPLING_SEED_OFFSET = 3_000_017
+"""Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
+
+
+def eval_policy(
+    learner: Any, params: Any, greedy: bool = True, key_seed: int = 0
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: ``JaxIPPO.act``
+    with one seed's ``params``, called once per task present in the batch (rows ``(B, H,
+    W, C)``, one per agent of each env; ``task_ids (B,)``). Sampled actions (``greedy``
+    False) draw their keys from ``key_seed`` and the call's index."""
+    import jax
+
+    calls = [0]
+
+    def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+        task_ids = np.asarray(task_ids)
+        actions = np.zeros(len(task_ids), dtype=np.int64)
+        key = None
+        if not greedy:
+            key = jax.random.fold_in(jax.random.PRNGKey(key_seed), calls[0])
+            calls[0] += 1
+        for task in np.unique(task_ids):
+            rows = task_ids == task
+            sub = None if key is None else jax.random.fold_in(key, int(task))
+            out = learner.act(params, obs[rows], int(task), greedy, key=sub)
+            actions[rows] = np.asarray(out)
+        return actions
+
+    return act
+
+
+def seed_slice(tree: Any, i: int) -> Any:
+    """Seed ``i``'s part of a pytree whose leaves have the leading seed axis."""
+    import jax
+
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def episode_rows(
+    metrics: dict[str, Any],
+    seed_index: int,
+    start_step: int,
+    task_id: int,
+    num_envs: int,
+    episode_len: int,
+) -> list[dict[str, Any]]:
+    """``episodes.csv`` rows of the training episodes one seed finished in a chunk.
+
+    ``metrics["episode_done"]`` and ``metrics["episode_return"]``, ``(updates, K,
+    num_steps, num_envs)``: whether env ``e``'s episode (of ``episode_len`` steps) ended at
+    that step, and its return (agent 0's, the team's shared reward). An episode ending at
+    vector step ``j`` of the chunk is logged at ``start_step + (j + 1) * num_envs`` (env
+    steps), as the torch job logs it: one row per env.
+    """
+    done = np.asarray(metrics["episode_done"])[:, seed_index].reshape(-1, num_envs)
+    returns = np.asarray(metrics["episode_return"])[:, seed_index].reshape(-1, num_envs)
+    steps, envs = np.nonzero(done)
+    return [
+        {
+            "total_step": int(start_step + (j + 1) * num_envs),
+            "task_id": int(task_id),
+            "episode_return": float(returns[j, e]),
+            "episode_length": int(episode_len),
+        }
+        for j, e in zip(steps, envs, strict=True)
+    ]
+
+
+class JaxRun:
+    """One seed's share of a ``ppo-jax`` job: its directory, log, evaluator and progress."""
+
+    def __init__(self, run_dir: Path, seed: int, run_log: RunLog, evaluator: Evaluator,
+                 progress: RunProgress):  # fmt: skip
+        self.run_dir, self.seed = run_dir, int(seed)
+        self.run_log, self.evaluator, self.progress = run_log, evaluator, progress
+
+    def close(self, outcome: str) -> None:
+        self.progress.close(outcome)
+        self.evaluator.close()
+        self.run_log.close()
+
+
+def run_jax_job(
+    specs: Sequence[Any],
+    seeds: Sequence[int],
+    run_dirs: Sequence[Path],
+    resume: bool,
+    open_run: Callable[[Any, int, Path, bool, int], tuple[RunLog, Evaluator, RunProgress]],
+) -> None:
+    """Train ``seeds`` (one ``JobSpec`` each, same kitchens) vmapped in one program.
+
+    Args:
+        specs: the seeds' resolved runs (``learner == "ppo-jax"``).
+        seeds: the run seeds, in the order of ``specs`` and ``run_dirs``.
+        run_dirs: one run directory per seed.
+        resume: continue the runs from their newest common checkpoint.
+        open_run: ``(spec, seed, run_dir, resume, initial_step) -> (RunLog, Evaluator,
+            RunProgress)``: the main job's shared pieces for one seed.
+    """
+    spec = specs[0]
+    api = jax_api()
+    learner = api.JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(seeds))
+    loop = _Loop(learner, spec)
+    files = common_checkpoint(run_dirs) if resume else None
+    evaluator_states = None
+    if files is not None:
+        loaded = [load_jax_checkpoint(f) for f in files]
+        if all(m.get("finished") for _, m in loaded):
+            print(f"runs {', '.join(map(str, run_dirs))} are already complete")
+            return
+        loop.step = int(loaded[0][1]["total_step"])
+        arrays = {k: np.stack([a[k] for a, _ in loaded]) for k in loaded[0][0]}
+        loop.state = learner.load_state_dict(arrays)
+        evaluator_states = [m["evaluator"] for _, m in loaded]
+    if resume:
+        for d in run_dirs:
+            truncate_logs(d, loop.step if files is not None else -1)
+    outcome = "failed"
+    try:
+        for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
+            loop.runs.append(JaxRun(d, seed, *open_run(s, seed, d, resume, loop.step)))
+            if evaluator_states is not None:
+                loop.runs[-1].evaluator.load_state_dict(evaluator_states[i])
+        if loop.state is None:
+            loop.state = learner.init_state()
+        loop.run(spec.sequence.schedule(spec.num_envs))
+        outcome = "finished"
+    finally:
+        for run in loop.runs:
+            run.close(outcome)
+
+
+class _Loop:
+    """The training loop of one ``ppo-jax`` job: the learner, its state, the run's step
+    (env steps) and every seed's ``JaxRun``."""
+
+    def __init__(self, learner: Any, spec: Any):
+        self.learner = learner
+        self.num_envs = int(spec.num_envs)
+        self.rollout = int(spec.hp["learner"]["num_steps"]) * self.num_envs
+        self.episode_len = int(spec.meal.episode_len)
+        self.every = int(spec.job.get("checkpoint_every", spec.sequence.eval_every))
+        self.greedy = bool(spec.job.get("eval_deterministic", True))
+        self.runs: list[JaxRun] = []
+        self.state: Any = None
+        self.step = 0
+
+    def run(self, schedule: Sequence[Segment]) -> None:
+        self.evaluate(due_only=True)  # eval_at_start
+        for seg in schedule:
+            if self.step < seg.end_step:
+                self.train_segment(seg)
+        self.evaluate(due_only=False)
+        self.save(finished=True)
+
+    def train_segment(self, seg: Segment) -> None:
+        """Train ``seg`` from the current step to its end in chunks between eval and
+        checkpoint points; ``end_task`` at its end."""
+        learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
+        while self.step < seg.end_step:
+            target = min(seg.end_step, self.runs[0].evaluator.next_eval_step, next_ckpt)
+            updates = max(1, -(-(target - self.step) // self.rollout))  # points inside: end
+            updates = min(updates, (seg.end_step - self.step) // self.rollout)
+            compiled = learner.compile_seconds
+            self.state, metrics = learner.train(self.state, seg.task_id, updates, cycle=seg.cycle)
+            start = self.step
+            self.step += updates * self.rollout
+            if self.step >= seg.end_step:
+                self.state = learner.end_task(self.state, seg.task_id)
+            for i, run in enumerate(self.runs):
+                rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
+                run.run_log.log_episodes(rows)
+            self.evaluate(due_only=True)
+            compile_s = learner.compile_seconds - compiled
+            for run in self.runs:
+                run.progress.add_compile_time(compile_s)
+                run.progress.update(self.step)
+            if self.step >= next_ckpt:
+                self.save()
+                next_ckpt = (self.step // self.every + 1) * self.every
+
+    def evaluate(self, due_only: bool) -> None:
+        """Evaluate every seed now: when a point is due (``due_only``), else unless the
+        last evaluation was at this step (the end of the sequence)."""
+        step = self.step
+        todo = [
+            i
+            for i, run in enumerate(self.runs)
+            if (run.evaluator.due(step) if due_only else run.evaluator.last_eval_step != step)
+        ]
+        if not todo:
+            return
+        params = self.state.params
+        for i in todo:
+            seed = task_seed(self.runs[i].seed + SAMPLING_SEED_OFFSET, step, 0)
+            policy = eval_policy(self.learner, seed_slice(params, i), self.greedy, seed)
+            self.runs[i].evaluator.evaluate(step, policy)
+
+    def save(self, finished: bool = False) -> None:
+        """Every seed's checkpoint (its slice of the state) in its run directory."""
+        arrays = self.learner.state_dict(self.state)
+        for i, run in enumerate(self.runs):
+            meta = {
+                "total_step": int(self.step),
+                "seed": run.seed,
+                "evaluator": run.evaluator.state_dict(),
+                "finished": finished,
+                "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            seed_arrays = {k: np.asarray(v)[i] for k, v in arrays.items()}
+            save_jax_checkpoint(run.run_dir, seed_arrays, meta)

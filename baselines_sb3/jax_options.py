@@ -1,0 +1,171 @@
+"""The JAX IPPO learner (``ppo-jax``, package ``baselines_jax``) as the main job sees it:
+its name, its settings taken from the one preset table, and its options.
+
+``ppo-jax`` is MEAL's default learner; ``ppo`` (SB3/torch ``ContinualPPO``) computes the
+same algorithm. Both read their values from ``baselines_sb3.presets`` (one ledger,
+``docs/fidelity.md``): :func:`resolve_jax` translates the torch learner's resolved
+settings, field by field, into ``baselines_jax.IPPOConfig`` keyword arguments
+(``TORCH_TO_JAX``), so a preset change moves both learners. A run's overrides use the
+``IPPOConfig`` field names (``--set clip_eps=0.1``); the torch learner's names are refused
+on ``ppo-jax`` and the JAX names on ``ppo``, with the valid ones listed, before anything
+compiles.
+
+Nothing here imports JAX at module level: :func:`jax_api` imports ``baselines_jax`` on
+first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+JAX_LEARNER = "ppo-jax"
+"""The JAX IPPO learner's name (``--learner ppo-jax``)."""
+
+TORCH_TO_JAX: dict[str, str] = {
+    # learner (baselines_sb3.presets.MEAL_PPO / SMALL_PPO)
+    "learning_rate": "learning_rate",
+    "n_steps": "num_steps",
+    "n_epochs": "update_epochs",
+    "n_minibatches": "num_minibatches",
+    "gamma": "gamma",
+    "gae_lambda": "gae_lambda",
+    "clip_range": "clip_eps",
+    "ent_coef": "ent_coef",
+    "vf_coef": "vf_coef",
+    "max_grad_norm": "max_grad_norm",
+    # policy
+    "net_arch": "hidden_sizes",
+    "activation": "activation",
+    "trunk_layer_norm": "layer_norm",
+    "multi_head": "multi_head",
+    "task_id_input": "task_id_input",
+    # method (baselines_sb3.presets.MEAL_METHOD_VALUES)
+    "lam": "reg_coef",
+    "decay": "ewc_decay",
+    "episodes": "importance_episodes",
+    "max_steps": "importance_steps",
+}
+"""Torch setting -> ``IPPOConfig`` field. A setting whose field ``IPPOConfig`` lacks keeps
+the JAX learner's own default (``jax_fields`` lists what it has)."""
+
+JAX_ONLY_JOB_OPTIONS: tuple[str, ...] = ()
+"""Job options only the JAX learner takes (none yet)."""
+TORCH_ONLY_JOB_OPTIONS: tuple[str, ...] = (
+    "device",
+    "torch_threads",
+    "update_threads",
+    "vectorization_mode",
+    "replay_on_disk",
+)
+"""Job options of the torch learner that mean nothing to ``ppo-jax`` (JAX picks its device
+from ``JAX_PLATFORMS``; MEAL's envs are always batched in JAX)."""
+
+_API: Any = None
+
+
+def jax_api() -> Any:
+    """The ``baselines_jax`` module (``IPPOConfig``, ``JaxIPPO``), imported on first use."""
+    global _API
+    if _API is None:
+        _API = importlib.import_module("baselines_jax")
+    return _API
+
+
+def jax_fields() -> tuple[str, ...]:
+    """``IPPOConfig``'s field names: the options ``ppo-jax`` accepts."""
+    return tuple(f.name for f in dataclasses.fields(jax_api().IPPOConfig))
+
+
+def lr_anneal(schedule: str) -> bool:
+    """Torch ``lr_schedule`` -> ``anneal_lr`` (linear decay over each task, or constant)."""
+    if schedule not in ("linear-per-task", "constant"):
+        raise ValueError(
+            f"learner {JAX_LEARNER!r} anneals the learning rate per task or keeps it "
+            f"constant; got lr_schedule {schedule!r}"
+        )
+    return schedule == "linear-per-task"
+
+
+def resolve_jax(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
+    """``IPPOConfig`` keyword arguments equal to the torch learner's resolved settings.
+
+    Args:
+        torch_hp: ``presets.resolve("MEAL", "ppo", method, preset)``.
+        method: the CL method (``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2``).
+
+    Returns every field of ``IPPOConfig``: the preset's value where the torch settings
+    have one, else the field's default; ``cl_method`` is ``method``.
+    """
+    config = jax_api().IPPOConfig
+    values = {
+        f.name: f.default
+        for f in dataclasses.fields(config)
+        if f.default is not dataclasses.MISSING
+    }
+    for f in dataclasses.fields(config):
+        if f.default_factory is not dataclasses.MISSING:
+            values[f.name] = f.default_factory()
+    sources = {**torch_hp, **torch_hp["learner"], **torch_hp["method"]}
+    for torch_key, jax_key in TORCH_TO_JAX.items():
+        if jax_key in values and torch_key in sources:
+            values[jax_key] = sources[torch_key]
+    if "anneal_lr" in values and "lr_schedule" in torch_hp["learner"]:
+        values["anneal_lr"] = lr_anneal(torch_hp["learner"]["lr_schedule"])
+    if "cl_method" in values:
+        values["cl_method"] = method
+    return values
+
+
+def make_config(values: dict[str, Any]) -> Any:
+    """``IPPOConfig(**values)``, lists (from JSON, TOML or ``--set``) as tuples."""
+    fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return jax_api().IPPOConfig(**fixed)
+
+
+def torch_only_options(torch_hp: dict[str, Any], learner_opts: tuple[str, ...]) -> set[str]:
+    """Option names that belong to the torch learner (its learner, method and policy
+    settings, its job options) and are not ``IPPOConfig`` fields."""
+    from baselines_sb3.presets import POLICY_OPTIONS
+
+    names = set(learner_opts) | set(torch_hp["method"]) | set(POLICY_OPTIONS)
+    names |= set(torch_hp["learner"]) | set(TORCH_ONLY_JOB_OPTIONS)
+    return names - set(jax_fields())
+
+
+def route_jax_overrides(
+    values: dict[str, Any], overrides: dict[str, Any], torch_only: set[str]
+) -> dict[str, Any]:
+    """Move ``IPPOConfig`` fields of ``overrides`` into ``values`` (in place); return the
+    rest (suite kwargs). A torch learner option raises ``ValueError`` naming it and the
+    options ``ppo-jax`` takes."""
+    rest: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in values:
+            values[key] = value
+        elif key in torch_only:
+            raise ValueError(
+                f"option {key!r} belongs to the torch learner 'ppo', not to learner "
+                f"{JAX_LEARNER!r}; valid {JAX_LEARNER} options: {', '.join(sorted(values))} "
+                "(or run with --learner ppo)"
+            )
+        else:
+            rest[key] = value
+    return rest
+
+
+def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
+    """``ValueError`` when a torch run of MEAL is given an ``IPPOConfig``-only option."""
+    from baselines_sb3.factory import learner_class
+    from baselines_sb3.presets import POLICY_OPTIONS, accepted_options
+
+    shared = set(accepted_options(learner_class(learner))) | set(POLICY_OPTIONS)
+    shared |= set(TORCH_TO_JAX)
+    jax_only = sorted(k for k in overrides if k in set(jax_fields()) - shared)
+    if jax_only:
+        raise ValueError(
+            f"option(s) {', '.join(map(repr, jax_only))} belong to learner {JAX_LEARNER!r}, "
+            f"not to learner {learner!r}; run with --learner {JAX_LEARNER} or use the torch "
+            f"names ({', '.join(f'{t}={j}' for t, j in TORCH_TO_JAX.items() if j in jax_only)})"
+        )
