@@ -63,6 +63,7 @@ CORA_MINIHACK_VTRACE = {  # configs/minihack/impala_minihack_paperdefaults.json
     "gamma": 0.999,
     "rms_prop_eps": 1e-6,
     "normalize_reward": True,
+    "reward_std_count": "cora",  # nets.py update_running_moments adds T per (T, B) batch
 }
 CORA_CHORES_NUM_ENVS = 10  # configs/chores/*: num_actors 10, batch_size 10
 CORA_CHORES_VTRACE = {"n_steps": 80, "learning_rate": 4.8e-4}  # ImpalaPolicyConfig default lr

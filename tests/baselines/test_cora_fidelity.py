@@ -154,13 +154,71 @@ def test_cora_residual_network_as_common_nets():
 
 
 def test_running_reward_std_as_cora():
-    """nets.py update_running_moments / get_running_std: rewards divided, not centred."""
-    stats = RunningRewardStd()
-    a, b = th.tensor([1.0, 3.0]), th.tensor([0.0, 0.0, 8.0])
-    stats.update(a)
-    stats.update(b)
-    everything = th.cat([a, b]).double()
-    assert float(stats.std()) == pytest.approx(float(everything.std(unbiased=False)), rel=1e-6)
+    """nets.py update_running_moments / get_running_std on 1-D batches: rewards divided,
+    not centred; CORA's count and the true count agree here."""
+    for count in ("cora", "true"):
+        stats = RunningRewardStd(count)
+        a, b = th.tensor([1.0, 3.0]), th.tensor([0.0, 0.0, 8.0])
+        stats.update(a)
+        stats.update(b)
+        everything = th.cat([a, b]).double()
+        assert float(stats.std()) == pytest.approx(float(everything.std(unbiased=False)), rel=1e-6)
+
+
+def _cora_running_std(batches: list[np.ndarray]) -> float:
+    """CORA nets.py update_running_moments, written out for (T, B) batches: the count
+    grows by len(batch) = T, sum and squared deviations run over all T * B rewards."""
+    total, m2, count = 0.0, 0.0, 1e-8
+    for batch in batches:
+        new_count = batch.shape[0]
+        new_sum = float(batch.sum())
+        new_mean = new_sum / new_count
+        mean = total / count
+        m2 += (
+            float(((batch - new_mean) ** 2).sum())
+            + count * new_count / (count + new_count) * (new_mean - mean) ** 2
+        )
+        count += new_count
+        total += new_sum
+    return float(np.sqrt(m2 / count))
+
+
+def test_running_reward_std_counts_time_steps_as_cora_on_unroll_batches():
+    """(T, B) batches: CORA adds T to the count per update (monobeast.py compute_loss
+    passes batch["reward"][1:], shape (T, B)); the default is CORA's value, the true std
+    an option, and the two differ by far."""
+    # two 2x3 batches, by hand: batch 1 sum 1, "mean" 1/2, squared deviations
+    # 5 * 1/4 + 1/4 = 1.5, count 2; batch 2 sum 2, "mean" 1, deviations 5 * 1 + 1 = 6,
+    # plus 2 * 2 / 4 * (1 - 1/2)^2 = 0.25; std = sqrt(7.75 / 4)
+    b1 = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    b2 = np.array([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0]])
+    assert _cora_running_std([b1, b2]) == pytest.approx(np.sqrt(7.75 / 4))
+    rng = np.random.default_rng(0)
+    batches = [b1, b2] + [
+        (rng.random((20, 32)) < 0.01) * 1.0 - 0.001 for _ in range(5)
+    ]  # MiniHack-like: sparse wins, a small step penalty
+    cora, true = RunningRewardStd(), RunningRewardStd("true")
+    for batch in batches:
+        cora.update(th.as_tensor(batch, dtype=th.float32))
+        true.update(th.as_tensor(batch, dtype=th.float32))
+    assert float(cora.std()) == pytest.approx(_cora_running_std(batches), rel=1e-6)
+    everything = np.concatenate([b.ravel() for b in batches])
+    assert float(true.std()) == pytest.approx(everything.std(), rel=1e-6)
+    assert float(cora.std()) > 5 * float(true.std())
+    with pytest.raises(ValueError, match="reward_std_count 'unbiased'.*cora, true"):
+        RunningRewardStd("unbiased")
+
+
+def test_vtrace_divides_rewards_by_coras_running_std_by_default():
+    """The learner's default is CORA's count; the MiniHack preset names it."""
+    env = _diag_env(n_envs=4, steps=400)
+    model = VTrace(ContinualPolicy, env, n_steps=5, normalize_reward=True, seed=0, device="cpu")
+    assert model.policy.reward_normalizer.count == "cora"
+    model.learn(40)
+    stats = model.policy.reward_normalizer
+    assert float(stats.reward_count) == pytest.approx(10, rel=1e-6)  # 2 updates x T = 5
+    hp = presets.resolve("MiniHack15", "vtrace", "ft", "paper")["learner"]
+    assert hp["reward_std_count"] == "cora" and hp["normalize_reward"] is True
 
 
 def test_time_limit_is_terminal_but_switch_bootstraps():
