@@ -96,11 +96,12 @@ CORA_METHODS: dict[str, dict[str, Any]] = {
         "buffer_frames": 100_000,
         "progress_updates": None,
     },
-    "clear": {
+    "clear": {  # configs/<suite>/clear_<suite>.json over ClearPolicyConfig
         "buffer_size": 25_000_000,
         "policy_cloning": 0.01,
         "value_cloning": 0.005,
-        "replay_ratio": 0.5,
+        "replay_ratio": 0.5,  # batch_replay_ratio 1.0: as many replayed unrolls as new
+        "clone_alignment": "cora",  # index i vs index i of TorchBeast's buffer layout
     },
     # not in CORA: MEAL's definitions, on every parameter (one shared head)
     "l2": {"variant": "meal", "lam": 1e7, "groups": "all"},
@@ -255,6 +256,7 @@ SMALL_CORA_METHODS: dict[str, dict[str, Any]] = {
         "policy_cloning": 0.01,
         "value_cloning": 0.005,
         "replay_ratio": 0.5,
+        "clone_alignment": "cora",
     },
 }
 SMALL_MEAL_METHODS: dict[str, dict[str, Any]] = {
