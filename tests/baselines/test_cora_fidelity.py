@@ -896,6 +896,7 @@ def test_cora_presets_per_suite():
         "gamma": 0.999,
         "rms_prop_eps": 1e-6,
         "normalize_reward": True,
+        "reward_std_count": "cora",
     }
     chores = presets.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
     assert (chores["num_envs"], chores["learner"]["n_steps"]) == (10, 80)
