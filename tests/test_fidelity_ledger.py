@@ -109,7 +109,6 @@ UNKEYED = {
     "P&C KB Fisher": "a point in time of the training loop (a test)",
     "P&C evaluation": "behaviour of evaluation_mode (a test)",
     "Procgen6 network": "an architecture; the preset key is keyed in 'Atari6 learner'",
-    "`small` preset": "many values; pinned by the small-preset learning test",
     "CLEAR replayed rewards": "behaviour of the normaliser on replay (a test)",
 }
 """Rows of ``KEYED_SECTIONS`` without default keys, with the reason."""
