@@ -230,8 +230,9 @@ class RunningRewardStd(nn.Module):
     * ``"cora"`` (CORA's computation): a time-major ``(T, B)`` batch adds ``len(batch)`` =
       ``T``, while its sum and squared deviations run over all ``T * B`` rewards, and the
       batch "mean" is ``sum / T`` (``B`` times the mean). For one batch the result is
-      ``sqrt(B * (var + (B - 1)^2 * mean^2))``: far larger than the rewards' std (a
-      sparse MiniHack win is divided by ~90 instead of ~1; ``docs/fidelity.md``).
+      ``sqrt(B * (var + (B - 1)^2 * mean^2))``: far larger than the rewards' std (3.7
+      where it is 0.14 after 120k agent steps of MiniHack Room-Random;
+      ``benchmarks/README.md``).
     * ``"true"``: every reward counts once (Chan et al.'s parallel variance update), so
       the std is the population std of all rewards seen.
 
