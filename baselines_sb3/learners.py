@@ -43,6 +43,7 @@ from baselines_sb3.cl.base import (
     find_task_switch_source,
     install_loss_hook,
     latest_step_segment,
+    learner_batch_size,
 )
 from baselines_sb3.policies import SPARSE_ROWS_KEY
 from baselines_sb3.sparse import MIN_ROWS, SparseRows
@@ -224,21 +225,40 @@ def _obs_tensor(observations: Any, device: th.device) -> Any:
     return th.as_tensor(observations.reshape(-1, *observations.shape[2:]), device=device)
 
 
-class RunningRewardStd(nn.Module):
-    """Running standard deviation of every reward seen (CORA ``nets.py``
-    ``update_running_moments`` / ``get_running_std``, from MiniHack's polybeast): rewards
-    are divided by it, not centred. Buffers, so it travels in the policy's state dict."""
+REWARD_STD_COUNTS: tuple[str, ...] = ("cora", "true")
 
-    def __init__(self) -> None:
+
+class RunningRewardStd(nn.Module):
+    """Running standard deviation of rewards (CORA ``nets.py`` ``update_running_moments`` /
+    ``get_running_std``, from MiniHack's polybeast): rewards are divided by it, not centred.
+    Buffers, so it travels in the policy's state dict.
+
+    ``count``: what a batch adds to the count.
+
+    * ``"cora"`` (CORA's computation): a time-major ``(T, B)`` batch adds ``len(batch)`` =
+      ``T``, while its sum and squared deviations run over all ``T * B`` rewards, and the
+      batch "mean" is ``sum / T`` (``B`` times the mean). For one batch the result is
+      ``sqrt(B * (var + (B - 1)^2 * mean^2))``: far larger than the rewards' std (3.7
+      where it is 0.14 after 120k agent steps of MiniHack Room-Random;
+      ``benchmarks/README.md``).
+    * ``"true"``: every reward counts once (Chan et al.'s parallel variance update), so
+      the std is the population std of all rewards seen.
+
+    For a 1-D batch both agree.
+    """
+
+    def __init__(self, count: str = "cora") -> None:
         super().__init__()
+        self.count = _check("reward_std_count", count, REWARD_STD_COUNTS)
         self.register_buffer("reward_sum", th.zeros((), dtype=th.float64))
         self.register_buffer("reward_m2", th.zeros((), dtype=th.float64))
         self.register_buffer("reward_count", th.full((), 1e-8, dtype=th.float64))
 
     @th.no_grad()
     def update(self, rewards: th.Tensor) -> None:
-        rewards = rewards.double().flatten()
-        count = rewards.numel()
+        """Add a batch: time-major ``(T, B)`` (or 1-D ``(T,)``) rewards."""
+        rewards = rewards.double()
+        count = rewards.shape[0] if self.count == "cora" else rewards.numel()
         new_sum = rewards.sum()
         new_mean = new_sum / count
         mean = self.reward_sum / self.reward_count
@@ -268,7 +288,10 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     Args (beyond SB3's ``OnPolicyAlgorithm``): ``rho_bar``, ``c_bar``, ``use_rms_prop``,
     ``rms_prop_alpha``, ``rms_prop_eps``, ``loss_reduction`` (``"sum"`` over the batch as in
     TorchBeast, or ``"mean"``), ``normalize_reward`` (divide rewards by their running
-    standard deviation, CORA's MiniHack), ``lr_schedule``, ``lr_decay_steps``,
+    standard deviation, CORA's MiniHack; replayed rewards that a ``cl_method`` adds to the
+    update, CLEAR's, join the moments and are divided by the same std),
+    ``reward_std_count`` (``"cora"``: CORA's count of ``T`` per ``(T, B)`` batch, or
+    ``"true"``; see :class:`RunningRewardStd`), ``lr_schedule``, ``lr_decay_steps``,
     ``reset_optimizer_at_switch``, ``cl_method``.
     """
 
@@ -289,6 +312,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         rms_prop_eps: float = 0.01,
         loss_reduction: str = "mean",
         normalize_reward: bool = False,
+        reward_std_count: str = "cora",
         lr_schedule: str = "constant",
         lr_decay_steps: int | None = None,
         reset_optimizer_at_switch: bool = False,
@@ -301,6 +325,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         **kwargs: Any,
     ):
         _check("loss_reduction", loss_reduction, ("mean", "sum"))
+        _check("reward_std_count", reward_std_count, REWARD_STD_COUNTS)
         self._init_task_schedule(cl_method, lr_schedule, lr_decay_steps, reset_optimizer_at_switch)
         super().__init__(
             policy,
@@ -330,6 +355,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         self.rho_bar, self.c_bar = float(rho_bar), float(c_bar)
         self.loss_reduction = loss_reduction
         self.normalize_reward = bool(normalize_reward)
+        self.reward_std_count = reward_std_count
         if use_rms_prop and "optimizer_class" not in self.policy_kwargs:
             self.policy_kwargs["optimizer_class"] = th.optim.RMSprop
             self.policy_kwargs["optimizer_kwargs"] = dict(
@@ -346,7 +372,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     def _setup_model(self) -> None:
         super()._setup_model()
         if self.normalize_reward:
-            self.policy.reward_normalizer = RunningRewardStd().to(self.device)
+            self.policy.reward_normalizer = RunningRewardStd(self.reward_std_count).to(self.device)
 
     def _update(self) -> None:
         self.policy.set_training_mode(True)
@@ -365,8 +391,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         as_t = lambda a: th.as_tensor(a, device=self.device, dtype=th.float32)  # noqa: E731
         rewards = as_t(buf.rewards)
         if self.normalize_reward:
-            self.policy.reward_normalizer.update(rewards)
-            rewards = rewards / self.policy.reward_normalizer.std().float()
+            rewards = self._normalize_rewards(rewards)
         starts = as_t(buf.episode_starts)
         dones_after = th.cat([starts[1:], as_t(buf.last_dones).unsqueeze(0)], dim=0)
         vs, pg_adv = vtrace_targets(
@@ -397,6 +422,21 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         for key, value in stats.items():
             self.logger.record(f"train/{key}", value)
+
+    def _normalize_rewards(self, rewards: th.Tensor) -> th.Tensor:
+        """``rewards`` ``(T, E)`` divided by the running std, after updating its moments with
+        them and with the rewards the CL method replays in this update (CORA: one update
+        with the concatenated ``(T, E + R)`` batch, ``clear_monobeast.py`` / ``monobeast.py``
+        ``compute_loss``)."""
+        normalizer = self.policy.reward_normalizer
+        replayed = None
+        if self.cl_method is not None:
+            replayed = self.cl_method.extra_rewards(self.policy, learner_batch_size(self))
+        if replayed is None:
+            normalizer.update(rewards)
+        else:
+            normalizer.update(th.cat([rewards, replayed.to(rewards)], dim=1))
+        return rewards / normalizer.std().float()
 
     def learn(
         self,

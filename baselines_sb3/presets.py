@@ -63,6 +63,7 @@ CORA_MINIHACK_VTRACE = {  # configs/minihack/impala_minihack_paperdefaults.json
     "gamma": 0.999,
     "rms_prop_eps": 1e-6,
     "normalize_reward": True,
+    "reward_std_count": "cora",  # nets.py update_running_moments adds T per (T, B) batch
 }
 CORA_CHORES_NUM_ENVS = 10  # configs/chores/*: num_actors 10, batch_size 10
 CORA_CHORES_VTRACE = {"n_steps": 80, "learning_rate": 4.8e-4}  # ImpalaPolicyConfig default lr
@@ -95,11 +96,12 @@ CORA_METHODS: dict[str, dict[str, Any]] = {
         "buffer_frames": 100_000,
         "progress_updates": None,
     },
-    "clear": {
+    "clear": {  # configs/<suite>/clear_<suite>.json over ClearPolicyConfig
         "buffer_size": 25_000_000,
         "policy_cloning": 0.01,
         "value_cloning": 0.005,
-        "replay_ratio": 0.5,
+        "replay_ratio": 0.5,  # batch_replay_ratio 1.0: as many replayed unrolls as new
+        "clone_alignment": "cora",  # index i vs index i of TorchBeast's buffer layout
     },
     # not in CORA: MEAL's definitions, on every parameter (one shared head)
     "l2": {"variant": "meal", "lam": 1e7, "groups": "all"},
@@ -253,7 +255,11 @@ SMALL_CORA_METHODS: dict[str, dict[str, Any]] = {
         "buffer_size": 20_000,
         "policy_cloning": 0.01,
         "value_cloning": 0.005,
-        "replay_ratio": 0.5,
+        # tuned on Diagnostic-v0, whose consecutive frames want different actions: CORA's
+        # alignment clones each frame towards the previous frame's output and forgets
+        # task 0 entirely there (docs/fidelity.md, `small` preset)
+        "replay_ratio": 0.75,
+        "clone_alignment": "paper",
     },
 }
 SMALL_MEAL_METHODS: dict[str, dict[str, Any]] = {

@@ -27,6 +27,11 @@ interleaved with the others, and the best run of each is compared.
   (resident set of the process measured with psutil/resource).
 * ``--memmap-compare N``: the disk buffer's ``pwrite`` storage vs an ``np.memmap`` of the
   same file, each filled with N Procgen transitions in its own process (peak RSS of each).
+* ``--code-compare OLD_ROOT`` (issue 21): V-trace with the running reward normaliser, alone
+  and with CLEAR (whole replayed unrolls, 50/50), 32 envs x 20 steps on 64x64x3 frames
+  with the shallow CNN, measured with this checkout's ``baselines_sb3`` vs the one under
+  ``OLD_ROOT`` (e.g. ``git worktree add /tmp/old <commit>``): each measurement is a
+  subprocess of this script with ``PYTHONPATH`` set to one of the two, interleaved.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -56,6 +62,7 @@ from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.core.vector import SequenceVectorEnv
 
 th.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _env(steps, n_envs):
@@ -167,19 +174,19 @@ def buffer_memory(skip_disk: bool) -> None:
         return
     with tempfile.TemporaryDirectory() as d:
         buf = ReservoirBuffer(1_000_000, 20, space, 15, disk_dir=d)
-        chunk = np.random.default_rng(0).integers(0, 255, (20, 64, 64, 64, 3), dtype=np.uint8)
-        small = np.zeros((20, 64))
+        chunk = np.random.default_rng(0).integers(0, 255, (21, 64, 64, 64, 3), dtype=np.uint8)
+        small, frames = np.zeros((20, 64)), np.zeros((21, 64))
         t = time.perf_counter()
         for _ in range(1_000_000 // (20 * 64)):
             buf.add(
                 {"": chunk},
                 small.astype(np.int32),
-                np.zeros((20, 64, 15)),
+                np.zeros((21, 64, 15)),
+                frames,
                 small,
-                small,
-                small.astype(bool),
+                frames.astype(bool),
             )
-        batch = buf.sample(32, 20)
+        batch = buf.sample(32)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(
             f"CLEAR disk buffer: {buf.size * 20:,} transitions in {time.perf_counter() - t:.1f}s, "
@@ -191,12 +198,12 @@ def buffer_memory(skip_disk: bool) -> None:
 def fill(storage: str, transitions: int) -> None:
     """Fill ``transitions`` Procgen transitions into a disk buffer (``pwrite``) or an
     ``np.memmap`` of the same layout; print this process's peak RSS in GiB."""
-    chunk = np.random.default_rng(0).integers(0, 255, (20, 64, 64, 3), dtype=np.uint8)
+    chunk = np.random.default_rng(0).integers(0, 255, (21, 64, 64, 3), dtype=np.uint8)
     slots = transitions // 20
     with tempfile.TemporaryDirectory() as d:
         if storage == "memmap":
             array = np.memmap(
-                os.path.join(d, "obs.bin"), np.uint8, "w+", shape=(slots, 20, 64, 64, 3)
+                os.path.join(d, "obs.bin"), np.uint8, "w+", shape=(slots, 21, 64, 64, 3)
             )
             for i in range(slots):
                 array[i] = chunk
@@ -228,6 +235,56 @@ def memmap_compare(transitions: int) -> None:
     )
 
 
+def learner_rate(method: str, steps: int, n_envs: int = 32) -> float:
+    """V-trace agent steps per CPU-second on 64x64x3 frames (shallow CNN, summed losses,
+    running reward std), with CLEAR (``method="clear"``) or alone (``"ft"``). Uses only
+    arguments that the code before issue 21 takes too."""
+    env = SB3VecEnv(SequenceVectorEnv(_sequence("cnn", steps), n_envs))
+    env.seed(0)
+    method_obj = (
+        make_method("clear", buffer_size=100_000, storage="ram") if method == "clear" else None
+    )
+    model = VTrace(
+        ContinualPolicy,
+        env,
+        n_steps=20,
+        learning_rate=4e-4,
+        loss_reduction="sum",
+        normalize_reward=True,
+        cl_method=method_obj,
+        policy_kwargs={"net_arch": [], "features_extractor_class": ImpalaShallowCNN},
+        seed=0,
+        device="cpu",
+    )
+    cb = attach_method(model, method_obj, env) if method_obj else None
+    t = time.process_time()
+    model.learn(steps - 2 * n_envs * 20, callback=cb)
+    return model.num_timesteps / (time.process_time() - t)
+
+
+def code_compare(old_root: str, repeats: int, steps: int) -> None:
+    """This checkout vs ``old_root``: the same ``learner_rate`` in subprocesses."""
+    best = {}
+    for _ in range(repeats):
+        for method in ("ft", "clear"):
+            for side, root in (("old", old_root), ("new", str(REPO))):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--learner-rate", method, str(steps)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"},
+                )
+                rate = float(out.stdout.split()[-1])
+                best[(method, side)] = max(best.get((method, side), 0.0), rate)
+    for method, label in (("ft", "V-trace, running reward std"), ("clear", "V-trace + CLEAR")):
+        old, new = best[(method, "old")], best[(method, "new")]
+        print(
+            f"{label} (32 envs x 20, 64x64x3, shallow CNN): new {new:,.0f} vs old {old:,.0f} "
+            f"steps per CPU-s = {new / old:.3f}x (target >= 0.95; best of {repeats})"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12_000)
@@ -237,7 +294,15 @@ def main() -> None:
     p.add_argument("--fill", nargs=2, metavar=("STORAGE", "TRANSITIONS"), help=argparse.SUPPRESS)
     p.add_argument("--image-steps", type=int, default=12_800)
     p.add_argument("--only-cora-inputs", action="store_true", help="run only that comparison")
+    p.add_argument("--code-compare", metavar="OLD_ROOT", help="this checkout vs OLD_ROOT")
+    p.add_argument("--learner-rate", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.learner_rate:
+        print(learner_rate(a.learner_rate[0], int(a.learner_rate[1])))
+        return
+    if a.code_compare:
+        code_compare(a.code_compare, a.repeats, a.image_steps)
+        return
     if a.fill:
         fill(a.fill[0], int(a.fill[1]))
         return

@@ -360,12 +360,14 @@ def test_clear_buffer_goes_to_disk_or_is_refused_with_sizes(tmp_path, monkeypatc
 
     procgen = spaces.Box(0, 255, (64, 64, 3), "uint8")
     obs, other = clear.ReservoirBuffer.nbytes(20_000, 20, procgen, 15)
-    assert (obs, other) == (20_000 * 12_288, 20_000 * 73)
+    # 1,000 unrolls of 21 frames: 12,288 observation bytes per frame, and per frame 65
+    # bytes of logits, value and start plus 8 bytes of action and reward per transition
+    assert (obs, other) == (1_000 * 21 * 12_288, 1_000 * (21 * 65 + 20 * 8))
     monkeypatch.setattr(clear, "available_memory", lambda: 100 * 2**20)  # 100 MiB free
     method = clear.CLEAR(buffer_size=20_000, disk_dir=tmp_path)
     with caplog.at_level(logging.WARNING):
         assert method.plan_storage(20, procgen, 15) is True
-    assert "needs 235.8 MiB of RAM (234.4 MiB of observations) but only 100.0 MiB" in caplog.text
+    assert "needs 247.5 MiB of RAM (246.1 MiB of observations) but only 100.0 MiB" in caplog.text
     assert f"keeping its observations on disk in {tmp_path}" in caplog.text
     with pytest.raises(clear.ReplayMemoryError, match=r"--set replay_on_disk=true"):
         clear.CLEAR(buffer_size=20_000, storage="ram").plan_storage(20, procgen, 15)
@@ -389,8 +391,8 @@ def test_readme_clear_paper_command_refuses_before_starting_when_nothing_fits(
             "--preset", "paper", "--seed", "0", "--run-dir", str(run_dir)]  # fmt: skip
     assert main(argv) == 1
     err = one_line_error(capsys)
-    assert "CLEAR replay buffer of 5,000,000 transitions needs 57.6 GiB of RAM" in err
-    assert "(57.2 GiB of observations) but only 16.0 GiB of memory is free" in err
+    assert "CLEAR replay buffer of 5,000,000 transitions needs 60.4 GiB of RAM" in err
+    assert "(60.1 GiB of observations) but only 16.0 GiB of memory is free" in err
     assert "--set buffer_size=N" in err and not run_dir.exists()
 
 

@@ -36,7 +36,7 @@ def test_every_run_resolves_to_the_paper_preset(learning, tmp_path, capsys):
         hyper = resolved["hyperparameters"]
         assert (resolved["preset"], resolved["method"], resolved["learner"]) == (
             "paper",
-            "ft",
+            run.method,
             "vtrace",
         )
         suite = resolved["suite_kwargs"]
@@ -48,6 +48,7 @@ def test_every_run_resolves_to_the_paper_preset(learning, tmp_path, capsys):
         assert not (tmp_path / run.name).exists()  # --print-config writes nothing
     assert networks["procgen-climber-residual"] == "residual"  # the paper's line
     assert networks["procgen-climber-shallow"] == "shallow"
+    assert [r.method for r in learning.RUNS].count("clear") == 1
 
 
 def test_summary_of_a_run_directory(learning, tmp_path):

@@ -162,6 +162,14 @@ class ContinualMethod:
         the learner's minibatch size in transitions."""
         return None
 
+    def extra_rewards(self, policy: ActorCriticPolicy, batch_size: int) -> th.Tensor | None:
+        """Rewards of the data this update's ``extra_loss`` will train on, time-major
+        ``(T, R)`` (``None``: none). A learner with a running reward normaliser calls it
+        before updating the normaliser, so that replayed rewards join its moments (CORA's
+        CLEAR); a method that answers must train on exactly that data in the update's
+        ``extra_loss``."""
+        return None
+
     def custom_update(self, model: OnPolicyAlgorithm) -> bool:
         """Replace the learner's update for this rollout (P&C compress phase); True if done."""
         return False

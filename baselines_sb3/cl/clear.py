@@ -1,18 +1,32 @@
 """CLEAR (Rolnick et al., 2019): reservoir replay with V-trace and behaviour cloning.
 
 Task-agnostic: it never needs task boundaries. After every rollout each sub-env's unroll
-(``n_steps`` transitions) is offered to a reservoir buffer (Isele & Cosgun, 2018) whose
-size is counted in **transitions**; the buffer stays a uniform sample of all unrolls seen.
-Each minibatch of the learner gets a replay batch of the same number of transitions
-(50/50 new/replay): windows of ``replay_unroll`` consecutive transitions from random
-stored unrolls. The replay loss is the IMPALA loss with V-trace off-policy correction
-(behaviour = the stored policy) plus policy cloning ``KL(mu || pi)`` (cost 0.01) and
-value cloning ``(V - V_mu)^2`` (cost 0.005).
+(``T = n_steps`` transitions, ``T + 1`` frames with the bootstrap frame, as CORA's
+``clear_monobeast.py`` stores them) is offered to a reservoir buffer (Isele & Cosgun,
+2018) whose size is counted in **transitions**; the buffer stays a uniform sample of all
+unrolls seen. Each update (PPO: each minibatch) gets a replay batch of the same number
+of transitions (50/50 new/replay; CORA's ``batch_replay_ratio`` 1.0): whole stored
+unrolls, drawn at random. The replay loss is the IMPALA loss with V-trace off-policy
+correction (behaviour = the stored policy) on the unroll's ``T`` transitions, bootstrapped
+from its last frame, plus policy cloning ``KL(mu || pi)`` (cost 0.01) and value cloning
+``(V - V_mu)^2`` (cost 0.005), reduced as the learner reduces its loss (summed in CORA's
+presets). With a learner that divides rewards by a running std (CORA's MiniHack),
+replayed rewards join its moments and are divided by the same std as the new ones
+(:meth:`CLEAR.extra_rewards`).
+
+Behaviour outputs are stored in CORA's (TorchBeast's) layout: index ``i`` of an unroll's
+``T + 1`` logits and values holds the output computed from frame ``i - 1`` (the actor
+writes the output of the step at ``t + 1``; index 0 holds the previous unroll's last
+output, or frame 0's own output for an env's first unroll). V-trace reads the behaviour
+of frame ``t`` at index ``t + 1``. Cloning (``clone_alignment``): ``"cora"`` compares the
+current output of frame ``i`` with index ``i`` for all ``T + 1`` frames, as CORA's
+``custom_loss`` does (so the target is the previous frame's output); ``"paper"`` compares
+frame ``i`` with its own behaviour output (index ``i + 1``) for the ``T`` acted frames.
 
 Storage (:class:`ReservoirBuffer`): observations once, in their own dtype (uint8 for
-images; never float copies), in one ``(slots, T, *obs_shape)`` array per observation key;
-behaviour logits (float32), values, rewards, actions and episode starts alongside
-(~80 bytes per Procgen transition next to 12,288 observation bytes). With ``disk_dir``
+images; never float copies), in one ``(slots, T + 1, *obs_shape)`` array per observation
+key; behaviour logits (float32), values, rewards, actions and episode starts alongside
+(~80 bytes per Procgen transition next to 12,902 observation bytes). With ``disk_dir``
 the observation arrays live in a flat file read and written with positional I/O
 (``os.pread``/``os.pwrite``, a memmap without mapping), so resident memory stays bounded by
 the small per-transition arrays whatever the buffer size. Frame-stacked observations are
@@ -24,7 +38,8 @@ cgroup limit). A buffer whose arrays need more than ``RAM_FRACTION`` of it keeps
 observations on disk under ``disk_dir`` (with a message), and when there is no
 ``disk_dir`` or not enough free disk either, CLEAR refuses before training starts with
 the sizes and the options to change (:class:`ReplayMemoryError`). CORA's Procgen6 buffer
-(5M transitions of 64x64x3 uint8) needs 57.2 GiB of observations.
+(5M transitions of 64x64x3 uint8, 21 frames per 20-step unroll) needs 60.1 GiB of
+observations.
 
 ``np.memmap`` is not used for the disk buffer: pages written through a shared mapping are
 counted in the process's resident set until the kernel reclaims them, so filling 1M
@@ -53,6 +68,7 @@ from cl_suites.core.fsutil import format_bytes, free_bytes
 logger = logging.getLogger(__name__)
 
 STORAGES: tuple[str, ...] = ("auto", "ram", "disk")
+CLONE_ALIGNMENTS: tuple[str, ...] = ("cora", "paper")
 RAM_FRACTION = 0.75
 """``storage="auto"`` keeps the buffer in RAM when its arrays need at most this fraction of
 the memory still available to the process."""
@@ -147,6 +163,10 @@ class _MemArray:
         pass
 
 
+def _as_obs_dict(obs: Any) -> dict[str, np.ndarray]:
+    return dict(obs) if isinstance(obs, Mapping) else {"": obs}
+
+
 def _obs_spaces(space: spaces.Space) -> dict[str, spaces.Space]:
     if isinstance(space, spaces.Dict):
         return dict(space.spaces)
@@ -156,9 +176,13 @@ def _obs_spaces(space: spaces.Space) -> dict[str, spaces.Space]:
 class ReservoirBuffer:
     """Reservoir sample of fixed-length unrolls; capacity counted in transitions.
 
+    An unroll of ``T`` transitions holds ``T + 1`` frames (observations, episode starts,
+    behaviour logits and values in CORA's layout, see the module docstring) and ``T``
+    actions and rewards.
+
     Args:
         capacity: transitions to keep (``capacity // unroll_length`` unrolls).
-        unroll_length: transitions per stored unroll (the learner's ``n_steps``).
+        unroll_length: transitions ``T`` per stored unroll (the learner's ``n_steps``).
         observation_space: the (possibly Dict) observation space; each key is stored in
             its own dtype (``Discrete`` as int64).
         num_actions: size of the stored behaviour logits.
@@ -186,7 +210,7 @@ class ReservoirBuffer:
         s, t = self.slots, self.unroll_length
         self.obs: dict[str, _FileArray | _MemArray] = {}
         for key, sp in _obs_spaces(observation_space).items():
-            shape = (s, t, *get_obs_shape(sp))  # Discrete keys: (1,), as SB3 buffers them
+            shape = (s, t + 1, *get_obs_shape(sp))  # Discrete keys: (1,), as SB3 buffers them
             dtype = np.int64 if isinstance(sp, spaces.Discrete) else sp.dtype
             if self.disk_dir is not None and isinstance(sp, spaces.Box):
                 self.obs[key] = _FileArray(
@@ -195,10 +219,10 @@ class ReservoirBuffer:
             else:
                 self.obs[key] = _MemArray(shape, dtype)
         self.actions = np.zeros((s, t), dtype=np.int32)
-        self.logits = np.zeros((s, t, num_actions), dtype=np.float32)
-        self.values = np.zeros((s, t), dtype=np.float32)
+        self.logits = np.zeros((s, t + 1, num_actions), dtype=np.float32)
+        self.values = np.zeros((s, t + 1), dtype=np.float32)
         self.rewards = np.zeros((s, t), dtype=np.float32)
-        self.starts = np.zeros((s, t), dtype=bool)
+        self.starts = np.zeros((s, t + 1), dtype=bool)
         self.rng = np.random.default_rng(seed)
         self.seen = 0  # unrolls offered so far
         self.size = 0  # unrolls stored
@@ -210,13 +234,15 @@ class ReservoirBuffer:
         """``(observation_bytes, other_bytes)`` a buffer of these settings allocates: the
         observation arrays (what ``disk_dir`` moves to disk) and the per-transition
         actions, logits, values, rewards and starts (always in RAM)."""
-        transitions = int(capacity) // int(unroll_length) * int(unroll_length)
+        t = int(unroll_length)
+        slots = int(capacity) // t
         obs = 0
         for sp in _obs_spaces(observation_space).values():
             itemsize = 8 if isinstance(sp, spaces.Discrete) else np.dtype(sp.dtype).itemsize
             obs += int(np.prod(sp.shape or (), dtype=np.int64)) * itemsize
-        other = 4 + 4 * int(num_actions) + 4 + 4 + 1  # action, logits, value, reward, start
-        return transitions * obs, transitions * other
+        per_frame = 4 * int(num_actions) + 4 + 1  # logits, value, start
+        per_transition = 4 + 4  # action, reward
+        return slots * (t + 1) * obs, slots * ((t + 1) * per_frame + t * per_transition)
 
     # -- reservoir ------------------------------------------------------------------------
     def offer(self) -> int | None:
@@ -237,7 +263,9 @@ class ReservoirBuffer:
         rewards: np.ndarray,
         starts: np.ndarray,
     ) -> None:
-        """Offer ``E`` unrolls given time-major ``(T, E, ...)`` arrays."""
+        """Offer ``E`` unrolls given time-major arrays: ``obs``, ``logits``, ``values`` and
+        ``starts`` ``(T + 1, E, ...)`` (CORA's layout), ``actions`` and ``rewards``
+        ``(T, E)``."""
         for e in range(actions.shape[1]):
             slot = self.offer()
             if slot is None:
@@ -250,24 +278,20 @@ class ReservoirBuffer:
             self.rewards[slot] = rewards[:, e]
             self.starts[slot] = starts[:, e]
 
-    def sample(self, num_windows: int, window: int) -> dict[str, Any]:
-        """``num_windows`` random windows of ``window`` consecutive transitions, time-major
-        ``(window, num_windows, ...)``."""
-        window = min(window, self.unroll_length)
-        slots = self.rng.integers(self.size, size=num_windows)
-        starts = self.rng.integers(self.unroll_length - window + 1, size=num_windows)
-        idx = starts[:, None] + np.arange(window)
+    def sample(self, num_unrolls: int) -> dict[str, Any]:
+        """``num_unrolls`` whole stored unrolls drawn uniformly (with replacement),
+        time-major: ``obs``, ``logits``, ``values``, ``starts`` ``(T + 1, num_unrolls,
+        ...)``, ``actions``, ``rewards`` ``(T, num_unrolls)``."""
+        slots = self.rng.integers(self.size, size=num_unrolls)
+        frames = self.unroll_length + 1
         out: dict[str, Any] = {
             "obs": {
-                k: np.stack(
-                    [a.read(s, o, window) for s, o in zip(slots, starts, strict=False)], axis=1
-                )
+                k: np.stack([a.read(s, 0, frames) for s in slots], axis=1)
                 for k, a in self.obs.items()
             }
         }
-        rows = slots[:, None]
         for name in ("actions", "logits", "values", "rewards", "starts"):
-            out[name] = np.swapaxes(getattr(self, name)[rows, idx], 0, 1)
+            out[name] = np.swapaxes(getattr(self, name)[slots], 0, 1)
         return out
 
     # -- memory -----------------------------------------------------------------------------
@@ -312,9 +336,10 @@ class CLEAR(ContinualMethod):
     Args:
         buffer_size: replay capacity in transitions.
         policy_cloning / value_cloning: costs of the two cloning losses.
-        replay_ratio: fraction of each batch that is replay (0.5: 50/50).
-        replay_unroll: length of replayed windows (default: the learner's ``n_steps``,
-            at most 20).
+        replay_ratio: fraction of each batch that is replay (0.5: 50/50, CORA's
+            ``batch_replay_ratio`` 1.0); replay comes in whole unrolls.
+        clone_alignment: ``"cora"`` (cloning targets as CORA's code aligns them) or
+            ``"paper"`` (each frame's own behaviour output); see the module docstring.
         disk_dir: where observations go when they are kept on disk.
         storage: ``"auto"`` (RAM when the buffer fits the free memory, else ``disk_dir``,
             else refuse; see the module docstring), ``"ram"`` or ``"disk"`` (needs
@@ -331,7 +356,7 @@ class CLEAR(ContinualMethod):
         policy_cloning: float = 0.01,
         value_cloning: float = 0.005,
         replay_ratio: float = 0.5,
-        replay_unroll: int | None = None,
+        clone_alignment: str = "cora",
         disk_dir: str | os.PathLike[str] | None = None,
         storage: str = "auto",
         seed: int = 0,
@@ -339,6 +364,10 @@ class CLEAR(ContinualMethod):
         super().__init__()
         if not 0.0 <= replay_ratio < 1.0:
             raise ValueError(f"replay_ratio must be in [0, 1), got {replay_ratio}")
+        if clone_alignment not in CLONE_ALIGNMENTS:
+            raise ValueError(
+                f"unknown clone_alignment {clone_alignment!r}; valid: {', '.join(CLONE_ALIGNMENTS)}"
+            )
         if storage not in STORAGES:
             raise ValueError(f"unknown storage {storage!r}; valid: {', '.join(STORAGES)}")
         if storage == "disk" and disk_dir is None:
@@ -347,17 +376,18 @@ class CLEAR(ContinualMethod):
         self.buffer_size = int(buffer_size)
         self.policy_cloning, self.value_cloning = float(policy_cloning), float(value_cloning)
         self.replay_ratio = float(replay_ratio)
-        self.replay_unroll = replay_unroll
+        self.clone_alignment = clone_alignment
         self.disk_dir = disk_dir
         self.seed = seed
         self.buffer: ReservoirBuffer | None = None
+        self._previous_output: tuple[np.ndarray, np.ndarray] | None = None
+        self._drawn: dict[str, Any] | None = None
 
     def bind(self, policy, model=None) -> None:
         super().bind(policy, model)
         if not isinstance(policy.action_space, spaces.Discrete):
             raise ValueError(f"CLEAR supports Discrete action spaces, got {policy.action_space}")
         n_steps = int(model.n_steps) if model is not None else 20
-        self.window = int(self.replay_unroll or min(n_steps, 20))
         self.gamma = float(getattr(model, "gamma", 0.99))
         self.vf_coef = float(getattr(model, "vf_coef", 0.5))
         self.ent_coef = float(getattr(model, "ent_coef", 0.01))
@@ -429,85 +459,131 @@ class CLEAR(ContinualMethod):
         return True
 
     def on_rollout_end(self, rollout: Rollout) -> None:
-        obs = (
-            rollout.observations
-            if isinstance(rollout.observations, dict)
-            else {"": rollout.observations}
-        )
+        """Offer the rollout's ``E`` unrolls: ``T + 1`` frames each (the rollout's and the
+        bootstrap observation) with the behaviour outputs in CORA's layout."""
+        if rollout.last_observations is None or rollout.last_episode_starts is None:
+            raise ValueError("CLEAR needs rollouts with last_observations")
+        t, e = rollout.num_steps, rollout.num_envs
+        obs = _as_obs_dict(rollout.observations)
+        last = _as_obs_dict(rollout.last_observations)
         flat = {
             k: th.as_tensor(v.reshape(-1, *v.shape[2:]), device=self.policy.device)
             for k, v in obs.items()
         }
         with th.no_grad():
-            logits, _ = logits_and_values(self.policy, flat.get("", flat))
-        t, e = rollout.num_steps, rollout.num_envs
-        stored = {k: v.reshape(t, e, *v.shape[2:]) for k, v in obs.items()}
+            logits, values = logits_and_values(self.policy, flat.get("", flat))
+        logits = logits.cpu().numpy().reshape(t, e, -1)
+        values = values.cpu().numpy().reshape(t, e)
+        # index 0: the output of the frame before frame 0 (an env's first unroll: frame 0's)
+        previous = self._previous_output or (logits[0], values[0])
+        self._previous_output = (logits[-1].copy(), values[-1].copy())
+        frames = {
+            k: np.concatenate([v, np.asarray(last[k]).reshape(1, *v.shape[1:])], axis=0)
+            for k, v in obs.items()
+        }
+        starts = np.concatenate([rollout.episode_starts, rollout.last_episode_starts[None]])
         self.buffer.add(
-            stored,
+            frames,
             rollout.actions,
-            logits.cpu().numpy().reshape(t, e, -1),
-            rollout.values,
+            np.concatenate([previous[0][None], logits], axis=0),
+            np.concatenate([previous[1][None], values], axis=0),
             rollout.rewards,
-            rollout.episode_starts.astype(bool),
+            starts.astype(bool),
         )
+
+    def _replay_unrolls(self, batch_size: int) -> int:
+        """Unrolls per replay batch: ``replay_ratio`` of the batch, in whole unrolls."""
+        n_replay = batch_size * self.replay_ratio / (1 - self.replay_ratio)
+        return max(1, round(n_replay / self.buffer.unroll_length))
+
+    def extra_rewards(self, policy, batch_size: int) -> th.Tensor | None:
+        """Draw this update's replay batch and return its raw rewards ``(T, R)``, which the
+        learner adds to its running reward moments (CORA concatenates new and replayed
+        unrolls before ``compute_loss`` normalises the rewards)."""
+        if self.buffer is None or self.buffer.size == 0 or self.replay_ratio == 0:
+            return None
+        self._drawn = self.buffer.sample(self._replay_unrolls(batch_size))
+        return th.as_tensor(self._drawn["rewards"], device=policy.device)
 
     def extra_loss(self, policy, batch_size: int) -> th.Tensor | None:
         if self.buffer is None or self.buffer.size == 0 or self.replay_ratio == 0:
             return None
-        n_replay = max(1, round(batch_size * self.replay_ratio / (1 - self.replay_ratio)))
-        windows = max(1, n_replay // self.window)
-        batch = self.buffer.sample(windows, self.window)
+        batch, self._drawn = self._drawn, None
+        if batch is None:
+            batch = self.buffer.sample(self._replay_unrolls(batch_size))
         return self.replay_loss(policy, batch)
 
     def replay_loss(self, policy, batch: Mapping[str, Any]) -> th.Tensor:
-        """V-trace actor-critic loss + cloning on a replay batch (time-major ``(T, W)``)."""
+        """V-trace actor-critic loss + cloning on whole replayed unrolls: the terms of
+        :meth:`replay_terms` weighted by the learner's and CLEAR's costs."""
+        terms = self.replay_terms(policy, batch)
+        return (
+            terms["policy_gradient"]
+            + self.vf_coef * terms["value"]
+            - self.ent_coef * terms["entropy"]
+            + self.policy_cloning * terms["policy_cloning"]
+            + self.value_cloning * terms["value_cloning"]
+        )
+
+    def replay_terms(self, policy, batch: Mapping[str, Any]) -> dict[str, th.Tensor]:
+        """The unweighted, reduced terms of the replay loss on whole replayed unrolls
+        (time-major: ``T + 1`` frames, ``T`` transitions; see
+        :meth:`ReservoirBuffer.sample`): ``policy_gradient``, ``value`` (``0.5 * (vs -
+        V)^2``), ``entropy`` over the ``T`` acted frames; ``policy_cloning`` (``KL(mu ||
+        pi)``) and ``value_cloning`` (``(V - V_mu)^2``) as ``clone_alignment`` pairs them.
+        Rewards are divided by the learner's running std where it keeps one."""
         dev = policy.device
-        t_len, w = batch["rewards"].shape
+        frames, w = batch["starts"].shape
         obs = {
-            k: th.as_tensor(v.reshape(t_len * w, *v.shape[2:]), device=dev).float()
+            k: th.as_tensor(v.reshape(frames * w, *v.shape[2:]), device=dev).float()
             for k, v in batch["obs"].items()
         }
         logits, values = logits_and_values(policy, obs.get("", obs))
-        log_pi = th.log_softmax(logits, dim=-1)
-        mu_logits = th.as_tensor(batch["logits"], device=dev).reshape(t_len * w, -1)
-        log_mu = th.log_softmax(mu_logits, dim=-1)
-        actions = th.as_tensor(batch["actions"], device=dev).long().reshape(-1, 1)
-        target_lp = log_pi.gather(1, actions).squeeze(1)
-        behaviour_lp = log_mu.gather(1, actions).squeeze(1)
+        log_pi = th.log_softmax(logits, dim=-1).view(frames, w, -1)
+        v = values.view(frames, w)
+        log_mu = th.log_softmax(th.as_tensor(batch["logits"], device=dev), dim=-1)
+        mu_values = th.as_tensor(batch["values"], device=dev)
+        actions = th.as_tensor(batch["actions"], device=dev).long().unsqueeze(-1)
+        target_lp = log_pi[:-1].gather(2, actions).squeeze(2)  # frames 0..T-1
+        behaviour_lp = log_mu[1:].gather(2, actions).squeeze(2)  # their outputs: index t+1
         starts = th.as_tensor(batch["starts"], device=dev).float()
         rewards = th.as_tensor(batch["rewards"], device=dev)
-        v = values.view(t_len, w)
-        # bootstrap from the window's last state; its own transition is not trained on
-        discounts = self.gamma * (1.0 - starts[1:])
+        normalizer = getattr(policy, "reward_normalizer", None)
+        if normalizer is not None:
+            rewards = rewards / normalizer.std().float()
         vs, pg_adv = vtrace_targets(
-            behaviour_lp.view(t_len, w)[:-1],
-            target_lp.detach().view(t_len, w)[:-1],
-            rewards[:-1],
+            behaviour_lp,
+            target_lp.detach(),
+            rewards,
             v.detach()[:-1],
             v.detach()[-1],
-            discounts,
+            self.gamma * (1.0 - starts[1:]),
         )
         reduce = th.sum if self.reduction == "sum" else th.mean
-        n = (t_len - 1) * w
-        pg_loss = -reduce(pg_adv.flatten() * target_lp.view(t_len, w)[:-1].flatten())
-        value_loss = 0.5 * reduce((vs.flatten() - v[:-1].flatten()).pow(2))
-        probs = log_pi.exp()
-        entropy = -(probs * log_pi).sum(-1)
-        kl = (log_mu.exp() * (log_mu - log_pi)).sum(-1)
-        value_clone = (values - th.as_tensor(batch["values"], device=dev).flatten()).pow(2)
-        loss = (
-            pg_loss
-            + self.vf_coef * value_loss
-            - self.ent_coef * reduce(entropy[:n])
-            + self.policy_cloning * reduce(kl)
-            + self.value_cloning * reduce(value_clone)
-        )
-        return loss
+        pg_loss = -reduce(pg_adv * target_lp)
+        value_loss = 0.5 * reduce((vs - v[:-1]).pow(2))
+        entropy = -(log_pi[:-1].exp() * log_pi[:-1]).sum(-1)
+        if self.clone_alignment == "cora":  # frame i vs index i, all T + 1 frames
+            pi_c, mu_c, v_c, mu_v = log_pi, log_mu, v, mu_values
+        else:  # frame i vs its own output (index i + 1), the T acted frames
+            pi_c, mu_c, v_c, mu_v = log_pi[:-1], log_mu[1:], v[:-1], mu_values[1:]
+        kl = (mu_c.exp() * (mu_c - pi_c)).sum(-1)
+        return {
+            "policy_gradient": pg_loss,
+            "value": value_loss,
+            "entropy": reduce(entropy),
+            "policy_cloning": reduce(kl),
+            "value_cloning": reduce((v_c - mu_v).pow(2)),
+        }
 
     def state_dict(self) -> dict[str, Any]:
         if self.buffer is None:
             return {"buffer": None}
-        return {"buffer": self.buffer.state_dict(), "on_disk": self.buffer.disk_dir is not None}
+        return {
+            "buffer": self.buffer.state_dict(),
+            "on_disk": self.buffer.disk_dir is not None,
+            "previous_output": self._previous_output,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("buffer") is None or self.buffer is None:
@@ -519,3 +595,4 @@ class CLEAR(ContinualMethod):
             self.buffer.close()
             self._build_buffer(self.buffer.unroll_length, self.policy, on_disk)
         self.buffer.load_state_dict(state["buffer"])
+        self._previous_output = state.get("previous_output")

@@ -154,13 +154,71 @@ def test_cora_residual_network_as_common_nets():
 
 
 def test_running_reward_std_as_cora():
-    """nets.py update_running_moments / get_running_std: rewards divided, not centred."""
-    stats = RunningRewardStd()
-    a, b = th.tensor([1.0, 3.0]), th.tensor([0.0, 0.0, 8.0])
-    stats.update(a)
-    stats.update(b)
-    everything = th.cat([a, b]).double()
-    assert float(stats.std()) == pytest.approx(float(everything.std(unbiased=False)), rel=1e-6)
+    """nets.py update_running_moments / get_running_std on 1-D batches: rewards divided,
+    not centred; CORA's count and the true count agree here."""
+    for count in ("cora", "true"):
+        stats = RunningRewardStd(count)
+        a, b = th.tensor([1.0, 3.0]), th.tensor([0.0, 0.0, 8.0])
+        stats.update(a)
+        stats.update(b)
+        everything = th.cat([a, b]).double()
+        assert float(stats.std()) == pytest.approx(float(everything.std(unbiased=False)), rel=1e-6)
+
+
+def _cora_running_std(batches: list[np.ndarray]) -> float:
+    """CORA nets.py update_running_moments, written out for (T, B) batches: the count
+    grows by len(batch) = T, sum and squared deviations run over all T * B rewards."""
+    total, m2, count = 0.0, 0.0, 1e-8
+    for batch in batches:
+        new_count = batch.shape[0]
+        new_sum = float(batch.sum())
+        new_mean = new_sum / new_count
+        mean = total / count
+        m2 += (
+            float(((batch - new_mean) ** 2).sum())
+            + count * new_count / (count + new_count) * (new_mean - mean) ** 2
+        )
+        count += new_count
+        total += new_sum
+    return float(np.sqrt(m2 / count))
+
+
+def test_running_reward_std_counts_time_steps_as_cora_on_unroll_batches():
+    """(T, B) batches: CORA adds T to the count per update (monobeast.py compute_loss
+    passes batch["reward"][1:], shape (T, B)); the default is CORA's value, the true std
+    an option, and the two differ by far."""
+    # two 2x3 batches, by hand: batch 1 sum 1, "mean" 1/2, squared deviations
+    # 5 * 1/4 + 1/4 = 1.5, count 2; batch 2 sum 2, "mean" 1, deviations 5 * 1 + 1 = 6,
+    # plus 2 * 2 / 4 * (1 - 1/2)^2 = 0.25; std = sqrt(7.75 / 4)
+    b1 = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    b2 = np.array([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0]])
+    assert _cora_running_std([b1, b2]) == pytest.approx(np.sqrt(7.75 / 4))
+    rng = np.random.default_rng(0)
+    batches = [b1, b2] + [
+        (rng.random((20, 32)) < 0.01) * 1.0 - 0.001 for _ in range(5)
+    ]  # MiniHack-like: sparse wins, a small step penalty
+    cora, true = RunningRewardStd(), RunningRewardStd("true")
+    for batch in batches:
+        cora.update(th.as_tensor(batch, dtype=th.float32))
+        true.update(th.as_tensor(batch, dtype=th.float32))
+    assert float(cora.std()) == pytest.approx(_cora_running_std(batches), rel=1e-6)
+    everything = np.concatenate([b.ravel() for b in batches])
+    assert float(true.std()) == pytest.approx(everything.std(), rel=1e-6)
+    assert float(cora.std()) > 5 * float(true.std())
+    with pytest.raises(ValueError, match="reward_std_count 'unbiased'.*cora, true"):
+        RunningRewardStd("unbiased")
+
+
+def test_vtrace_divides_rewards_by_coras_running_std_by_default():
+    """The learner's default is CORA's count; the MiniHack preset names it."""
+    env = _diag_env(n_envs=4, steps=400)
+    model = VTrace(ContinualPolicy, env, n_steps=5, normalize_reward=True, seed=0, device="cpu")
+    assert model.policy.reward_normalizer.count == "cora"
+    model.learn(40)
+    stats = model.policy.reward_normalizer
+    assert float(stats.reward_count) == pytest.approx(10, rel=1e-6)  # 2 updates x T = 5
+    hp = presets.resolve("MiniHack15", "vtrace", "ft", "paper")["learner"]
+    assert hp["reward_std_count"] == "cora" and hp["normalize_reward"] is True
 
 
 def test_time_limit_is_terminal_but_switch_bootstraps():
@@ -610,6 +668,195 @@ def test_pnc_compress_step_counts_the_kb_twice_as_cora():
     assert all(int(s) == 1 for s in results[False][0])
 
 
+# --------------------------------------------------------------------------- CLEAR
+def _clear_model(t=5, n_envs=3, learning_rate=0.0, **clear):
+    """V-trace on Diagnostic with CLEAR attached (learning rate 0: the behaviour outputs
+    stay the current policy's, so stored outputs can be recomputed)."""
+    from baselines_sb3.cl.clear import CLEAR
+
+    env = _diag_env(n_envs=n_envs, steps=400)
+    method = CLEAR(buffer_size=10_000, storage="ram", **clear)
+    model = VTrace(
+        ContinualPolicy,
+        env,
+        n_steps=t,
+        learning_rate=learning_rate,
+        normalize_reward=True,
+        loss_reduction="sum",
+        cl_method=method,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16]},
+    )
+    return model, method, attach_method(model, method, env)
+
+
+def _outputs(model, frames):
+    """The current policy's (logits, values) of time-major frames (F, B, ...)."""
+    f, b = frames.shape[:2]
+    with th.no_grad():
+        logits, values = model.policy.logits_and_values(
+            th.as_tensor(frames.reshape(f * b, *frames.shape[2:])).float()
+        )
+    return logits.view(f, b, -1).numpy(), values.view(f, b).numpy()
+
+
+def test_clear_replays_whole_unrolls_in_coras_layout():
+    """clear_monobeast.py stores unrolls of T + 1 frames (the bootstrap frame included) and
+    replays them whole; TorchBeast writes the output computed from frame t at index t + 1
+    (monobeast.py act(): index 0 = the previous unroll's last output)."""
+    t, e = 5, 3
+    model, method, cb = _clear_model(t, e)
+    model.learn(2 * t * e, callback=cb)
+    buf = method.buffer
+    assert buf.size == 2 * e
+    frames = buf.obs[""].array
+    assert frames.shape[:2] == (buf.slots, t + 1)
+    assert buf.logits.shape[1] == buf.values.shape[1] == buf.starts.shape[1] == t + 1
+    assert buf.actions.shape[1] == buf.rewards.shape[1] == t
+    # the bootstrap frame of the first unroll is the first frame of the next one
+    np.testing.assert_array_equal(frames[:e, t], frames[e : 2 * e, 0])
+    for slot in range(2 * e):
+        logits, values = _outputs(model, frames[slot][:, None])
+        np.testing.assert_allclose(buf.logits[slot, 1:], logits[:t, 0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(buf.values[slot, 1:], values[:t, 0], rtol=1e-5, atol=1e-6)
+    # index 0: frame 0's own output for an env's first unroll, else the previous unroll's last
+    np.testing.assert_array_equal(buf.logits[:e, 0], buf.logits[:e, 1])
+    np.testing.assert_array_equal(buf.logits[e : 2 * e, 0], buf.logits[:e, t])
+    np.testing.assert_array_equal(buf.values[e : 2 * e, 0], buf.values[:e, t])
+    batch = buf.sample(4)
+    assert batch["obs"][""].shape[:2] == (t + 1, 4) and batch["rewards"].shape == (t, 4)
+    for column in range(4):  # each replayed column is one stored unroll, whole
+        slot = [
+            s for s in range(buf.size) if np.array_equal(frames[s], batch["obs"][""][:, column])
+        ]
+        assert slot and np.array_equal(buf.rewards[slot[0]], batch["rewards"][:, column])
+    assert method._replay_unrolls(t * e) == e  # 50/50: as many replayed unrolls as new ones
+
+
+def _kl(log_mu: np.ndarray, log_pi: np.ndarray) -> float:
+    return float((np.exp(log_mu) * (log_mu - log_pi)).sum())
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_clear_cloning_targets_aligned_as_coras_code_by_default():
+    """clear_monobeast.py custom_loss compares the current output of frame i with index i
+    of the stored unroll, i.e. the output computed from frame i - 1; the paper's alignment
+    (frame i with its own output) is the option. With the policy unchanged since the
+    unrolls were stored, the paper's cloning losses vanish and CORA's do not."""
+    t, e = 5, 3
+    model, method, cb = _clear_model(t, e)
+    assert method.clone_alignment == "cora"
+    with th.no_grad():  # outputs that differ from frame to frame
+        model.policy.action_net.weight.mul_(30.0)
+        model.policy.value_net.weight.mul_(30.0)
+    model.learn(2 * t * e, callback=cb)
+    batch = method.buffer.sample(4)
+    logits, values = _outputs(model, batch["obs"][""])
+    terms = {k: v.detach() for k, v in method.replay_terms(model.policy, batch).items()}
+    log_mu, log_pi = _log_softmax(batch["logits"]), _log_softmax(logits)
+    assert float(terms["policy_cloning"]) == pytest.approx(_kl(log_mu, log_pi), rel=1e-4)
+    assert float(terms["value_cloning"]) == pytest.approx(
+        float(((values - batch["values"]) ** 2).sum()), rel=1e-4
+    )
+    assert float(terms["policy_cloning"]) > 1e-3
+    method.clone_alignment = "paper"
+    paper = {k: v.detach() for k, v in method.replay_terms(model.policy, batch).items()}
+    assert float(paper["policy_cloning"]) < 1e-5 * float(terms["policy_cloning"])
+    assert float(paper["value_cloning"]) < 1e-5 * float(terms["value_cloning"])
+    with pytest.raises(ValueError, match="clone_alignment 'x'; valid: cora, paper"):
+        type(method)(buffer_size=100, clone_alignment="x")
+
+
+def test_clear_replayed_rewards_share_the_running_std_of_the_new_ones(monkeypatch):
+    """clear_monobeast.py concatenates new and replayed unrolls; monobeast.py compute_loss
+    then updates the running moments once with the whole (T, B + R) batch and divides
+    every reward by the same std."""
+    import baselines_sb3.cl.clear as clear_module
+    import baselines_sb3.learners as learners_module
+
+    t, e = 5, 3
+    model, method, cb = _clear_model(t, e)
+    model.learn(2 * t * e, callback=cb)
+    rng = np.random.default_rng(0)
+    model.rollout_buffer.rewards[...] = rng.normal(size=(t, e))
+    method.buffer.rewards[...] = rng.normal(size=method.buffer.rewards.shape) + 3.0
+    stats = model.policy.reward_normalizer
+    before = {k: float(getattr(stats, k)) for k in ("reward_sum", "reward_m2", "reward_count")}
+    seen = {}
+
+    def spy(module, name):
+        original = module.vtrace_targets
+
+        def wrapped(*args, **kwargs):
+            seen[name] = args[2].clone()
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, "vtrace_targets", wrapped)
+
+    spy(learners_module, "new")
+    spy(clear_module, "replay")
+    drawn = {}
+    original_sample = method.buffer.sample
+
+    def sample(n):
+        drawn["batch"] = original_sample(n)
+        return drawn["batch"]
+
+    monkeypatch.setattr(method.buffer, "sample", sample)
+    model.train()
+    replayed = drawn["batch"]["rewards"]
+    assert replayed.shape == (t, e)
+    both = np.concatenate([model.rollout_buffer.rewards, replayed], axis=1)
+    # one update of the moments with the concatenated batch: CORA's count adds T once
+    assert float(stats.reward_count) - before["reward_count"] == pytest.approx(t)
+    assert float(stats.reward_sum) - before["reward_sum"] == pytest.approx(both.sum(), rel=1e-5)
+    std = float(stats.std())
+    np.testing.assert_allclose(seen["new"].numpy(), model.rollout_buffer.rewards / std, rtol=1e-5)
+    np.testing.assert_allclose(seen["replay"].numpy(), replayed / std, rtol=1e-5)
+
+
+def test_clear_defaults_pinned():
+    """Every CLEAR loss setting: ClearPolicyConfig (batch_replay_ratio 1.0, cloning costs
+    0.01 / 0.005), summed losses (KLDivLoss(reduction="sum"), torch.sum), CORA's cloning
+    alignment, whole unrolls of the learner's T, replayed rewards normalised as new ones."""
+    import inspect
+
+    from baselines_sb3.cl.clear import CLEAR
+
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(CLEAR).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    assert defaults == {
+        "policy_cloning": 0.01,
+        "value_cloning": 0.005,
+        "replay_ratio": 0.5,
+        "clone_alignment": "cora",
+        "disk_dir": None,
+        "storage": "auto",
+        "seed": 0,
+    }
+    for suite in ("Atari6", "MiniHack15", "CHORES-VaryRoom"):
+        hp = presets.resolve(suite, "vtrace", "clear", "paper")
+        assert {k: v for k, v in hp["method"].items() if k != "buffer_size"} == {
+            "policy_cloning": 0.01,
+            "value_cloning": 0.005,
+            "replay_ratio": 0.5,
+            "clone_alignment": "cora",
+        }
+        assert hp["learner"]["loss_reduction"] == "sum"
+    _, method, _ = _clear_model(t=4, n_envs=2)
+    assert (method.reduction, method.gamma, method.buffer.unroll_length) == ("sum", 0.99, 4)
+    assert method._replay_unrolls(4 * 2) == 2
+    assert CLEAR(buffer_size=100, replay_ratio=0.0).replay_ratio == 0.0
+
+
 # --------------------------------------------------------------------------- presets
 def test_default_learner_per_suite():
     for suite in presets.CORA_SUITES:
@@ -649,6 +896,7 @@ def test_cora_presets_per_suite():
         "gamma": 0.999,
         "rms_prop_eps": 1e-6,
         "normalize_reward": True,
+        "reward_std_count": "cora",
     }
     chores = presets.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
     assert (chores["num_envs"], chores["learner"]["n_steps"]) == (10, 80)

@@ -91,14 +91,14 @@ def test_reservoir_is_uniform():
             capacity=20, unroll_length=1, observation_space=space, num_actions=2, seed=rep
         )
         for item in range(200):
-            obs = {"": np.full((1, 1, 2), item % 256, np.uint8)}
+            obs = {"": np.full((2, 1, 2), item % 256, np.uint8)}  # T + 1 frames
             buf.add(
                 obs,
                 np.array([[item]]),
-                np.zeros((1, 1, 2)),
+                np.zeros((2, 1, 2)),
+                np.zeros((2, 1)),
                 np.zeros((1, 1)),
-                np.zeros((1, 1)),
-                np.zeros((1, 1), bool),
+                np.zeros((2, 1), bool),
             )
         counts[buf.actions[:, 0]] += 1
     assert counts.sum() == 300 * 20
