@@ -43,7 +43,7 @@ from baselines_sb3.cl.clear import replay_storage
 from baselines_sb3.factory import LEARNERS, build_model, wrap_env
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress
+from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int
 from cl_suites.core.video import VideoRecorder
@@ -67,6 +67,7 @@ JOB_OPTIONS: tuple[str, ...] = (
     "eval_at_start",
     "eval_per_task",
     "eval_deterministic",
+    "eval_max_episode_steps",
     "torch_threads",
     "update_threads",
 )
@@ -85,6 +86,9 @@ override those.
 * ``eval_per_task``: count ``eval_every`` from the start of every task (MEAL's "every N
   updates" of each task; default for MEAL) instead of the global grid ``k * eval_every``.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
+* ``eval_max_episode_steps``: an evaluation-only episode cap, in steps of one eval env
+  (default ``None``: whole episodes, the papers' protocol; CORA evaluates Atari on whole
+  games). Training episodes keep the suite's own cap.
 * ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
   MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
   torch's OpenMP workers, which keep spinning after each operation, then take the cores
@@ -214,7 +218,7 @@ def resolve_job(
         _check_choice("learner for MEAL (IPPO)", learner, MEAL_LEARNERS)
     hp = presets.resolve(preset_suite, learner, method, preset)
     job = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    for key in ("torch_threads", "update_threads"):
+    for key in ("torch_threads", "update_threads", "eval_max_episode_steps"):
         if key in job:
             job[key] = check_positive_int(key, job[key])
     overrides = presets.route_overrides(hp, learner, method, overrides)
@@ -360,6 +364,7 @@ def run_main_job(
         segments=schedule if spec.eval_per_task() else None,
         env_source=eval_source,
         video=_video_recorder(run_dir, job, schedule),
+        max_episode_steps=job.get("eval_max_episode_steps"),
     )
     if cl.needs_fresh_episodes:  # e.g. MEAL's Fisher: 5 fresh episodes x 500 steps
         cl.set_episode_source(
@@ -370,12 +375,17 @@ def run_main_job(
     ckpt_cb = CheckpointCallback(
         ckpt, int(job.get("checkpoint_every", sequence.eval_every)), cl, train_env, evaluator
     )
+    unit = "env steps" if spec.meal is not None else "agent steps"
+    start_step = train_env.cursor.total_step if state is not None else 0
+    if job.get("progress", False):
+        print(plan_text(schedule, unit, evaluator, start_step), flush=True)
     progress = RunProgress(
         schedule,
         run_dir=run_dir,
         show=bool(job.get("progress", False)),
-        unit="env steps" if spec.meal is not None else "agent steps",
-        initial_step=train_env.cursor.total_step if state is not None else 0,
+        unit=unit,
+        initial_step=start_step,
+        evaluator=evaluator,
     )
     callbacks = CallbackList(
         [
@@ -477,15 +487,14 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
             "at_start": spec.eval_at_start(),
             "per_task": spec.eval_per_task(),
             "deterministic": bool(spec.job.get("eval_deterministic", True)),
+            "max_episode_steps": spec.job.get("eval_max_episode_steps"),
         },
         "step_unit": spec.step_unit,
     }
     if spec.meal is not None:
         metadata.update(
-            num_agents=spec.meal.num_agents,
+            spec.meal.run_metadata(),
             multi_agent="IPPO: one policy shared by every agent (parameter sharing)",
-            layouts=description["layouts"],
-            score_normalizers=spec.meal.score_normalizers(),
         )
     return metadata
 
