@@ -89,15 +89,23 @@ override those.
 * ``eval_max_episode_steps``: an evaluation-only episode cap, in steps of one eval env
   (default ``None``: whole episodes, the papers' protocol; CORA evaluates Atari on whole
   games). Training episodes keep the suite's own cap.
-* ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
-  MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
-  torch's OpenMP workers, which keep spinning after each operation, then take the cores
-  from JAX's workers: with torch's default of one thread per core a MEAL run on 2 cores
-  was 5-10x slower than with 1 (``benchmarks/bench_meal.py``).
+* ``torch_threads``: torch's intra-op threads while training (default ``TORCH_THREADS``,
+  1, every suite; a sweep run: its ``--cpus-per-run``).
 * ``update_threads``: torch's intra-op threads in the learner's updates (the epochs over
-  each rollout; default: ``torch_threads``; MEAL: torch's own, one per core). No JAX runs
-  then, so the cores are free: 1.1-1.25x training env-steps/s on MEAL-2 at 16-256 envs.
+  each rollout; default: ``torch_threads``). More threads gain 1.1-1.25x on a quiet
+  machine (MEAL-2, 16-256 envs) and lose many times that on a busy one.
 """
+
+TORCH_THREADS = 1
+"""The default of ``torch_threads`` (and so of ``update_threads``) for every suite: the one
+place the thread default is set. torch's own default is one intra-op thread per core, and
+its OpenMP workers spin after each operation; next to other processes on the same cores
+(a cluster node, a laptop) the spinning workers and the other processes take turns and a
+run collapses: a Diagnostic small run took 438 s wall and 83 s CPU with torch's default
+next to other jobs on 2 cores, 23 s and 6 s with 1 thread; a MEAL run that steps JAX and
+torch in turn in one process was 5-10x slower with one thread per core
+(``benchmarks/bench_contention.py``, ``benchmarks/bench_meal.py``). One thread costs at
+most 1.1-1.25x on a quiet machine."""
 
 MEAL_LEARNERS: tuple[str, ...] = ("ppo",)
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
@@ -403,13 +411,10 @@ def run_main_job(
         ]
     )
     outcome = "failed"
-    threads = job.get("torch_threads", 1 if spec.meal is not None else None)
+    threads = job.get("torch_threads", TORCH_THREADS)
     previous_threads = th.get_num_threads()
-    model.update_threads = job.get(
-        "update_threads", previous_threads if spec.meal is not None else None
-    )
-    if threads:
-        th.set_num_threads(threads)
+    model.update_threads = job.get("update_threads", threads)
+    th.set_num_threads(threads)
     try:
         model.learn(
             total_timesteps=schedule[-1].end_step * agents - model.num_timesteps,

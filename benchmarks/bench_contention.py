@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,12 +56,17 @@ def _command(name: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
     return cmd
 
 
-def _timed_run(cmd: list[str], env: dict[str, str]) -> float:
+def _timed_run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the run's process: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"run failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}")
-    return time.perf_counter() - t0
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def _busy(n: int) -> list[subprocess.Popen]:
@@ -70,7 +76,9 @@ def _busy(n: int) -> list[subprocess.Popen]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", choices=list(WORKLOADS), default=["demo", "meal"])
-    parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the run")
+    parser.add_argument(
+        "--busy", type=int, default=2, help="CPU-bound processes beside the run (0: alone only)"
+    )
     parser.add_argument("--learner", default=None, help="MEAL's learner (default: the job's)")
     parser.add_argument("--meal-steps", type=int, default=3 * 2048, help="MEAL env steps/task")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -85,20 +93,30 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; --set {args.set} "
         f"--env {args.env}; load average before: {os.getloadavg()[0]:.2f}"
     )
-    print(f"{'run':<12} {'alone s':>8} {'busy s':>8} {'slowdown':>9}  target <= {TARGET}x")
+    print("wall and CPU (user + system) seconds of each run; the busy processes' CPU is apart")
+    print(f"{'run':<12} {'alone':>15} {'busy':>15} {'slowdown':>9}  target <= {TARGET}x")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.runs:
-            alone = _timed_run(_command(name, args, Path(tmp) / f"{name}-alone"), env)
+            load = os.getloadavg()[0]
+            alone, alone_cpu = _timed_run(_command(name, args, Path(tmp) / f"{name}-a"), env)
+            print(f"  {name} alone: {alone:.1f} s wall, {alone_cpu:.1f} s CPU (load {load:.1f})")
+            if args.busy == 0:
+                continue
             procs = _busy(args.busy)
             try:
-                busy = _timed_run(_command(name, args, Path(tmp) / f"{name}-busy"), env)
+                load = os.getloadavg()[0]
+                busy, busy_cpu = _timed_run(_command(name, args, Path(tmp) / f"{name}-b"), env)
             finally:
                 for p in procs:
                     p.kill()
                     p.wait()
             ratio = busy / alone
             met = "yes" if ratio <= TARGET else "NO"
-            print(f"{name:<12} {alone:>8.1f} {busy:>8.1f} {ratio:>8.2f}x  {met}", flush=True)
+            print(
+                f"{name:<12} {alone:>6.1f}s {alone_cpu:>5.1f}cpu {busy:>6.1f}s {busy_cpu:>5.1f}cpu "
+                f"{ratio:>8.2f}x  {met} (load before busy run {load:.1f})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -88,7 +88,12 @@ def _attempt(
         from baselines_sb3.main_job import run_main_job
 
         _configure_resources(cpus, gpus)
-        overrides = {"progress": False, "report": False, **job.get("overrides", {})}
+        overrides = {
+            "progress": False,
+            "report": False,
+            "torch_threads": max(1, int(cpus)),  # the run's whole CPUs
+            **job.get("overrides", {}),
+        }
         if gpus <= 0:
             overrides.setdefault("device", "cpu")
         run_main_job(
