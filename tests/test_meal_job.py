@@ -300,7 +300,7 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
     assert (batch.observations["task_id"] == 1).all() and batch.alive.all()
     records = evaluator.evaluate(0, lambda obs, ids: np.full(len(obs), 4))  # everyone stays
     assert [r["mean_return"] for r in records] == [0.0, 0.0]
-    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    names = sorted(p.name for p in (tmp_path / "videos").glob("*.mp4"))
     assert names == [f"eval-step000000000-task{t:02d}-train.mp4" for t in (0, 1)]
 
 
