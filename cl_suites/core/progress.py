@@ -128,7 +128,7 @@ class RunProgress:
         self._eval_points = (
             evaluator.points(self.total_step, self.total_steps) if evaluator is not None else []
         )
-        self._estimated = False
+        self._estimated = 0  # 1: training measured, 2: evaluation too
         self.eta_s: float | None = None
         if evaluator is not None:
             evaluator.progress = self
@@ -164,8 +164,10 @@ class RunProgress:
 
     @property
     def train_seconds(self) -> float:
-        """Wall seconds since the loop started, evaluation apart."""
-        return time.monotonic() - self._t0 - self.eval_seconds
+        """Wall seconds since the loop started, evaluation (a running one too) apart."""
+        now = time.monotonic()
+        running = now - self._eval_t0 if self.phase == "evaluation" else 0.0
+        return now - self._t0 - self.eval_seconds - running
 
     @property
     def eval_share(self) -> float:
@@ -243,13 +245,19 @@ class RunProgress:
             return
         train, evaluation = estimate
         self.eta_s = train + evaluation
+        # printed once training is measured, and once more when the first evaluation is
         evaluated = self._eval_points_done > 0 or not self._eval_points
-        if self._bar is not None and not self._estimated and evaluated:
-            self._estimated = True
+        stage = 2 if evaluated else 1
+        if self._bar is not None and self._estimated < stage:
+            self._estimated = stage
             rate = (self.total_step - self._start_step) / self.train_seconds
+            if evaluated:
+                what = f"evaluation {_duration(evaluation)}"
+            else:
+                what = f"evaluation not measured yet (first at step {self._eval_points[0]:,})"
             self._bar.console.print(
                 f"estimated time left: {_duration(self.eta_s)} (training {_duration(train)} "
-                f"at {rate:,.0f} {self.unit}/s, evaluation {_duration(evaluation)})"
+                f"at {rate:,.0f} {self.unit}/s, {what})"
             )
 
     def close(self, state: str = "finished") -> None:
