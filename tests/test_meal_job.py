@@ -128,7 +128,9 @@ def test_meal_evaluation_is_meals(ft_run):
     assert (frame.split == "train").all() and (frame.episodes == 2).all()
     assert (frame.mean_return % 20 == 0).all()  # 20 per delivered soup
     meta = read_metadata(ft_run)
-    assert meta["evaluation"] == {"at_start": False, "per_task": True, "deterministic": True}
+    assert meta["evaluation"] == {
+        "at_start": False, "per_task": True, "deterministic": True, "max_episode_steps": None
+    }  # fmt: skip
     assert meta["step_unit"].startswith("env steps") and meta["num_agents"] == 2
     assert set(meta["score_normalizers"]) == {"0", "1"}
     assert meta["env_kwargs"]["layout_seed"] == 0
