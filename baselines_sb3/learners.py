@@ -70,8 +70,10 @@ class TaskSwitchLearner:
     reset_optimizer_at_switch: bool
     update_threads: int | None = None
     """torch's intra-op threads during an update (the epochs over a rollout); ``None``:
-    whatever the process uses. A MEAL run acts with one thread (torch's spinning workers
-    would take the cores from JAX's env steps) and updates with all of them."""
+    whatever the process uses (the main job's default: ``main_job.TORCH_THREADS``)."""
+    _optimizer_reset_pending: bool = False
+    """A task switch happened in the rollout being collected: empty the optimizer's state
+    after its update."""
 
     def _init_task_schedule(
         self,

@@ -60,7 +60,7 @@ from baselines_sb3.jax_options import (
 from baselines_sb3.option_specs import check_options, job_size_warnings
 from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress
+from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int
 from cl_suites.core.video import VideoRecorder
@@ -84,6 +84,7 @@ JOB_OPTIONS: tuple[str, ...] = (
     "eval_at_start",
     "eval_per_task",
     "eval_deterministic",
+    "eval_max_episode_steps",
     "torch_threads",
     "update_threads",
 )
@@ -105,15 +106,26 @@ override those.
 * ``device``, ``vectorization_mode``, ``replay_on_disk``, ``torch_threads``,
   ``update_threads``: options of the torch learners only (refused with ``ppo-jax``,
   which takes its device from JAX, ``JAX_PLATFORMS``); ``wandb`` too for now.
-* ``torch_threads``: torch's intra-op threads while training (default: torch's own, 1 for
-  MEAL). A MEAL run steps its JAX env and its torch learner in turn in one process, and
-  torch's OpenMP workers, which keep spinning after each operation, then take the cores
-  from JAX's workers: with torch's default of one thread per core a MEAL run on 2 cores
-  was 5-10x slower than with 1 (``benchmarks/bench_meal.py``).
+* ``eval_max_episode_steps``: an evaluation-only episode cap, in steps of one eval env
+  (default ``None``: whole episodes, the papers' protocol; CORA evaluates Atari on whole
+  games). Training episodes keep the suite's own cap.
+* ``torch_threads``: torch's intra-op threads while training (default ``TORCH_THREADS``,
+  1, every suite; a sweep run: its ``--cpus-per-run``).
 * ``update_threads``: torch's intra-op threads in the learner's updates (the epochs over
-  each rollout; default: ``torch_threads``; MEAL: torch's own, one per core). No JAX runs
-  then, so the cores are free: 1.1-1.25x training env-steps/s on MEAL-2 at 16-256 envs.
+  each rollout; default: ``torch_threads``). More threads gain 1.1-1.25x on a quiet
+  machine (MEAL-2, 16-256 envs) and lose many times that on a busy one.
 """
+
+TORCH_THREADS = 1
+"""The default of ``torch_threads`` (and so of ``update_threads``) for every suite: the one
+place the thread default is set. torch's own default is one intra-op thread per core, and
+its OpenMP workers spin after each operation; next to other processes on the same cores
+(a cluster node, a laptop) the spinning workers and the other processes take turns and a
+run collapses: a Diagnostic small run took 438 s wall and 83 s CPU with torch's default
+next to other jobs on 2 cores, 23 s and 6 s with 1 thread; a MEAL run that steps JAX and
+torch in turn in one process was 5-10x slower with one thread per core
+(``benchmarks/bench_contention.py``, ``benchmarks/bench_meal.py``). One thread costs at
+most 1.1-1.25x on a quiet machine."""
 
 MEAL_LEARNERS: tuple[str, ...] = (JAX_LEARNER, "ppo")
 """Learners of MEAL suites: the JAX IPPO (default) and the SB3/torch IPPO."""
@@ -448,12 +460,17 @@ def run_main_job(
         train_env,
         evaluator,
     )
+    unit = "env steps" if spec.meal is not None else "agent steps"
+    start_step = train_env.cursor.total_step if state is not None else 0
+    if job.get("progress", False):
+        print(plan_text(schedule, unit, evaluator, start_step), flush=True)
     progress = RunProgress(
         schedule,
         run_dir=run_dir,
         show=bool(job.get("progress", False)),
-        unit="env steps" if spec.meal is not None else "agent steps",
-        initial_step=train_env.cursor.total_step if state is not None else 0,
+        unit=unit,
+        initial_step=start_step,
+        evaluator=evaluator,
     )
     callbacks = CallbackList(
         [
@@ -471,13 +488,10 @@ def run_main_job(
         ]
     )
     outcome = "failed"
-    threads = job.get("torch_threads", 1 if spec.meal is not None else None)
+    threads = job.get("torch_threads", TORCH_THREADS)
     previous_threads = th.get_num_threads()
-    model.update_threads = job.get(
-        "update_threads", previous_threads if spec.meal is not None else None
-    )
-    if threads:
-        th.set_num_threads(threads)
+    model.update_threads = job.get("update_threads", threads)
+    th.set_num_threads(threads)
     try:
         model.learn(
             total_timesteps=schedule[-1].end_step * agents - model.num_timesteps,
@@ -633,7 +647,7 @@ def _evaluator(
     eval_source: Any,
 ) -> Evaluator:
     """The run's evaluator: the suite's cadence (MEAL: per task, no step-0 evaluation),
-    its env source, videos when asked."""
+    its env source, videos when asked, the evaluation-only episode cap."""
     return Evaluator(
         spec.sequence,
         seed=int(seed),
@@ -643,6 +657,7 @@ def _evaluator(
         segments=schedule if spec.eval_per_task() else None,
         env_source=eval_source,
         video=_video_recorder(run_dir, spec.job, schedule),
+        max_episode_steps=spec.job.get("eval_max_episode_steps"),
     )
 
 
@@ -703,15 +718,14 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
             "at_start": spec.eval_at_start(),
             "per_task": spec.eval_per_task(),
             "deterministic": bool(spec.job.get("eval_deterministic", True)),
+            "max_episode_steps": spec.job.get("eval_max_episode_steps"),
         },
         "step_unit": spec.step_unit,
     }
     if spec.meal is not None:
         metadata.update(
-            num_agents=spec.meal.num_agents,
+            spec.meal.run_metadata(),
             multi_agent="IPPO: one policy shared by every agent (parameter sharing)",
-            layouts=description["layouts"],
-            score_normalizers=spec.meal.score_normalizers(),
         )
     return metadata
 

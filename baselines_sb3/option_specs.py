@@ -137,6 +137,7 @@ OPTION_SPECS: dict[str, Opt] = {
     "eval_at_start": _BOOL,
     "eval_per_task": _BOOL,
     "eval_deterministic": _BOOL,
+    "eval_max_episode_steps": _int(none_ok=True),
     "torch_threads": _int(),
     "update_threads": _int(),
     # -- learners (PPO, V-trace)

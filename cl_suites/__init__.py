@@ -12,6 +12,7 @@ from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.core.task import Segment, SequenceDoneError, TaskSequence, TaskSpec, TaskSwitch
 from cl_suites.core.vector import SequenceVectorEnv
 from cl_suites.errors import silence_legacy_gym_banner
+from cl_suites.recorder import Recorder
 from cl_suites.registration import register_all
 from cl_suites.suites import SUITES, find_suite
 
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SUITES",
     "Evaluator",
+    "Recorder",
     "RunLog",
     "Segment",
     "SequenceDoneError",

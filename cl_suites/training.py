@@ -1,8 +1,9 @@
 """Pieces every training loop over a sequence shares, and the random-agent run.
 
 ``run_metadata`` describes a run for its run log; ``episode_records`` turns a vector
-step's infos into training-episode rows; ``run_random_agent`` is the reference loop
-(and the CLI's ``--method random``): plug a learner in by replacing the action choice.
+step's infos into training-episode rows (both used by ``cl_suites.Recorder``, the object
+an own loop calls once per step); ``run_random_agent`` is the reference loop (and the
+CLI's ``--method random``): plug a learner in by replacing the action choice.
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.api import make_sequence
-from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress
-from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
-from cl_suites.core.vector import SequenceVectorEnv, VectorizationMode
+from cl_suites.core.vector import VectorizationMode
+from cl_suites.meal.suite import is_meal_id
+from cl_suites.meal.suite import suite_info as meal_suite_info
 from cl_suites.suites import find_suite
 
 
@@ -33,7 +32,7 @@ def run_metadata(
 ) -> dict[str, Any]:
     """The ``metadata.json`` content of a run: suite id and kwargs, seed, method, the
     schedule with this number of sub-envs, and the suite's metric settings."""
-    info = find_suite(suite)
+    info = meal_suite_info(str(suite).split(":", 1)[-1]) if is_meal_id(suite) else find_suite(suite)
     description = sequence.describe()
     return {
         "suite_id": info.id,
@@ -55,19 +54,27 @@ def run_metadata(
 
 def episode_records(infos: dict[str, Any], total_step: int) -> list[dict[str, Any]]:
     """Training-episode rows (``episodes.csv`` columns) for the episodes that ended in
-    one vector step, from ``SequenceVectorEnv`` infos."""
-    if "_" + TASK_EPISODE_KEY not in infos:
+    one vector step, from ``SequenceVectorEnv`` infos (``infos["task_episode"]``) or
+    ``MealBatchedEnv`` infos (``infos["episode"]``, returns ``(num_envs, num_agents)``:
+    the row holds agent 0's return, as the main job logs MEAL episodes)."""
+    key = TASK_EPISODE_KEY if "_" + TASK_EPISODE_KEY in infos else "episode"
+    if "_" + key not in infos:
         return []
-    ended = np.flatnonzero(infos["_" + TASK_EPISODE_KEY])
-    episode = infos[TASK_EPISODE_KEY]
+    done = np.asarray(infos["_" + key])
+    episode = infos[key]
+    task_ids = np.broadcast_to(np.asarray(episode["task_id"]), done.shape)  # MEAL: one int
+    returns = np.asarray(episode["r"])
+    if returns.ndim == 2:  # MEAL: (envs, agents); the row holds agent 0's return
+        returns = returns[:, 0]
+    lengths = np.broadcast_to(np.asarray(episode["l"]), done.shape)
     return [
         {
             "total_step": int(total_step),
-            "task_id": int(episode["task_id"][i]),
-            "episode_return": float(episode["r"][i]),
-            "episode_length": int(episode["l"][i]),
+            "task_id": int(task_ids[i]),
+            "episode_return": float(returns[i]),
+            "episode_length": int(lengths[i]),
         }
-        for i in ended
+        for i in np.flatnonzero(done)
     ]
 
 
@@ -88,38 +95,30 @@ def run_random_agent(
     (``steps_per_task``, ``cycles``, ``eval_every``, ``eval_episodes``, ...).
     ``progress=True`` draws the rich progress bar (the CLI does; library calls are quiet).
     """
-    sequence = make_sequence(suite, **env_kwargs)
-    env = SequenceVectorEnv(sequence, num_envs, vectorization_mode)
-    metadata = run_metadata(
-        suite, sequence, seed=seed, method="random", num_envs=num_envs, env_kwargs=env_kwargs
+    from cl_suites.recorder import Recorder
+
+    rec = Recorder(
+        run_dir,
+        suite,
+        num_envs=num_envs,
+        seed=seed,
+        method="random",
+        progress=progress,
+        vectorization_mode=vectorization_mode,
+        **env_kwargs,
     )
     rng = np.random.default_rng(seed)
-    action_space = sequence.action_space
+    n_actions = rec.sequence.action_space.n
 
     def policy(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
-        return rng.integers(action_space.n, size=len(obs))
+        return rng.integers(n_actions, size=len(obs))
 
-    with RunLog(run_dir, metadata) as log:
-        evaluator = Evaluator(
-            sequence, seed=seed, run_log=log, vectorization_mode=vectorization_mode
-        )
+    with rec:
+        env = rec.envs
         env.action_space.seed(seed)
-        env.reset(seed=seed)
-        bar = RunProgress(env.schedule(), run_dir=run_dir, show=progress, unit="agent steps")
-        total_step, outcome = 0, "failed"
-        try:
-            while True:
-                evaluator.maybe_evaluate(total_step, policy)
-                _, _, _, _, infos = env.step(env.action_space.sample())
-                total_step = int(infos["total_step"][0])
-                log.log_episodes(episode_records(infos, total_step))
-                bar.update(total_step)
-                if infos["sequence_done"][0]:
-                    break
-            evaluator.evaluate(total_step, policy)
-            outcome = "finished"
-        finally:
-            bar.close(outcome)
-            evaluator.close()
-            env.close()
+        _, infos = env.reset(seed=seed)
+        rec.step(infos, policy)
+        while not rec.done:
+            _, _, _, _, infos = env.step(env.action_space.sample())
+            rec.step(infos, policy)
     return Path(run_dir)

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+from PIL import Image
 
 from baselines_sb3 import main_job
 from baselines_sb3.cl.base import ContinualMethod
@@ -17,7 +18,7 @@ from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, read_progress
 from cl_suites.core.runlog import read_eval
 from cl_suites.core.task import TaskSequence, TaskSpec
-from cl_suites.core.video import VideoRecorder, video_path
+from cl_suites.core.video import VideoRecorder, poster_path, video_path
 from cl_suites.training import run_random_agent
 
 th.set_num_threads(1)
@@ -95,7 +96,7 @@ def test_evaluator_records_one_episode_per_task_and_split(tmp_path):
     policy = lambda obs, ids: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
     for step in (0, 10, 20, 30):
         evaluator.evaluate(step, policy)
-    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    names = sorted(p.name for p in (tmp_path / "videos").glob("*.mp4"))
     assert names == [
         f"eval-step{s:09d}-task{t:02d}-{split}.mp4"
         for s in (0, 20)
@@ -104,6 +105,9 @@ def test_evaluator_records_one_episode_per_task_and_split(tmp_path):
     ]
     clip = VideoFileClip(str(video_path(tmp_path, 20, 1, "test")))
     assert clip.size == [24, 16]
+    # the poster: the middle frame, not the black first one (issue 23 item 9)
+    poster = np.asarray(Image.open(poster_path(video_path(tmp_path, 20, 1, "test"))))
+    assert poster.shape == (16, 24, 3) and (poster == 40 * 3).all()
     assert round(clip.duration * clip.fps) == 6  # the first frame + 6 steps, last one lost
     clip.close()
     assert recorder.state_dict() == {"next": 2}

@@ -275,6 +275,15 @@ class Evaluator:
         env_source: where the envs come from (default: ``TaskEnvSource``).
         video: a ``cl_suites.core.video.VideoRecorder`` that says at which evaluation
             points to record one episode per task and split (the source must render).
+        max_episode_steps: an evaluation-only episode cap in steps of one sub-env
+            (``None``: whole episodes, the papers' protocol; CORA's Atari evaluation plays
+            whole games). An episode that reaches it counts with the return it has so
+            far; its sub-env then plays that episode out unrecorded before its next one.
+
+    Attributes:
+        eval_seconds: wall seconds spent in ``evaluate`` so far.
+        progress: a ``cl_suites.core.progress.RunProgress`` that shows each evaluation
+            as a phase (set by ``RunProgress(..., evaluator=...)``), or ``None``.
     """
 
     def __init__(
@@ -291,6 +300,7 @@ class Evaluator:
         segments: Sequence[Segment] | None = None,
         env_source: EvalEnvSource | None = None,
         video: Any = None,
+        max_episode_steps: int | None = None,
     ):
         self.sequence = sequence
         self.seed = int(seed)
@@ -300,6 +310,13 @@ class Evaluator:
         self.num_envs = check_positive_int("num_envs", num_envs or self.episodes)
         self.segments = tuple(segments) if segments is not None else None
         self.video = video
+        self.max_episode_steps = (
+            None
+            if max_episode_steps is None
+            else check_positive_int("max_episode_steps", max_episode_steps)
+        )
+        self.eval_seconds = 0.0
+        self.progress: Any = None
         self.source: EvalEnvSource = env_source or TaskEnvSource(
             sequence,
             self.num_envs,
@@ -332,6 +349,22 @@ class Evaluator:
                 return point
         return 2**62  # no point left in the schedule
 
+    def points(self, start_step: int, end_step: int) -> list[int]:
+        """The evaluation points still due from ``start_step`` up to ``end_step``, the
+        final evaluation at ``end_step`` included (as every training loop ends with one)."""
+        points = []
+        point = self.next_eval_step if self.next_eval_step >= start_step else start_step
+        if not self.due(point):
+            point = self.point_after(point)
+        while point < end_step:
+            points.append(point)
+            point = self.point_after(point)
+        return [*points, int(end_step)]
+
+    def episodes_per_point(self) -> int:
+        """Episodes one evaluation plays: ``episodes`` per task and split."""
+        return self.episodes * sum(len(task.splits) for task in self.sequence.tasks)
+
     # -- evaluation ---------------------------------------------------------------------
     def maybe_evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
         """Evaluate if an evaluation point was reached; returns the new records (maybe none)."""
@@ -361,8 +394,16 @@ class Evaluator:
             for task_id, split in keys
         }
         capture = self.video is not None and self.video.due(total_step)
-        batches = self.source.start(keys, seeds, self.episodes)
-        returns = self._play(batches, policy, total_step if capture else None)
+        t0 = time.monotonic()
+        if self.progress is not None:
+            self.progress.begin_evaluation(int(total_step), self.episodes * len(keys))
+        try:
+            batches = self.source.start(keys, seeds, self.episodes)
+            returns = self._play(batches, policy, total_step if capture else None)
+        finally:
+            self.eval_seconds += time.monotonic() - t0
+            if self.progress is not None:
+                self.progress.end_evaluation()
         wall_time = round(time.monotonic() - self._start, 3)
         records = [
             {
@@ -415,21 +456,32 @@ class Evaluator:
             (int(t), s): [] for b in batches for t, s in zip(b.task_ids, b.splits, strict=True)
         }
         recording = self._start_recording(batches) if video_step is not None else []
-        active = list(batches)
+        cap = self.max_episode_steps
+        lengths = [np.zeros(b.num_envs, dtype=np.int64) for b in batches]
+        cut_short = [np.zeros(b.num_envs, dtype=bool) for b in batches]  # playing out a cut one
+        active = list(range(len(batches)))
         while active:
-            actions = _act(policy, active)
+            actions = _act(policy, [batches[j] for j in active])
             offset = 0
-            for b in active:
+            for j in active:
+                b = batches[j]
                 width = b.num_envs * (b.num_agents or 1)
                 ended = b.step(actions[offset : offset + width])
                 offset += width
-                for i in np.flatnonzero(ended):
-                    if b.counts[i] < b.targets[i]:
+                lengths[j] += 1
+                cut = np.zeros_like(ended) if cap is None else (lengths[j] >= cap) & ~ended
+                cut &= ~cut_short[j]
+                for i in np.flatnonzero(ended | cut):
+                    if not cut_short[j][i] and b.counts[i] < b.targets[i]:
                         returns[(int(b.task_ids[i]), b.splits[i])].append(float(b.running[i]))
                         b.counts[i] += 1
                     b.running[i] = 0.0
+                cut_short[j] = (cut_short[j] | cut) & ~ended
+                lengths[j][ended] = 0
             self._record_frames(recording)
-            active = [b for b in active if not b.finished]
+            active = [j for j in active if not batches[j].finished]
+            if self.progress is not None:
+                self.progress.evaluation_advance(sum(len(r) for r in returns.values()))
         if video_step is not None:
             for rec in recording:
                 self.video.write(video_step, rec["task_id"], rec["split"], rec["frames"])

@@ -2,7 +2,8 @@
 
 Files are ``RUN_DIR/videos/eval-step{total_step:09d}-task{task_id:02d}-{split}.mp4``: one
 episode per task and split at each recorded evaluation point (``total_step`` in the
-run's step unit).
+run's step unit), each with a poster frame beside it (the same name, ``.png``: the
+episode's middle frame), which the report shows before the video is played.
 """
 
 from __future__ import annotations
@@ -24,8 +25,16 @@ def video_path(run_dir: str | Path, total_step: int, task_id: int, split: str) -
     return Path(run_dir) / VIDEO_DIR / name
 
 
+def poster_path(video: str | Path) -> Path:
+    """The poster frame of a video file: the same name, ``.png``."""
+    return Path(video).with_suffix(".png")
+
+
 def write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 15) -> Path:
-    """Write ``frames`` (``(H, W, 3)`` uint8 each) as an H.264 mp4 (moviepy + ffmpeg)."""
+    """Write ``frames`` (``(H, W, 3)`` uint8 each) as an H.264 mp4 (moviepy + ffmpeg) and
+    its poster frame (the middle frame; ``poster_path``)."""
+    from PIL import Image
+
     with warnings.catch_warnings():  # imageio-ffmpeg imports the deprecated pkg_resources
         warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
         from moviepy import ImageSequenceClip
@@ -42,6 +51,7 @@ def write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 15) -> Path:
     clip.write_videofile(str(tmp), codec="libx264", audio=False, logger=None)
     clip.close()
     tmp.replace(path)
+    Image.fromarray(frames[len(frames) // 2]).save(poster_path(path))
     return path
 
 

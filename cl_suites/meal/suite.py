@@ -166,6 +166,18 @@ class MealSuite:
         """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata."""
         return {i: t.normalizer for i, t in enumerate(self.layouts)}
 
+    def run_metadata(self) -> dict[str, Any]:
+        """What a MEAL run's ``metadata.json`` adds to ``cl_suites.training.run_metadata``:
+        ``num_agents``, the kitchens (``layouts``), the ``score_normalizers`` the MEAL
+        metrics divide by, and the ``step_unit``."""
+        description = self.describe()
+        return {
+            "num_agents": self.num_agents,
+            "layouts": description["layouts"],
+            "score_normalizers": self.score_normalizers(),
+            "step_unit": "env steps (one joint action of all agents)",
+        }
+
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (for run metadata)."""
         return {

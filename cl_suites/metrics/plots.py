@@ -44,6 +44,7 @@ def plot_continual_eval(
     ncols: int = 3,
     max_points: int = 400,
     step_unit: str = "agent steps",
+    references: pd.DataFrame | None = None,
 ) -> Figure:
     """Continual-evaluation figure from :func:`~cl_suites.metrics.cora.continual_eval_curves`.
 
@@ -55,10 +56,15 @@ def plot_continual_eval(
         ncols: panels per row.
         max_points: curves longer than this are drawn with a stride (display only).
         step_unit: the x axis label, the runs' ``RunData.step_unit`` (MEAL: env steps).
+        references: published final returns drawn as dotted horizontal lines
+            (``method, task_id, split, value``; :func:`~cl_suites.metrics.published.
+            reference_finals`), in the method's colour, black for a method not in
+            ``curves``; the test split where a task has one.
     """
     tasks = sorted(names)
     methods = sorted(curves["method"].unique())
     colour = {m: PALETTE[k % len(PALETTE)] for k, m in enumerate(methods)}
+    refs = references if references is not None else pd.DataFrame(columns=["task_id"])
     ncols = max(1, min(ncols, len(tasks)))
     nrows = math.ceil(len(tasks) / ncols)
     # fixed margins in inches (a layout engine would measure every tick label of every
@@ -109,6 +115,11 @@ def plot_continual_eval(
                 s = c["sem"].to_numpy()
                 if np.isfinite(s).any():
                     ax.fill_between(x, y - s, y + s, color=colour[m], alpha=0.18, lw=0)
+        task_refs = refs[refs["task_id"] == tid]
+        if "test" in set(task_refs.get("split", ())):
+            task_refs = task_refs[task_refs["split"] == "test"]
+        for m, value in zip(task_refs.get("method", ()), task_refs.get("value", ()), strict=True):
+            ax.axhline(value, ls=":", lw=1.3, color=colour.get(m, "k"), zorder=1)
         ax.set_title(f"{tid}-{names[tid]}", fontsize=10)
         ax.set_xlim(0, xmax)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
@@ -125,6 +136,12 @@ def plot_continual_eval(
         Line2D([], [], color="k", ls="-", label="test split"),
         Line2D([], [], color="k", ls="--", label="train split"),
         Rectangle((0, 0), 1, 1, color="0.88", label="task trained"),
+    ]
+    if set(refs.get("method", ())) & set(methods):
+        handles.append(Line2D([], [], color="0.4", ls=":", label="paper's final return"))
+    handles += [
+        Line2D([], [], color="k", ls=":", label=f"paper's {m} final return")
+        for m in sorted(set(refs.get("method", ())) - set(methods))
     ]
     fig.legend(
         handles=handles,

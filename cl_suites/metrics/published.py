@@ -149,6 +149,55 @@ def published(
     ]
 
 
+BASELINE_COLUMNS = ("paper", "table", "method", "metric", "task", "split", "published")
+
+
+def suite_baselines(suite: str) -> pd.DataFrame:
+    """Every value the papers report for ``suite``, whatever method a report holds: the
+    reference rows of a report (a user's own method gets the published baselines beside
+    it). Columns ``BASELINE_COLUMNS``; ``published`` as printed (``"2.3 ± 0.1"``); the
+    paper's method names in brackets after ours (``"ft (IMPALA)"``). Empty when no paper
+    reports the suite."""
+    name = suite_name(suite)
+    rows = []
+    for v in _all_values():
+        if v.suite != name:
+            continue
+        paper_name = paper_data(v.paper.lower()).get("methods", {}).get(v.method)
+        metric = v.metric if v.repeats is None else f"{v.metric} ({v.repeats} repeats)"
+        rows.append(
+            {
+                "paper": v.paper,
+                "table": v.table,
+                "method": f"{v.method} ({paper_name})" if paper_name else v.method,
+                "metric": metric,
+                "task": v.task_name or "",
+                "split": v.split or "",
+                "published": v.display(),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(BASELINE_COLUMNS))
+
+
+def reference_finals(suite: str, methods: Sequence[str], names: Mapping[int, str]) -> pd.DataFrame:
+    """The published final returns to draw as reference lines in a suite's continual
+    evaluation figure: those of every method in ``methods`` and always the paper's
+    fine-tuning baseline (``ft``), for each task id in ``names`` (``task_id -> our task
+    name``). Columns ``method, task_id, split, value``; empty when no paper reports final
+    returns for the suite."""
+    ids = {task: tid for tid, task in names.items()}
+    keep = {*methods, "ft"}
+    rows = [
+        {"method": v.method, "task_id": ids[v.task_name], "split": v.split, "value": v.mean}
+        for v in _all_values()
+        if v.suite == suite_name(suite)
+        and v.metric == "final return"
+        and v.method in keep
+        and v.task_name in ids
+    ]
+    return pd.DataFrame(rows, columns=["method", "task_id", "split", "value"])
+
+
 def suite_name(suite: str) -> str:
     """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (names pass through)."""
     return str(suite).split("/")[-1].removesuffix("-v0")

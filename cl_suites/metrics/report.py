@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cl_suites.core.video import poster_path
 from cl_suites.metrics import cora, l2m, meal, published
 from cl_suites.metrics.plots import figure_png, plot_continual_eval, plot_heat_table
 from cl_suites.metrics.runs import MetricsInputError, RunData, combined_eval, load_run, task_names
@@ -158,10 +159,17 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _render_continual(
-    curves: pd.DataFrame, schedule: pd.DataFrame, names, title: str, step_unit: str
+    curves: pd.DataFrame,
+    schedule: pd.DataFrame,
+    names,
+    title: str,
+    step_unit: str,
+    references=None,
 ) -> bytes:
     return figure_png(
-        plot_continual_eval(curves, schedule, names, title=title, step_unit=step_unit)
+        plot_continual_eval(
+            curves, schedule, names, title=title, step_unit=step_unit, references=references
+        )
     )
 
 
@@ -349,8 +357,14 @@ def _video_section(runs: Sequence[RunData], names: dict[int, str], out: Path) ->
         )
         sec.append("<div class='videos'>")
         for v in latest:
+            poster = poster_path(v.path)  # older runs have none: the browser's first frame
+            shown = (
+                f"preload='none' poster='{src(poster)}'"
+                if poster.exists()
+                else "preload='metadata'"
+            )
             sec.append(
-                f"<figure><video controls preload='none' src='{src(v.path)}'></video>"
+                f"<figure><video controls {shown} src='{src(v.path)}'></video>"
                 f"<figcaption>{html.escape(label(v))}</figcaption></figure>"
             )
         sec.append("</div>")
@@ -552,6 +566,7 @@ def _suite_section(
         names,
         f"{suite}: continual evaluation",
         suite_runs[0].step_unit,
+        published.reference_finals(suite, sorted({r.method for r in suite_runs}), names),
     )
     files.append(p)
     sec += ["<h3>Continual evaluation</h3>", fig]
@@ -682,6 +697,20 @@ def _suite_section(
             "<details open><summary>per task and split (paper: mean ± SEM over its seeds; "
             "ours: the final-performance values above)</summary>",
             text,
+            "</details>",
+        ]
+    baselines = published.suite_baselines(suite)
+    if len(baselines):
+        table = baselines.set_index(["paper", "table", "method", "metric", "task", "split"])
+        files += write_table(
+            table, suite_dir / "published_baselines", f"{suite}: published baselines"
+        )
+        sec += [
+            "<h3>Published baselines</h3>",
+            f"<details><summary>every value the papers report for {html.escape(suite)} "
+            f"({len(baselines)} rows; dotted lines in the continual evaluation figure: "
+            "their final returns)</summary>",
+            _html_table(table, True),
             "</details>",
         ]
     sec += _video_section(suite_runs, names, out)

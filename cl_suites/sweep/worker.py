@@ -121,7 +121,9 @@ def _attempt(
 
         _configure_resources(cpus, gpus)
         overrides = {"progress": False, "report": False, **job.get("overrides", {})}
-        if gpus <= 0 and job.get("learner") != "ppo-jax":  # JAX: JAX_PLATFORMS=cpu
+        if job.get("learner") != "ppo-jax":  # torch options; JAX: JAX_PLATFORMS=cpu
+            overrides.setdefault("torch_threads", max(1, int(cpus)))  # the run's whole CPUs
+        if gpus <= 0 and job.get("learner") != "ppo-jax":
             overrides.setdefault("device", "cpu")
         if seeds is None:
             run_main_job(**{**job, "overrides": overrides}, run_dir=run_dirs[0], resume=resume)

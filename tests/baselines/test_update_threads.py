@@ -46,7 +46,7 @@ def test_update_runs_with_update_threads_then_restores(one_thread):
 @pytest.mark.parametrize("key", ["torch_threads", "update_threads"])
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "2"])
 def test_thread_options_must_be_positive_integers(key, bad):
-    with pytest.raises(ValueError, match=rf"{key} must be a positive integer, got {bad!r}"):
+    with pytest.raises(ValueError, match=rf"{key} must be an integer >= 1, got {bad!r}"):
         resolve_job(
             suite="Diagnostic",
             method="ft",
@@ -55,3 +55,37 @@ def test_thread_options_must_be_positive_integers(key, bad):
             num_envs=None,
             overrides={key: bad},
         )
+
+
+def test_a_run_acts_and_updates_with_one_torch_thread_by_default(tmp_path, one_thread):
+    """``TORCH_THREADS`` (1) holds for every suite, whatever the process had (here 2), and
+    the process gets its count back (issue 23: thread defaults that hold up next to
+    other processes)."""
+    from baselines_sb3 import learners, main_job
+
+    seen: list[tuple[str, int]] = []
+    update, collect = learners.ContinualPPO._update, learners.ContinualPPO.collect_rollouts
+
+    def record_update(self):
+        seen.append(("update", th.get_num_threads()))
+        return update(self)
+
+    def record_collect(self, *args, **kwargs):
+        seen.append(("collect", th.get_num_threads()))
+        return collect(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(learners.ContinualPPO, "_update", record_update)
+        mp.setattr(learners.ContinualPPO, "collect_rollouts", record_collect)
+        th.set_num_threads(2)
+        main_job.run_main_job(
+            suite="Diagnostic", method="ft", learner="ppo", preset="small", seed=0,
+            num_envs=2, run_dir=tmp_path, resume=False,
+            overrides={"n_tasks": 2, "steps_per_task": 64, "eval_every": 64,
+                       "eval_episodes": 1, "report": False},
+        )  # fmt: skip
+        after = th.get_num_threads()
+    assert main_job.TORCH_THREADS == 1
+    assert {phase for phase, _ in seen} == {"update", "collect"}
+    assert {n for _, n in seen} == {1}
+    assert after == 2

@@ -77,7 +77,7 @@ def test_report_embeds_latest_videos_and_links_the_others(runs, report):
     _root, dirs = runs
     res = report
     page = res.html.read_text()
-    embedded = re.findall(r"<video controls preload='none' src='([^']+)'>", page)
+    embedded = re.findall(r"<video controls preload='(?:none|metadata)'[^>]* src='([^']+)'>", page)
     linked = re.findall(r"<li><a href='([^']+)'>", page)
     names = lambda srcs: sorted(Path(urllib.parse.unquote(s)).name for s in srcs)  # noqa: E731
     assert names(embedded) == [
