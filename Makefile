@@ -25,8 +25,8 @@ demo: install
 	$(BIN)/cl-suites run --suite Procgen6 --method ft --preset small --seed 0 --run-dir runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 lint: install
-	$(BIN)/ruff check cl_suites baselines_sb3 tests benchmarks
-	$(BIN)/ruff format --check cl_suites baselines_sb3 tests benchmarks
+	$(BIN)/ruff check cl_suites baselines_sb3 baselines_jax tests benchmarks examples
+	$(BIN)/ruff format --check cl_suites baselines_sb3 baselines_jax tests benchmarks examples
 
 bench: install
 	$(BIN)/python benchmarks/bench_procgen.py
