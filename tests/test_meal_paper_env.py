@@ -10,13 +10,13 @@ import pytest
 
 pytest.importorskip("meal")
 
-import jax.numpy as jnp  # noqa: E402
-from meal.env.overcooked.layouts.presets import layout_grid_to_dict  # noqa: E402
+import jax.numpy as jnp
+from meal.env.overcooked.layouts.presets import layout_grid_to_dict
 
-from cl_suites.meal import build_suite  # noqa: E402
-from cl_suites.meal.dynamics import _paper_resolve_collisions, overcooked_class  # noqa: E402
-from cl_suites.meal.engine import MealEngine  # noqa: E402
-from cl_suites.meal.layouts import build_layouts  # noqa: E402
+from cl_suites.meal import build_suite
+from cl_suites.meal.dynamics import _paper_resolve_collisions, overcooked_class
+from cl_suites.meal.engine import MealEngine
+from cl_suites.meal.layouts import build_layouts
 
 # MEAL 7d81858 jax_marl/environments/overcooked/env_generator.py generate_random_layout(
 # num_agents=2, height_rng=(6, 7), width_rng=(6, 7), wall_density=0.15, seed=s)
