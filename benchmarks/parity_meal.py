@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from meal_reference import check_meal_repo, load_meal_trainer, meal_argv
+from meal_reference import check_meal_repo, import_meal, load_meal_trainer, meal_argv
 
 STEPS_PER_TASK = 400_000
 """Env steps per task given to MEAL (``--steps-per-task``): 195 updates of 16 x 128,
@@ -719,6 +719,74 @@ class TorchStep:
         return params_from_torch(policy)["params"], float(loss), grads
 
 
+def compare_cl(repo: Path, run: Path, seed: int, report: Report) -> None:
+    """EWC, MAS and L2 on MEAL's trained parameters of ``run`` (after task 0: the anchor;
+    after task 1: the current parameters): MEAL's importance (its ``compute_importance``
+    on its env, 5 x 500 steps) folded in by MEAL's and by our JAX learner's state update
+    gives the same penalty; our JAX learner's own importance estimate from fresh episodes
+    on our env (other random numbers) is compared by scale and rank correlation."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from baselines_jax import IPPOConfig, JaxIPPO
+    from baselines_jax import cl as jcl
+
+    print(f"CL penalties and importances, MEAL's run {run.name}:", flush=True)
+    envs = meal_training_envs(repo, seed, Path(tempfile.mkdtemp(prefix="meal-cl-")))
+    mlp = import_meal(repo, "architectures.mlp")
+    network = mlp.ActorCritic(6, "relu", 2, True, False, False, True, False, True)
+    files = sorted(
+        (f for f in run.glob("checkpoints/*/*/*/model_env_*") if not f.name.endswith(".json")),
+        key=lambda f: int(f.name.rsplit("_", 1)[1]),
+    )
+    import flax.serialization
+
+    full = [flax.serialization.msgpack_restore(f.read_bytes())["params"] for f in files]
+    anchor, current = full[0], full[1]
+    key = jax.random.PRNGKey(seed)
+    methods = {
+        "ewc": import_meal(repo, "cl_methods.EWC").EWC(mode="multi"),
+        "mas": import_meal(repo, "cl_methods.MAS").MAS(),
+        "l2": import_meal(repo, "cl_methods.L2").L2(),
+    }
+    coefs = {"ewc": 1e11, "mas": 1e9, "l2": 1e7}
+    suite = meal_suite(seed)
+    for name, method in methods.items():
+        state = method.init_state(anchor, False, False)
+        importance = None
+        if name != "l2":
+            importance = method.compute_importance(
+                anchor, envs[0], network, 0, key, False, 5, 500, False
+            )
+        meal_state = method.update_state(state, anchor, importance)
+        meal_penalty = float(method.penalty(current, meal_state, coefs[name]))
+        cfg = IPPOConfig(cl_method=name)
+        ours_params = lambda tree: {"params": tree["params"]}  # noqa: E731
+        learner = JaxIPPO(suite, cfg, [seed])
+        ours_state = jcl.init_cl_state(ours_params(anchor), cfg)
+        new = None if importance is None else ours_params(importance)
+        ours_state = jcl.update(ours_state, ours_params(anchor), new, cfg)
+        ours_penalty = float(jcl.penalty(ours_params(current), ours_state, learner.mask, cfg))
+        report.check(f"{name}: penalty from MEAL's importance (JAX learner)", ours_penalty, meal_penalty, 1e-4)
+        if importance is None:
+            continue
+        stacked = jax.tree.map(lambda x: jnp.asarray(x)[None], ours_params(anchor))
+        estimate = learner._fisher if name == "ewc" else learner._mas
+        ours_imp = jax.jit(lambda p, k, f=estimate: f(p, k, 0))(stacked, key[None])
+        mine = np.concatenate([np.ravel(x[0]) for x in jax.tree.leaves(ours_imp)])
+        theirs = np.concatenate([np.ravel(x) for x in jax.tree.leaves(ours_params(importance))])
+        ratio = mine.sum() / theirs.sum()
+        rank = lambda x: np.argsort(np.argsort(x))  # noqa: E731
+        corr = float(np.corrcoef(rank(mine), rank(theirs))[0, 1])
+        print(
+            f"  {name}: our estimator / MEAL's, sum over parameters {ratio:.3f}; Spearman "
+            f"correlation {corr:.3f} (fresh episodes: other random numbers)",
+            flush=True,
+        )
+        report.check(f"{name}: importance scale (sum ours / sum MEAL's) - 1", ratio - 1, 0.0, 0.25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meal-repo", type=Path, help="a checkout of TTomilin/MEAL at 7d81858")
@@ -735,6 +803,9 @@ def main() -> None:
     to.add_argument("--seed", type=int, required=True)
     to.add_argument("--out", type=Path, required=True)
     to.add_argument("--steps-per-task", type=int, default=STEPS_PER_TASK)
+    clp = sub.add_parser("cl", help="EWC/MAS/L2 penalties and importances on a MEAL run")
+    clp.add_argument("run", type=Path, help="a train-meal --out directory (2 tasks)")
+    clp.add_argument("--seed", type=int, default=1)
     sc = sub.add_parser("score", help="score saved per-task policies of both sides")
     sc.add_argument("runs", type=Path, nargs="+", help="run directories (train-meal/-ours --out)")
     sc.add_argument("--episodes", type=int, default=10)
@@ -762,6 +833,8 @@ def main() -> None:
     if args.mode == "env":
         for seed in args.seeds:
             compare_env(repo.resolve(), seed, report)
+    elif args.mode == "cl":
+        compare_cl(repo.resolve(), args.run.resolve(), args.seed, report)
     elif args.mode == "update":
         compare_update(repo.resolve(), args.seed, report, args.updates)
     print("FAILED: " + ", ".join(report.failed) if report.failed else "all checks agree")
