@@ -768,7 +768,12 @@ def compare_cl(repo: Path, run: Path, seed: int, report: Report) -> None:
         new = None if importance is None else ours_params(importance)
         ours_state = jcl.update(ours_state, ours_params(anchor), new, cfg)
         ours_penalty = float(jcl.penalty(ours_params(current), ours_state, learner.mask, cfg))
-        report.check(f"{name}: penalty from MEAL's importance (JAX learner)", ours_penalty, meal_penalty, 1e-4)
+        report.check(
+            f"{name}: penalty from MEAL's importance (JAX learner)",
+            ours_penalty,
+            meal_penalty,
+            1e-4,
+        )
         if importance is None:
             continue
         stacked = jax.tree.map(lambda x: jnp.asarray(x)[None], ours_params(anchor))
