@@ -43,10 +43,8 @@ MEAL's code is never copied into this project; get a checkout of it and pass its
         --repeats 1     # our JAX sides alone, no MEAL checkout needed
 
 MEAL's script is imported from that checkout and run with runtime patches only (no file
-is edited): its forced ``jax_platform_name="gpu"`` is skipped (CPU runs), W&B is
-disabled, its TensorBoard logs go to a temporary directory, its per-task parameter files
-are redirected there too, and the visualisation-only packages it imports at module level
-(``IPython``, ``ipywidgets``, ``safetensors``) are stubbed when not installed (GIF
+is edited; ``meal_reference.py``, shared with ``parity_meal.py``, lists them): CPU, W&B
+off, its files in a temporary directory, visualisation-only packages stubbed (GIF
 recording is off). It needs flax, optax, distrax, chex, tyro and tensorboardX.
 
 **Env** (``--env``): the adapters alone against meal-bench's own jitted loops.
@@ -60,34 +58,25 @@ Steps are env steps (one joint action of all agents).
 from __future__ import annotations
 
 import argparse
-import builtins
 import contextlib
-import importlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from meal_reference import check_meal_repo, load_meal_trainer, meal_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 N_STEPS = 128
 """Steps per env per PPO update, both sides (MEAL Table 4)."""
-VISUALISATION_ONLY = ("IPython", "IPython.display", "ipywidgets", "safetensors", "safetensors.flax")
 
 
 # ----------------------------------------------------------------------------- MEAL's side
-class _Stub(types.ModuleType):
-    """A module whose every attribute is a no-op callable (visualisation-only imports)."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: None
-
-
 class _StopAfterTasks(Exception):
     pass
 
@@ -96,52 +85,9 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
     """MEAL's ``IPPO_CL.main()`` on MEAL-2 (easy); per task: compile and training seconds."""
     import jax
 
-    for name in VISUALISATION_ONLY:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            sys.modules[name] = _Stub(name)
-    sys.path.insert(0, str(repo))
-    workdir = Path(tempfile.mkdtemp(prefix="meal-bench-"))
-    os.chdir(workdir)  # its TensorBoard runs/ directory
-    os.environ["WANDB_MODE"] = "disabled"
-    module = importlib.import_module("baselines.IPPO_CL")
-    import wandb
-
-    wandb.login = lambda *args, **kwargs: None
     results: list[dict] = []
-    real_jit, real_open, real_os = jax.jit, builtins.open, module.os
-    repo_root = str(repo.resolve())
 
-    def redirect(path):
-        path = os.fspath(path)
-        if not path.startswith(repo_root):
-            return path
-        return str(workdir / os.path.relpath(path, repo_root))
-
-    class JaxProxy(types.ModuleType):
-        def __getattr__(self, name):
-            return getattr(jax, name)
-
-    class ConfigProxy:
-        def update(self, name, value):
-            if name != "jax_platform_name":  # MEAL forces "gpu"; run on this machine's CPU
-                jax.config.update(name, value)
-
-        def __getattr__(self, name):
-            return getattr(jax.config, name)
-
-    class OsProxy(types.ModuleType):
-        def __getattr__(self, name):
-            return getattr(real_os, name)
-
-        def makedirs(self, path, *args, **kwargs):
-            return real_os.makedirs(redirect(path), *args, **kwargs)
-
-    def timed_jit(fun=None, **kwargs):
-        if fun is None:
-            return lambda f: timed_jit(f, **kwargs)
-        jitted = real_jit(fun, **kwargs)
+    def timed_jit(fun, jitted, kwargs):
         if getattr(fun, "__name__", "") != "train_on_environment":
             return jitted
         static = set(kwargs.get("static_argnums", ()))
@@ -169,20 +115,9 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
         return run
 
-    proxy = JaxProxy("jax")
-    proxy.config = ConfigProxy()
-    proxy.jit = timed_jit
-    module.jax = proxy
-    module.os = OsProxy("os")
-    module.open = lambda path, *args, **kwargs: real_open(redirect(path), *args, **kwargs)
-    sys.argv = [
-        "IPPO_CL",
-        *("--cl-method", "ft", "--seq-length", "2", "--difficulty", "easy", "--seed", "0"),
-        *("--num-envs", str(num_envs), "--num-steps", str(N_STEPS)),
-        *("--update-epochs", "8", "--num-minibatches", "8"),
-        *("--steps-per-task", str((updates + 1) * num_envs * N_STEPS)),
-        *("--no-evaluation", "--no-record-gif", "--wandb-mode", "disabled"),
-    ]
+    workdir = Path(tempfile.mkdtemp(prefix="meal-bench-"))
+    module = load_meal_trainer(repo, workdir, jit_hook=timed_jit)
+    sys.argv = meal_argv("ft", 0, (updates + 1) * num_envs * N_STEPS, num_envs=num_envs)
     with contextlib.suppress(_StopAfterTasks):
         module.main()
     return {"tasks": results}
@@ -547,13 +482,11 @@ def main() -> None:
     if args.env:
         bench_env(args)
         return
-    if "meal" in args.sides and (
-        args.meal_repo is None or not (args.meal_repo / "baselines" / "IPPO_CL.py").exists()
-    ):
-        parser.error(
-            "--meal-repo must be a checkout of TTomilin/MEAL at 7d81858 (with "
-            "baselines/IPPO_CL.py); see this script's docstring"
-        )
+    if "meal" in args.sides:
+        try:
+            check_meal_repo(args.meal_repo)
+        except ValueError as err:
+            parser.error(f"{err}; see this script's docstring")
     if args.tasks not in (1, 2):
         parser.error(f"--tasks must be 1 or 2, got {args.tasks}")
     bench_training(args)

@@ -132,7 +132,12 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert (frame.mean_return * frame.episodes % 20 == 0).all()  # 20 per soup
     meta = read_metadata(run)
     assert meta["learner"] == "ppo-jax" and meta["hyperparameters"]["learner"]["num_steps"] == 16
-    assert meta["evaluation"] == {"at_start": False, "per_task": True, "deterministic": True}
+    assert meta["evaluation"] == {
+        "at_start": False,
+        "per_task": True,
+        "deterministic": True,
+        "max_episode_steps": None,
+    }
     assert meta["seed"] == 0 and meta["env_kwargs"]["layout_seed"] == 0
     # 100-step episodes of 4 envs, one row per env; a task's envs start at its first step
     episodes = read_episodes(run)
