@@ -149,9 +149,10 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert progress["compile_s"] > 0 and progress["steps_per_s"] > 0
     arrays, ckpt = load_jax_checkpoint(jax_checkpoint_path(run))  # no pickle in it
     assert ckpt["finished"] and ckpt["total_step"] == 1024 and arrays
-    videos = sorted(p.name for p in (run / "videos").iterdir())  # the recorder's cadence
+    videos = sorted(p.name for p in (run / "videos").glob("*.mp4"))  # the recorder's cadence
     assert videos == [f"eval-step{s:09d}-task{t:02d}-train.mp4" for s in (256, 512, 1024)
                       for t in (0, 1)]  # fmt: skip
+    assert all((run / "videos" / v).with_suffix(".png").is_file() for v in videos)  # posters
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     assert any((tmp_path / "report").iterdir())
 
