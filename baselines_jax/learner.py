@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -85,6 +86,7 @@ def _on_duration(event: str, seconds: float, **_: Any) -> None:
 jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 
+@functools.cache
 def _keep_freed_memory() -> bool:
     """Tell glibc's malloc to keep freed memory (``mallopt``: trim threshold 1 GiB, mmap
     threshold 32 MiB, its maximum) instead of handing it back to the OS after every
@@ -92,6 +94,7 @@ def _keep_freed_memory() -> bool:
     default thresholds the K-seed program's large buffers are mapped and unmapped every
     call and page-faulted in anew (measured: 4.5 s of 13 s system time per 4-update call
     of 5 seeds at 16 envs). Same as ``GLIBC_TUNABLES=glibc.malloc.trim_threshold=...``.
+    Process-wide, so it runs once, when the first ``JaxIPPO`` is built (not on import).
     A no-op (``False``) where libc has no ``mallopt``."""
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None
@@ -101,9 +104,6 @@ def _keep_freed_memory() -> bool:
     trim = libc.mallopt(m_trim_threshold, 1 << 30)
     mmap = libc.mallopt(m_mmap_threshold, 32 << 20)
     return bool(trim and mmap)
-
-
-_keep_freed_memory()
 
 
 def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
@@ -123,6 +123,7 @@ class JaxIPPO:
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
             raise ValueError(f"seeds must be distinct non-negative ints, got {seeds}")
         self.suite, self.cfg, self.seeds = suite, config, seeds
+        _keep_freed_memory()
         self.engine = shared_engine(suite)
         for task_id in range(len(suite.layouts)):  # build the envs outside any trace
             self.engine.pure_reset(task_id)
