@@ -7,7 +7,9 @@ object: format, the run's step at the checkpoint (env steps), the evaluator's st
 ``finished``. It is read with ``allow_pickle=False``: no object in it is ever unpickled.
 
 The file replaces the previous one atomically (temporary file + rename, disk errors as a
-one-line ``RunDiskError``); the previous checkpoint is kept as ``jax_state.prev.npz``. A
+one-line ``RunDiskError``); the previous checkpoint is kept as ``jax_state.prev.npz``. The
+zip's CRC-32 of every member is the checksum: a file that fails it is named in a warning
+and the run resumes from the other checkpoint (:func:`common_checkpoint`). A
 run of several seeds in one program writes one file per seed's run directory, one after
 the other; a kill between two of them leaves seeds at two consecutive checkpoints, and
 :func:`common_checkpoint` picks the newest step every seed has.
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +60,7 @@ def load_jax_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict[str, An
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(bytes(data["meta"]).decode())
             arrays = {k[len(_PREFIX) :]: data[k] for k in data.files if k.startswith(_PREFIX)}
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError, json.JSONDecodeError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path} is not a readable ppo-jax checkpoint ({e})") from e
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path} has checkpoint format {meta.get('format')!r}, not {FORMAT!r}")
@@ -68,16 +72,25 @@ def read_meta(path: Path) -> dict[str, Any]:
     try:
         with np.load(path, allow_pickle=False) as data:
             return json.loads(bytes(data["meta"]).decode())
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError, json.JSONDecodeError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path} is not a readable ppo-jax checkpoint ({e})") from e
 
 
 def _steps(run_dir: Path) -> dict[int, Path]:
+    """``{step: file}`` of the run's checkpoints that read back whole. Every array is read,
+    so the zip's CRC-32 of each member is checked: a truncated, zero-filled or bit-flipped
+    file is named in one warning line and skipped (the run resumes from the other one)."""
     found = {}
     for previous in (True, False):
         path = jax_checkpoint_path(run_dir, previous)
-        if path.exists():
-            found[int(read_meta(path)["total_step"])] = path
+        if not path.exists():
+            continue
+        try:
+            _, meta = load_jax_checkpoint(path)
+        except ValueError as e:
+            print(f"warning: {e}; not resuming from it", file=sys.stderr, flush=True)
+            continue
+        found[int(meta["total_step"])] = path
     return found
 
 

@@ -342,3 +342,31 @@ def test_killed_at_a_fixed_moment_then_resumed_loses_and_repeats_nothing(
     assert not [n for n in names if n.endswith(".tmp")]  # no temporary file left
     assert main([*CLI, "--run-dir", str(cut), "--resume"]) == 0
     _assert_same_run(full, cut)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "zero", "flip"])
+def test_a_corrupt_ppo_jax_checkpoint_is_named_and_the_previous_one_resumes(
+    tmp_path, capsys, damage
+):
+    from baselines_sb3.jax_checkpoint import (
+        common_checkpoint,
+        jax_checkpoint_path,
+        save_jax_checkpoint,
+    )
+
+    weights = np.arange(4096, dtype=np.float32)
+    save_jax_checkpoint(tmp_path, {"params": weights}, {"total_step": 256})
+    save_jax_checkpoint(tmp_path, {"params": weights + 1}, {"total_step": 512})
+    current = jax_checkpoint_path(tmp_path)
+    assert common_checkpoint([tmp_path]) == [current]
+    raw = bytearray(current.read_bytes())
+    if damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    elif damage == "zero":
+        raw = bytearray(len(raw))
+    else:  # one bit inside the weights: only the zip's CRC-32 can tell
+        raw[len(raw) // 2] ^= 0x10
+    current.write_bytes(bytes(raw))
+    assert common_checkpoint([tmp_path]) == [jax_checkpoint_path(tmp_path, previous=True)]
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and str(current) in warning[0] and "not resuming" in warning[0]
