@@ -19,6 +19,7 @@ pytest.importorskip("meal")
 from baselines_sb3 import callbacks, checkpoint
 from baselines_sb3.main_job import resolve_job, run_main_job
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from tests.thread_recording import record_threads
 
 th.set_num_threads(1)
 
@@ -311,22 +312,8 @@ def test_meal_episode_source_and_videos(ft_run, tmp_path):
 def test_updates_use_update_threads_and_acting_torch_threads(tmp_path_factory, option):
     """MEAL acts with 1 torch thread (``TORCH_THREADS``) and updates with as many unless
     ``update_threads`` says otherwise (here 2); the process gets its count back."""
-    from baselines_sb3 import learners
-
-    seen: list[tuple[str, int]] = []
-    update, collect = learners.ContinualPPO._update, learners.ContinualPPO.collect_rollouts
-
-    def record_update(self):
-        seen.append(("update", th.get_num_threads()))
-        return update(self)
-
-    def record_collect(self, *args, **kwargs):
-        seen.append(("collect", th.get_num_threads()))
-        return collect(self, *args, **kwargs)
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(learners.ContinualPPO, "_update", record_update)
-        mp.setattr(learners.ContinualPPO, "collect_rollouts", record_collect)
+        seen = record_threads(mp)
         extra = {} if option is None else {"update_threads": option}
         th.set_num_threads(2)  # torch's own count on a 2-core machine
         try:

@@ -8,6 +8,7 @@ import torch as th
 
 from baselines_sb3.learners import TaskSwitchLearner
 from baselines_sb3.main_job import resolve_job
+from tests.thread_recording import record_threads
 
 
 class _Recorder(TaskSwitchLearner):
@@ -61,22 +62,10 @@ def test_a_run_acts_and_updates_with_one_torch_thread_by_default(tmp_path, one_t
     """``TORCH_THREADS`` (1) holds for every suite, whatever the process had (here 2), and
     the process gets its count back (issue 23: thread defaults that hold up next to
     other processes)."""
-    from baselines_sb3 import learners, main_job
-
-    seen: list[tuple[str, int]] = []
-    update, collect = learners.ContinualPPO._update, learners.ContinualPPO.collect_rollouts
-
-    def record_update(self):
-        seen.append(("update", th.get_num_threads()))
-        return update(self)
-
-    def record_collect(self, *args, **kwargs):
-        seen.append(("collect", th.get_num_threads()))
-        return collect(self, *args, **kwargs)
+    from baselines_sb3 import main_job
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(learners.ContinualPPO, "_update", record_update)
-        mp.setattr(learners.ContinualPPO, "collect_rollouts", record_collect)
+        seen = record_threads(mp)
         th.set_num_threads(2)
         main_job.run_main_job(
             suite="Diagnostic", method="ft", learner="ppo", preset="small", seed=0,
