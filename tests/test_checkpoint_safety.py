@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import torch as th
 
-from baselines_sb3 import callbacks, checkpoint
+from baselines_sb3 import checkpoint
 from baselines_sb3.main_job import run_main_job
 from cl_suites.cli import main
 from cl_suites.core import checkpoint_files
@@ -39,6 +39,7 @@ from cl_suites.core.checkpoint_files import (
 from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
 from cl_suites.core.evaluation import EvalBatch
 from cl_suites.core.runlog import read_episodes, read_eval
+from tests.kill_drills import kill_run_at
 
 th.set_num_threads(1)
 
@@ -73,18 +74,7 @@ def _run(run_dir, resume=False):
 
 
 def _killed(run_dir, kill_at):
-    original = callbacks.ContinualEvalCallback._on_step
-
-    def killer(self):
-        out = original(self)
-        if self.total_step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(callbacks.ContinualEvalCallback, "_on_step", killer)
-        with pytest.raises(KeyboardInterrupt):
-            _run(run_dir)
+    kill_run_at(run_dir, JOB, OVERRIDES, kill_at)
     return run_dir
 
 

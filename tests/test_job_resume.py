@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch as th
 
-from baselines_sb3 import callbacks, checkpoint
+from baselines_sb3 import checkpoint
 from baselines_sb3.main_job import run_main_job
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from tests.kill_drills import kill_run_at
 
 th.set_num_threads(1)
 
@@ -24,18 +25,7 @@ DIAG_OVERRIDES = {
 
 
 def _killed_run(run_dir, job, overrides, kill_at):
-    original = callbacks.ContinualEvalCallback._on_step
-
-    def killer(self):
-        out = original(self)
-        if self.total_step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(callbacks.ContinualEvalCallback, "_on_step", killer)
-        with pytest.raises(KeyboardInterrupt):
-            run_main_job(run_dir=run_dir, resume=False, overrides=dict(overrides), **job)
+    kill_run_at(run_dir, job, overrides, kill_at)
     run_main_job(run_dir=run_dir, resume=True, overrides=dict(overrides), **job)
 
 
