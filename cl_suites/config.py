@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cl_suites.errors import ConfigError
 from cl_suites.meal.suite import is_meal_id
 
 try:
@@ -81,10 +82,6 @@ PRECEDENCE = (
 _INT_EXPONENT = re.compile(r"[+-]?\d+[eE]\+?\d+")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used (the message says which value and why)."""
 
 
 @dataclass

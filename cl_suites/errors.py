@@ -1,9 +1,36 @@
-"""Clear errors for missing optional simulators."""
+"""The errors cl-suites raises, under one root, and clear errors for missing simulators.
+
+Every error of the package derives from :class:`CLSuitesError`; each subclass also
+derives from the built-in type code caught before the hierarchy existed (``ValueError``,
+``TypeError``, ``KeyError``, ``ImportError``, ...), so existing ``except`` clauses keep
+working. The CLI maps these classes, never message text, to its exit codes.
+
+>>> from cl_suites.errors import CLSuitesError, UnknownOptionError
+>>> issubclass(UnknownOptionError, (CLSuitesError, ValueError, TypeError))
+True
+"""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+
+
+class CLSuitesError(Exception):
+    """Root of every error cl-suites raises on purpose."""
+
+
+class ConfigError(CLSuitesError, ValueError):
+    """A run configuration that cannot be used (the message names the value and why)."""
+
+
+class UnknownOptionError(ConfigError, TypeError):
+    """An option name no part of the run accepts (a ``TypeError`` too: a keyword the
+    constructors do not take; the message lists the valid names)."""
+
+
+class BadValueError(ConfigError):
+    """An option value outside its declared type or range (the message names both)."""
 
 
 def require(module: str, extra: str) -> ModuleType:
