@@ -1,12 +1,13 @@
 # Two commands on a fresh machine:
 #   make demo   - set up .venv and run the main job on a small built-in default
 #   make test   - set up .venv and run the test suite
+# (make docs: the documentation site from docs/ into site/)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo lint bench clean
+.PHONY: install test demo lint docs bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +29,11 @@ lint: install
 	$(BIN)/ruff check cl_suites baselines_sb3 baselines_jax tests benchmarks examples
 	$(BIN)/ruff format --check cl_suites baselines_sb3 baselines_jax tests benchmarks examples
 
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: install
 	$(BIN)/python benchmarks/bench_procgen.py
 
 clean:
-	rm -rf $(VENV) runs report
+	rm -rf $(VENV) runs report site
