@@ -1,10 +1,14 @@
-"""README.md's fenced code blocks and the rules by which ``tests/test_readme.py`` runs them.
+"""The fenced code blocks of README.md and of the documentation pages, and the rules by
+which ``tests/test_readme.py`` runs them.
 
-Every fenced block is executed unless a ``<!-- readme-test: RULE [ARG] -->`` comment sits
-on the line right above its opening fence (blank lines between are allowed):
+The pages are README.md, then every page of the documentation site in the order of its
+navigation (``mkdocs.yml``'s ``nav``): the order a reader goes through them
+(:func:`doc_pages`). Every fenced block is executed unless a
+``<!-- readme-test: RULE [ARG] -->`` comment sits on the line right above its opening
+fence (blank lines between are allowed):
 
 * no comment, ``python``: executed as written, each block in a fresh namespace, all in one
-  working directory in README order (as a reader following the README). A top-level
+  working directory in page order (as a reader following the pages). A top-level
   ``print(...)  # TEXT`` line states its output: the printed text must equal TEXT, where
   ``...`` stands for any text. Descriptive comments go on the line above the print.
 * no comment, ``bash``: run with ``bash -e -o pipefail``, ``cl-suites`` on PATH.
@@ -53,8 +57,9 @@ _FILE_COMMENT = re.compile(r"^#\s*(?P<name>[\w.-]+\.(?:toml|ya?ml))(?:$|[\s:])")
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block: ``line`` is the README line of its opening fence (1-based), so
-    code line k of the block is README line ``line + k``."""
+    """One fenced block of the page ``page`` (its path from the repository root):
+    ``line`` is the page line of its opening fence (1-based), so code line k of the block
+    is page line ``line + k``; ``index`` counts the blocks of the page."""
 
     index: int
     line: int
@@ -63,14 +68,39 @@ class Block:
     rule: str | None = None
     arg: str = ""
     problem: str = ""
+    page: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        """``page:line`` of the opening fence, as test ids and failures name a block."""
+        return f"{self.page}:{self.line}"
 
     @property
     def id(self) -> str:
         rule = f"-{self.rule}" if self.rule else ""
-        return f"README.md:{self.line}-{self.lang or 'nolang'}{rule}"
+        return f"{self.where}-{self.lang or 'nolang'}{rule}"
 
 
-def extract_blocks(text: str) -> list[Block]:
+def doc_pages(root: Path) -> list[str]:
+    """README.md, then the documentation pages in the order of ``mkdocs.yml``'s ``nav``
+    (paths from ``root``). The strict site build refuses a page missing from the nav, so
+    this is every page."""
+    config = yaml.safe_load((root / "mkdocs.yml").read_text())
+    docs_dir = config.get("docs_dir", "docs")
+
+    def walk(entry: object) -> list[str]:
+        if isinstance(entry, str):
+            return [entry] if entry.endswith(".md") else []
+        if isinstance(entry, dict):
+            return [p for value in entry.values() for p in walk(value)]
+        if isinstance(entry, list):
+            return [p for item in entry for p in walk(item)]
+        return []
+
+    return ["README.md"] + [f"{docs_dir}/{page}" for page in walk(config["nav"])]
+
+
+def extract_blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced block of a Markdown text, with the readme-test rule above it."""
     lines = text.splitlines()
     blocks: list[Block] = []
@@ -90,7 +120,8 @@ def extract_blocks(text: str) -> list[Block]:
             problem = _check_rule(lang, rule, arg) or _needs_rule(lang, rule, "\n".join(body))
         if end == len(lines):
             problem = "the block is never closed"
-        blocks.append(Block(len(blocks), i + 1, lang, "\n".join(body) + "\n", rule, arg, problem))
+        code = "\n".join(body) + "\n"
+        blocks.append(Block(len(blocks), i + 1, lang, code, rule, arg, problem, page))
         i = end + 1
     return blocks
 
@@ -162,7 +193,7 @@ def output_matches(expected: str, printed: str) -> bool:
 
 
 def instrument(code: str, first_line: int, check_name: str) -> ast.Module:
-    """Parse a python block with README line numbers (code line k is ``first_line + k``)
+    """Parse a python block with page line numbers (code line k is ``first_line + k``)
     and turn each top-level ``print(...)  # TEXT`` into ``check_name(line, TEXT, ...)``."""
     tree = ast.parse(code)
     comments: dict[int, str] = {}

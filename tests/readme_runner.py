@@ -1,12 +1,14 @@
-"""Runs README python blocks for ``tests/test_readme.py``, one interpreter for all blocks.
+"""Runs the python blocks of README.md and the documentation pages for
+``tests/test_readme.py``, one interpreter for all blocks.
 
-Reads one JSON request per line on stdin (``{"code", "line", "readme", "raises"}``),
+Reads one JSON request per line on stdin (``{"code", "line", "path", "page", "raises",
+"cwd"}``: ``path`` the page's file, ``page`` its name in messages),
 executes the block in a fresh ``__main__`` namespace in the current directory and answers
 with one line ``RESULT_MARK + json`` on stdout (``{"ok", "error", "output"}``). Sharing the
 interpreter saves importing torch, SB3, procgen, ... once per block; each block still has
 its own globals, so a missing import fails as it would for a reader.
 
-Blocks are compiled with the README's path and line numbers (tracebacks name README lines),
+Blocks are compiled with the page's path and line numbers (tracebacks name page lines),
 and top-level ``print(...)  # TEXT`` lines check their output (``readme_blocks.instrument``).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import io
 import json
 import linecache
@@ -28,25 +31,28 @@ CHECK_NAME = "__readme_print__"
 OUTPUT_TAIL = 4000
 
 
-def check_print(line: int, expected: str, *args, sep=" ", end="\n", file=None, flush=False):
-    """``print`` whose output must match the comment on its README line."""
+def check_print(
+    page: str, line: int, expected: str, *args, sep=" ", end="\n", file=None, flush=False
+):
+    """``print`` whose output must match the comment on its page line."""
     text = io.StringIO()
     print(*args, sep=sep, end=end, file=text)
     printed = text.getvalue()
     print(printed, end="", file=file, flush=flush)
     if not output_matches(expected, printed.rstrip("\n")):
         raise AssertionError(
-            f"README.md:{line}: printed {printed.rstrip(chr(10))!r}, "
+            f"{page}:{line}: printed {printed.rstrip(chr(10))!r}, "
             f"the comment there says {expected!r}"
         )
 
 
 def run(request: dict) -> dict:
-    readme = request["readme"]
-    linecache.checkcache(readme)
+    path, page = request["path"], request["page"]
+    linecache.checkcache(path)
     tree = instrument(request["code"], request["line"], CHECK_NAME)
-    code = compile(tree, readme, "exec")
-    namespace = {"__name__": "__main__", "__builtins__": builtins, CHECK_NAME: check_print}
+    code = compile(tree, path, "exec")
+    check = functools.partial(check_print, page)
+    namespace = {"__name__": "__main__", "__builtins__": builtins, CHECK_NAME: check}
     captured = io.StringIO()
     raised: BaseException | None = None
     with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
@@ -71,8 +77,8 @@ def run(request: dict) -> dict:
     if isinstance(raised, SystemExit) and raised.code in (0, None):
         return {"ok": True, "error": "", "output": output}
     error = "".join(traceback.format_exception_only(raised)).strip()
-    lines = [f.lineno for f in traceback.extract_tb(raised.__traceback__) if f.filename == readme]
-    where = f"README.md:{lines[-1]}: " if lines and not isinstance(raised, AssertionError) else ""
+    lines = [f.lineno for f in traceback.extract_tb(raised.__traceback__) if f.filename == path]
+    where = f"{page}:{lines[-1]}: " if lines and not isinstance(raised, AssertionError) else ""
     return {"ok": False, "error": where + error, "output": output}
 
 

@@ -1,10 +1,12 @@
-"""Every fenced code block of README.md runs, so the README cannot drift from the code.
+"""Every fenced code block of README.md and of the documentation pages (``docs/``, in the
+order of ``mkdocs.yml``'s nav) runs, so neither can drift from the code.
 
-The blocks run in README order in one temporary working directory, as a reader following
-the README would run them (a later block may use a file or run directory an earlier one
-wrote). The rules, and the ``<!-- readme-test: RULE -->`` comments that exempt a block
-from running as written, are in ``tests/readme_blocks.py``. A failing block names its
-README line. Run one block (and the blocks before it) with ``-k "README.md:253"``.
+The blocks run in page order in one temporary working directory, as a reader going
+through README.md and then the documentation would run them (a later block may use a
+file or run directory an earlier one wrote, also on an earlier page). The rules, and the
+``<!-- readme-test: RULE -->`` comments that exempt a block from running as written, are
+in ``tests/readme_blocks.py``. A failing block names its page and line. Run one block
+(and the blocks before it) with ``-k "docs/suites.md:62"``.
 
 Python blocks run in one interpreter (``tests/readme_runner.py``: torch, SB3 and the
 simulators are imported once), each in a fresh namespace; bash blocks in their own shell.
@@ -22,13 +24,14 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from readme_blocks import (
     Block,
+    doc_pages,
     extract_blocks,
     install_problems,
     make_dry_runs,
@@ -39,8 +42,19 @@ from readme_blocks import (
 from readme_runner import RESULT_MARK
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
-BLOCKS = extract_blocks(README.read_text())
+PAGES = doc_pages(ROOT)
+
+
+def all_blocks() -> list[Block]:
+    """The blocks of every page in page order, ``index`` counting across pages."""
+    blocks = []
+    for page in PAGES:
+        for block in extract_blocks((ROOT / page).read_text(), page):
+            blocks.append(replace(block, index=len(blocks)))
+    return blocks
+
+
+BLOCKS = all_blocks()
 BLOCK_TIMEOUT_S = 300
 TAIL = 3000
 
@@ -79,7 +93,8 @@ class PythonRunner:
         )
 
     def run(self, block: Block, raises: str = "") -> Outcome:
-        request = {"code": block.code, "line": block.line, "readme": str(README)}
+        request = {"code": block.code, "line": block.line, "page": block.page}
+        request["path"] = str(ROOT / block.page)
         request.update(raises=raises, cwd=str(self.cwd))
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
@@ -118,7 +133,7 @@ class PythonRunner:
 
 
 class ReadmeSession:
-    """Runs the README's blocks in order, each once, in one working directory."""
+    """Runs the pages' blocks in order, each once, in one working directory."""
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
@@ -164,8 +179,9 @@ class ReadmeSession:
         return self.runner.run(block, raises=block.arg if block.rule == "raises" else "")
 
     def _bash(self, block: Block, code: str) -> Outcome:
-        # report the README line of the command that failed (LINENO counts this first line)
-        trap = f"trap 'echo \"README.md:$((LINENO + {block.line - 1})): $BASH_COMMAND\" >&2' ERR"
+        # report the page line of the command that failed (LINENO counts this first line)
+        line = f"{block.page}:$((LINENO + {block.line - 1}))"
+        trap = f"trap 'echo \"{line}: $BASH_COMMAND\" >&2' ERR"
         try:
             proc = subprocess.run(
                 ["bash", "-e", "-o", "pipefail", "-c", f"{trap}\n{code}"],
@@ -203,23 +219,24 @@ def session(tmp_path_factory):
 def test_readme_block(session, block):
     outcome = session.outcome(block)
     if outcome.status == "skipped":
-        pytest.skip(f"README.md:{block.line}: {outcome.message}")
+        pytest.skip(f"{block.where}: {outcome.message}")
     if outcome.status == "failed":
-        pytest.fail(f"README.md:{block.line} ({block.lang} block): {outcome.message}", False)
+        pytest.fail(f"{block.where} ({block.lang} block): {outcome.message}", False)
 
 
 def _block_writing(run_dir: str) -> Block:
     found = [b for b in BLOCKS if b.lang == "python" and f'"{run_dir}"' in b.code]
-    assert found, f"no README python block writes {run_dir}"
+    assert found, f"no python block of {', '.join(PAGES)} writes {run_dir}"
     return found[0]
 
 
-OWN_LOOP_RUNS = ("runs/my-agent", "runs/my-ppo-ewc")  # "Evaluation and run logs", "Plug in"
+OWN_LOOP_RUNS = ("runs/my-agent", "runs/my-ppo-ewc")  # docs/own-loop.md: Recorder, SB3
 
 
 def test_own_loop_examples_write_reportable_runs(session, tmp_path):
-    """README's own-loop examples (plain loop and SB3) give runs that `cl-suites report`
-    accepts: the schedule in the metadata, every task's training episodes and evals."""
+    """The own-loop examples of docs/own-loop.md (plain loop and SB3) give runs that
+    `cl-suites report` accepts: the schedule in the metadata, every task's training
+    episodes and evals."""
     methods = []
     for run_dir in OWN_LOOP_RUNS:
         outcome = session.outcome(_block_writing(run_dir))
@@ -315,3 +332,17 @@ def test_install_blocks_must_pin_torch_and_name_real_extras():
     assert any("torch must be installed as 'torch==" in p for p in problems)
     assert any("unknown extra 'procgn'" in p for p in problems)
     assert any("the extras comment lists ['procgen']" in p for p in problems)
+
+
+def test_every_documentation_page_is_run_in_nav_order():
+    """README.md first, then each page of the site's nav; no Markdown page under docs/ is
+    left out (a page outside the nav would keep untested examples)."""
+    assert PAGES[0] == "README.md"
+    on_disk = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert on_disk == set(PAGES[1:]), on_disk ^ set(PAGES[1:])
+    assert PAGES.index("docs/own-loop.md") < PAGES.index("docs/metrics.md")  # runs it reports
+
+
+def test_blocks_are_named_by_page_and_line():
+    (block,) = extract_blocks("text\n\n```python\nprint(1)  # 1\n```\n", "docs/suites.md")
+    assert (block.where, block.id) == ("docs/suites.md:3", "docs/suites.md:3-python")
