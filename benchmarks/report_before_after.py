@@ -10,7 +10,9 @@ the two spellings of an escaped quote (``&quot;``/``&#34;``, ``&#x27;``/``&#39;`
 one. Prints both build times and their ratio (this checkout / base).
 
 Run from the repository root:
-``python benchmarks/report_before_after.py --base ce64ab3 [--reps 3] [--out DIR]``.
+``python benchmarks/report_before_after.py --base ce64ab3 [--reps 3] [--out DIR]
+[--runs RUN_DIR ...]`` (``--runs``: real run directories, reported together as a third
+report).
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ BUILD = """
 import json, sys, time
 from cl_suites.metrics import build_report
 dirs, out = json.loads(sys.argv[1]), sys.argv[2]
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for group in dirs:
     build_report(group["dirs"], out + "/" + group["name"], bootstrap_reps=200)
-print(time.perf_counter() - t0)
+print(time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
@@ -57,7 +59,8 @@ def make_runs(root: Path) -> list[dict]:
     return [{"name": "realistic", "dirs": realistic}, {"name": "hostile", "dirs": hostile}]
 
 
-def build(tree: Path, groups: list[dict], out: Path) -> float:
+def build(tree: Path, groups: list[dict], out: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of building both groups' reports with the source ``tree``."""
     done = subprocess.run(
         [sys.executable, "-c", BUILD, json.dumps(groups), str(out)],
         cwd=tree,  # ``python -c`` puts the working directory first on sys.path
@@ -66,7 +69,8 @@ def build(tree: Path, groups: list[dict], out: Path) -> float:
         text=True,
         check=True,
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 def normalised_html(text: str) -> str:
@@ -98,6 +102,7 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="commit to compare with")
     ap.add_argument("--reps", type=int, default=3, help="builds per side (alternating)")
     ap.add_argument("--out", default=None, help="keep runs and reports here")
+    ap.add_argument("--runs", nargs="*", default=[], help="more run directories (one report)")
     args = ap.parse_args()
     root = Path(args.out or tempfile.mkdtemp(prefix="report-before-after-"))
     base_tree = root / "base-src"
@@ -107,7 +112,9 @@ def main() -> None:
     )
     subprocess.run(["tar", "-x", "-C", str(base_tree)], input=archive.stdout, check=True)
     groups = make_runs(root / "runs")
-    times: dict[str, list[float]] = {"base": [], "new": []}
+    if args.runs:
+        groups.append({"name": "given", "dirs": [str(Path(d).resolve()) for d in args.runs]})
+    times: dict[str, list[tuple[float, float]]] = {"base": [], "new": []}
     for rep in range(args.reps):
         for side, tree in (("base", base_tree), ("new", ROOT)):
             times[side].append(build(tree, groups, str(root / f"report-{side}-{rep}")))
@@ -116,11 +123,17 @@ def main() -> None:
         for g in groups
         for p in compare(root / "report-base-0" / g["name"], root / "report-new-0" / g["name"])
     ]
-    best = {side: min(t) for side, t in times.items()}
     print(f"reports in {root}")
+    best = {}
     for side, t in times.items():
-        print(f"{side}: build times {', '.join(f'{x:.2f}' for x in t)} s (best {best[side]:.2f} s)")
-    print(f"ratio new / base (best of {args.reps}): {best['new'] / best['base']:.3f}x")
+        best[side] = [min(x[k] for x in t) for k in (0, 1)]
+        shown = ", ".join(f"{w:.2f}/{c:.2f}" for w, c in t)
+        print(
+            f"{side}: wall/CPU s per build {shown} (best {best[side][0]:.2f}/{best[side][1]:.2f})"
+        )
+    for k, what in enumerate(("wall", "CPU")):
+        ratio = best["new"][k] / best["base"][k]
+        print(f"ratio new / base, {what} time (best of {args.reps}): {ratio:.3f}x")
     print("same report:", "yes" if not problems else "NO")
     for p in problems:
         print("  " + html.unescape(p))

@@ -241,11 +241,45 @@ def _final_performance_table(fp: pd.DataFrame, names: dict[int, str]) -> pd.Data
     return tab.reindex(order).fillna("n/a")
 
 
-def _meal_row(
-    per_run_tasks: list[pd.DataFrame], rec: dict, numbers: dict | None, settings: Settings
+def _cora_part(
+    vals: pd.DataFrame,
+    cm: cora.CoraMatrices,
+    names: dict[int, str],
+    rec: dict,
+    numbers: dict | None,
+) -> tuple[dict[str, cora.CoraTable], dict[str, pd.DataFrame]]:
+    """CORA F and Z of one method's per-seed values: the tables and their display forms;
+    the averages (mean ± SEM) into ``rec`` and, when given, ``numbers``."""
+    tables, texts = {}, {}
+    for metric in ("F", "Z"):
+        tab = cora.cora_table(vals, metric, cm.order)
+        m, s = tab.mean.loc["Avg", "Avg"], tab.sem.loc["Avg", "Avg"]
+        rec[f"CORA {metric}"] = fmt_mean_sem(m, s)
+        if numbers is not None:
+            numbers[metric] = (float(m), float(s))
+        tables[metric], texts[metric] = tab, cora_text_table(tab, names)
+    return tables, texts
+
+
+def _meal_part(
+    suite: str,
+    method: str,
+    mruns: list[RunData],
+    rec: dict,
+    numbers: dict | None,
+    notes: list[str],
+    settings: Settings,
 ) -> None:
-    """MEAL A, F, P (mean ± SEM over runs, and IQM over (run, task) with a bootstrap CI)
-    into ``rec``; ``numbers`` (when given) gets the means and SEMs for the papers."""
+    """MEAL A, F, P of one method (mean ± SEM over runs, and IQM over (run, task) with a
+    bootstrap CI) into ``rec``; when given, ``numbers`` gets the means and SEMs and, where
+    a paper reports them, AUC-loss/FPR/RAUC."""
+    per_run_tasks, run_norms = [], []
+    for r in mruns:
+        norms, note = _normalizers(r)
+        if note:
+            _add_note(notes, note)
+        run_norms.append(norms)
+        per_run_tasks.append(_meal_per_task(r, norms, settings.meal_forgetting))
     for key in ("A", "F", "P"):
         # F is undefined for the last task (sums over i < N); the code's definitions
         # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early
@@ -269,6 +303,28 @@ def _meal_row(
             if mat.size
             else "n/a"
         )
+    cycles = mruns[0].metadata.get("cycles")
+    if numbers is not None and published.published(suite, method, "FPR", repeats=cycles):
+        plast, note = _plasticity(mruns, run_norms)
+        numbers.update(plast)
+        if note:
+            notes.append(f"{suite}/{method}: {note}")
+
+
+def _l2m_part(
+    suite: str, method: str, mruns: list[RunData], ste_lx: dict, rec: dict, notes: list[str]
+) -> None:
+    """DARPA L2M metrics of one method (mean ± SEM over runs) into ``rec``."""
+    l2 = defaultdict(list)
+    for r in mruns:
+        values, l2notes = l2m.l2m_metrics(r, ste_lx=ste_lx)
+        for n in l2notes:
+            _add_note(notes, f"{suite}/{method}: L2M {n}")
+        for k in L2M_KEYS:
+            l2[k].append(values[k])
+    for k in L2M_KEYS:
+        m, s, _ = mean_sem(l2[k])
+        rec[k] = fmt_mean_sem(m, s, 3)
 
 
 def _add_note(notes: list[str], note: str) -> None:
@@ -286,7 +342,8 @@ def _method_result(
     notes: list[str],
     settings: Settings,
 ) -> tuple[MethodResult, dict[str, tuple[float, float]]]:
-    """One method's CORA tables and summary rows, and its numbers for the papers."""
+    """One method's CORA tables and summary rows, and its numbers for the paper that
+    reports the suite (CORA's F/Z or MEAL's A/F/P and plasticity metrics)."""
     seeds = len(mruns)
     if seeds == 1:
         notes.append(f"{suite}/{method}: a single seed - no error bars (± SEM) are shown")
@@ -295,42 +352,12 @@ def _method_result(
     base = {"suite": suite, "method": method, "seeds": seeds}
     rows = {key: dict(base) for key in FAMILIES}
     numbers: dict[str, tuple[float, float]] = {}
-    # --- CORA F / Z
     vals = cm.values[cm.values["method"] == method]
-    tables, texts = {}, {}
-    for metric in ("F", "Z"):
-        tab = cora.cora_table(vals, metric, cm.order)
-        m, s = tab.mean.loc["Avg", "Avg"], tab.sem.loc["Avg", "Avg"]
-        rows["CORA"][f"CORA {metric}"] = fmt_mean_sem(m, s)
-        if family == "CORA":
-            numbers[metric] = (float(m), float(s))
-        tables[metric], texts[metric] = tab, cora_text_table(tab, names)
-    # --- MEAL
-    per_run_tasks, run_norms = [], []
-    for r in mruns:
-        norms, note = _normalizers(r)
-        if note:
-            _add_note(notes, note)
-        run_norms.append(norms)
-        per_run_tasks.append(_meal_per_task(r, norms, settings.meal_forgetting))
-    _meal_row(per_run_tasks, rows["MEAL"], numbers if family == "MEAL" else None, settings)
-    cycles = mruns[0].metadata.get("cycles")
-    if family == "MEAL" and published.published(suite, method, "FPR", repeats=cycles):
-        plast, note = _plasticity(mruns, run_norms)
-        numbers.update(plast)
-        if note:
-            notes.append(f"{suite}/{method}: {note}")
-    # --- L2M
-    l2 = defaultdict(list)
-    for r in mruns:
-        values, l2notes = l2m.l2m_metrics(r, ste_lx=ste_lx)
-        for n in l2notes:
-            _add_note(notes, f"{suite}/{method}: L2M {n}")
-        for k in L2M_KEYS:
-            l2[k].append(values[k])
-    for k in L2M_KEYS:
-        m, s, _ = mean_sem(l2[k])
-        rows["L2M"][k] = fmt_mean_sem(m, s, 3)
+    tables, texts = _cora_part(vals, cm, names, rows["CORA"], numbers if family == "CORA" else None)
+    _meal_part(
+        suite, method, mruns, rows["MEAL"], numbers if family == "MEAL" else None, notes, settings
+    )
+    _l2m_part(suite, method, mruns, ste_lx, rows["L2M"], notes)
     return MethodResult(method, seeds, tables, texts, rows), numbers
 
 
