@@ -10,7 +10,9 @@ Submodules: :mod:`~cl_suites.metrics.runs` (loading, validation),
 :mod:`~cl_suites.metrics.meal`, :mod:`~cl_suites.metrics.l2m`,
 :mod:`~cl_suites.metrics.stats`, :mod:`~cl_suites.metrics.l2logger_export`,
 :mod:`~cl_suites.metrics.tables`, :mod:`~cl_suites.metrics.plots`,
-:mod:`~cl_suites.metrics.report`, :mod:`~cl_suites.metrics.published` (the papers'
+:mod:`~cl_suites.metrics.report` (with :mod:`~cl_suites.metrics.report_data`,
+:mod:`~cl_suites.metrics.report_figures`, :mod:`~cl_suites.metrics.report_files`,
+:mod:`~cl_suites.metrics.report_html`), :mod:`~cl_suites.metrics.published` (the papers'
 results), :mod:`~cl_suites.metrics.videos`, :mod:`~cl_suites.metrics.safe_names`.
 """
 

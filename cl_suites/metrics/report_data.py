@@ -1,0 +1,470 @@
+"""The report's numbers: runs grouped by suite and method, every metric, and the tables.
+
+:func:`group_runs` splits loaded runs into lifelong learners (by suite) and single-task
+experts; :func:`suite_result` computes one suite's CORA, MEAL and L2M metrics and the
+comparison with the papers; :func:`summarise` joins the suites' rows into the summary
+tables. Nothing here writes files or HTML (:mod:`~cl_suites.metrics.report_files`,
+:mod:`~cl_suites.metrics.report_html`, :mod:`~cl_suites.metrics.report_figures` do).
+Steps are the runs' step unit (agent steps; MEAL: env steps).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from cl_suites.metrics import cora, l2m, meal, published
+from cl_suites.metrics.runs import MetricsInputError, RunData, combined_eval, task_names
+from cl_suites.metrics.stats import iqm_interval, mean_sem
+from cl_suites.metrics.tables import cora_text_table, fmt_interval, fmt_mean_sem, task_label
+
+L2M_KEYS = (
+    "PM",
+    "FT_contrast",
+    "FT_ratio",
+    "BT_contrast",
+    "BT_ratio",
+    "PR",
+    "CG",
+    "LB",
+    "RP",
+    "SE",
+)
+L2M_LABELS = {k: k.replace("_", " ") for k in L2M_KEYS}
+"""Column labels of the L2M summary table (``"FT_contrast"`` -> ``"FT contrast"``)."""
+PLASTICITY_BINS = 100
+"""Points per repetition of the training-score trace behind MEAL's AUC-loss/FPR/RAUC."""
+SUMMARY_TITLES = {
+    "CORA": "CORA: forgetting F and zero-shot transfer Z (x10, first cycle; mean ± SEM)",
+    "MEAL": "MEAL: A, F, P on normalised scores (mean ± SEM; IQM with 95% bootstrap CI)",
+    "L2M": "DARPA L2M lifetime metrics (appendix-A preprocessing; mean ± SEM)",
+    "Published": (
+        f"Published results: paper vs this report (agreement = |difference| <= "
+        f"{published.AGREEMENT_Z:g} x combined error)"
+    ),
+}
+FAMILIES = ("CORA", "MEAL", "L2M")
+"""The metric families, one summary table each."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options of one report (see :func:`~cl_suites.metrics.report.report_from_runs`)."""
+
+    bootstrap_reps: int
+    seed: int
+    n_points: int | None
+    meal_forgetting: str
+
+
+@dataclass
+class MethodResult:
+    """One method of one suite.
+
+    Attributes:
+        method: the method's name.
+        seeds: number of runs (seeds).
+        cora: CORA ``"F"`` and ``"Z"`` tables (task x task, x10, mean and SEM over seeds).
+        cora_text: the same as display tables (cells ``"mean ± SEM"``).
+        rows: the method's summary row of each metric family (:data:`FAMILIES`).
+    """
+
+    method: str
+    seeds: int
+    cora: dict[str, cora.CoraTable]
+    cora_text: dict[str, pd.DataFrame]
+    rows: dict[str, dict]
+
+
+@dataclass
+class SuiteResult:
+    """Everything the report shows for one suite.
+
+    Attributes:
+        suite: the suite's name.
+        runs: its lifelong-learner runs.
+        names: task names by task id.
+        window: smoothing window (evaluation points).
+        schedule: the (shared) task schedule.
+        curves: continual-evaluation curves, mean and SEM over seeds per method.
+        references: the papers' final returns drawn in the continual-evaluation figure.
+        final_performance: task x "method (split)" cells ``"mean ± SEM"`` (``"n/a"``: no
+            usable returns).
+        methods: one entry per method, sorted by name.
+        comparisons: the papers' values next to ours, one frame per method that a paper
+            reports.
+        finals: per-task final returns vs the paper (index task, split, method), or ``None``.
+        baselines: every value the papers report for the suite, or ``None``.
+    """
+
+    suite: str
+    runs: list[RunData]
+    names: dict[int, str]
+    window: int
+    schedule: pd.DataFrame
+    curves: pd.DataFrame
+    references: pd.DataFrame
+    final_performance: pd.DataFrame
+    methods: list[MethodResult] = field(default_factory=list)
+    comparisons: list[pd.DataFrame] = field(default_factory=list)
+    finals: pd.DataFrame | None = None
+    baselines: pd.DataFrame | None = None
+
+    @property
+    def step_unit(self) -> str:
+        return self.runs[0].step_unit
+
+
+@dataclass
+class Summary:
+    """The summary over all suites.
+
+    Attributes:
+        summary: every summary column, one row per (suite, method).
+        tables: the summary split by family: ``"CORA"``, ``"MEAL"``, ``"L2M"``, and
+            ``"Published"`` (absent when no paper reports a suite and method of the report).
+        comparison: every published value next to ours (per-task final returns included).
+    """
+
+    summary: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    comparison: pd.DataFrame
+
+
+def group_runs(
+    runs: Sequence[RunData],
+) -> tuple[dict[str, list[RunData]], list[RunData], list[str]]:
+    """Lifelong-learner runs by suite (sorted), the single-task experts, and the runs'
+    data issues as notes.
+
+    Raises:
+        MetricsInputError: only single-task experts were given.
+    """
+    notes = [
+        f"{run.path.name} ({run.method}, seed {run.seed}): {msg}"
+        for run in runs
+        for msg in run.issues
+    ]
+    learners = [r for r in runs if not r.is_single_task_expert]
+    experts = [r for r in runs if r.is_single_task_expert]
+    if not learners:
+        raise MetricsInputError("no lifelong-learner runs given (only single-task experts)")
+    by_suite: dict[str, list[RunData]] = defaultdict(list)
+    for r in learners:
+        by_suite[r.suite].append(r)
+    return dict(sorted(by_suite.items())), experts, notes
+
+
+def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
+    norms = run.metadata.get("score_normalizers")
+    if norms:
+        return {int(k): float(v) for k, v in norms.items()}, None
+    if run.suite.upper().startswith("MEAL"):
+        return None, None
+    # max |return| per task without copying the whole eval frame
+    mx = run.eval["mean_return"].abs().groupby(run.eval["task_id"], observed=True).max()
+    zero = sorted(int(t) for t in mx[mx == 0].index)
+    norms = {int(t): (float(v) if v > 0 else 1.0) for t, v in mx.items()}
+    note = (
+        f"{run.suite}: MEAL A/F/P use returns divided by each task's max |return| in the run "
+        "(no 'score_normalizers' in metadata)"
+    )
+    if zero:
+        note += f"; task(s) {zero} have all-zero returns and keep raw scores (0)"
+    return norms, note
+
+
+def _meal_per_task(run: RunData, norms: dict[int, float] | None, forgetting: str) -> pd.DataFrame:
+    """Per-task ``A`` (final score), ``P`` (score right after training) and ``F``
+    (:func:`~cl_suites.metrics.meal.forgetting_per_task`; NaN for the last task)."""
+    s = meal.score_matrix(run.eval, run.schedule, norms)
+    tasks = list(s.index)
+    last = s.iloc[-1]
+    f = meal.forgetting_per_task(run.eval, run.schedule, norms, method=forgetting)
+    return pd.DataFrame(
+        {
+            "A": [last[t] for t in tasks],
+            "P": [s.loc[t, t] for t in tasks],
+            "F": f.reindex(tasks).to_numpy(dtype=float),
+        },
+        index=tasks,
+    )
+
+
+def _final_frame(fp: pd.DataFrame, method: str, names: dict[int, str]) -> pd.DataFrame:
+    """Final performance of one method as ``task_name, split, mean, sem``."""
+    rows = fp[fp["method"] == method]
+    return pd.DataFrame(
+        {
+            "task_name": [names.get(int(t), str(t)) for t in rows["task_id"]],
+            "split": rows["split"].astype(str).to_numpy(),
+            "mean": rows["mean"].to_numpy(dtype=float),
+            "sem": rows["sem"].to_numpy(dtype=float),
+        }
+    )
+
+
+def _plasticity(
+    runs: Sequence[RunData], norms: Sequence[dict[int, float] | None]
+) -> tuple[dict[str, tuple[float, float]], str | None]:
+    """MEAL Table 3 metrics (AUC-loss, FPR, RAUC; released-code variant) per seed from the
+    training-episode returns over the repeated sequence, as mean and SEM over seeds."""
+    per_seed = []
+    for run, norm in zip(runs, norms, strict=True):
+        try:
+            traces = meal.training_traces(run.episodes, run.schedule, norm, PLASTICITY_BINS)
+        except (MetricsInputError, KeyError) as e:
+            return {}, f"AUC-loss/FPR/RAUC are n/a: {run.path.name}: {e}"
+        per_seed.append(meal.sequence_plasticity(traces))
+    out = {}
+    for key, name in (("auc_loss", "AUC-loss"), ("fpr", "FPR"), ("rauc", "RAUC")):
+        m, s, _ = mean_sem([p[key] for p in per_seed])
+        out[name] = (m, s)
+    return out, None
+
+
+def _final_performance_table(fp: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
+    """Task x ``"method (split)"`` cells ``"mean ± SEM"``; a task without usable returns
+    is ``"n/a"``."""
+    tab = fp.assign(
+        cell=[fmt_mean_sem(m, s, 2) for m, s in zip(fp["mean"], fp["sem"], strict=False)],
+        task=[task_label(int(t), names) for t in fp["task_id"]],
+    ).pivot_table(
+        index="task", columns=["method", "split"], values="cell", aggfunc="first", observed=False
+    )
+    tab.columns = [f"{m} ({s})" for m, s in tab.columns]
+    order = [task_label(t, names) for t in sorted(names)]
+    return tab.reindex(order).fillna("n/a")
+
+
+def _cora_part(
+    vals: pd.DataFrame,
+    cm: cora.CoraMatrices,
+    names: dict[int, str],
+    rec: dict,
+    numbers: dict | None,
+) -> tuple[dict[str, cora.CoraTable], dict[str, pd.DataFrame]]:
+    """CORA F and Z of one method's per-seed values: the tables and their display forms;
+    the averages (mean ± SEM) into ``rec`` and, when given, ``numbers``."""
+    tables, texts = {}, {}
+    for metric in ("F", "Z"):
+        tab = cora.cora_table(vals, metric, cm.order)
+        m, s = tab.mean.loc["Avg", "Avg"], tab.sem.loc["Avg", "Avg"]
+        rec[f"CORA {metric}"] = fmt_mean_sem(m, s)
+        if numbers is not None:
+            numbers[metric] = (float(m), float(s))
+        tables[metric], texts[metric] = tab, cora_text_table(tab, names)
+    return tables, texts
+
+
+def _meal_part(
+    suite: str,
+    method: str,
+    mruns: list[RunData],
+    rec: dict,
+    numbers: dict | None,
+    notes: list[str],
+    settings: Settings,
+) -> None:
+    """MEAL A, F, P of one method (mean ± SEM over runs, and IQM over (run, task) with a
+    bootstrap CI) into ``rec``; when given, ``numbers`` gets the means and SEMs and, where
+    a paper reports them, AUC-loss/FPR/RAUC."""
+    per_run_tasks, run_norms = [], []
+    for r in mruns:
+        norms, note = _normalizers(r)
+        if note:
+            _add_note(notes, note)
+        run_norms.append(norms)
+        per_run_tasks.append(_meal_per_task(r, norms, settings.meal_forgetting))
+    for key in ("A", "F", "P"):
+        # F is undefined for the last task (sums over i < N); the code's definitions
+        # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early
+        skip = key == "F" and settings.meal_forgetting != "paper"
+        run_vals = [
+            (t[key].iloc[:-1] if key == "F" else t[key]).mean(skipna=skip) for t in per_run_tasks
+        ]
+        m, s, _ = mean_sem(run_vals)
+        rec[f"MEAL {key}"] = fmt_mean_sem(m, s, 3)
+        if numbers is not None:
+            numbers[key] = (m, s)
+        # IQM over (run, task) scores; F is undefined for the last task
+        cols = per_run_tasks[0].index[:-1] if key == "F" else per_run_tasks[0].index
+        mats = [t.loc[cols, key].to_numpy(dtype=float) for t in per_run_tasks]
+        mats = [x for x in mats if x.size and np.isfinite(x).all()]
+        mat = np.vstack(mats) if mats else np.empty((0, 0))
+        rec[f"MEAL {key} IQM [95% CI]"] = (
+            fmt_interval(
+                *iqm_interval(mat, reps=settings.bootstrap_reps, seed=settings.seed), digits=3
+            )
+            if mat.size
+            else "n/a"
+        )
+    cycles = mruns[0].metadata.get("cycles")
+    if numbers is not None and published.published(suite, method, "FPR", repeats=cycles):
+        plast, note = _plasticity(mruns, run_norms)
+        numbers.update(plast)
+        if note:
+            notes.append(f"{suite}/{method}: {note}")
+
+
+def _l2m_part(
+    suite: str, method: str, mruns: list[RunData], ste_lx: dict, rec: dict, notes: list[str]
+) -> None:
+    """DARPA L2M metrics of one method (mean ± SEM over runs) into ``rec``."""
+    l2 = defaultdict(list)
+    for r in mruns:
+        values, l2notes = l2m.l2m_metrics(r, ste_lx=ste_lx)
+        for n in l2notes:
+            _add_note(notes, f"{suite}/{method}: L2M {n}")
+        for k in L2M_KEYS:
+            l2[k].append(values[k])
+    for k in L2M_KEYS:
+        m, s, _ = mean_sem(l2[k])
+        rec[k] = fmt_mean_sem(m, s, 3)
+
+
+def _add_note(notes: list[str], note: str) -> None:
+    if note not in notes:
+        notes.append(note)
+
+
+def _method_result(
+    suite: str,
+    method: str,
+    mruns: list[RunData],
+    cm: cora.CoraMatrices,
+    names: dict[int, str],
+    ste_lx: dict,
+    notes: list[str],
+    settings: Settings,
+) -> tuple[MethodResult, dict[str, tuple[float, float]]]:
+    """One method's CORA tables and summary rows, and its numbers for the paper that
+    reports the suite (CORA's F/Z or MEAL's A/F/P and plasticity metrics)."""
+    seeds = len(mruns)
+    if seeds == 1:
+        notes.append(f"{suite}/{method}: a single seed - no error bars (± SEM) are shown")
+    paper = published.protocol(suite)
+    family = paper[0] if paper else None
+    base = {"suite": suite, "method": method, "seeds": seeds}
+    rows = {key: dict(base) for key in FAMILIES}
+    numbers: dict[str, tuple[float, float]] = {}
+    vals = cm.values[cm.values["method"] == method]
+    tables, texts = _cora_part(vals, cm, names, rows["CORA"], numbers if family == "CORA" else None)
+    _meal_part(
+        suite, method, mruns, rows["MEAL"], numbers if family == "MEAL" else None, notes, settings
+    )
+    _l2m_part(suite, method, mruns, ste_lx, rows["L2M"], notes)
+    return MethodResult(method, seeds, tables, texts, rows), numbers
+
+
+def _check_schedules(suite: str, suite_runs: list[RunData]) -> None:
+    cols = ["task_id", "start_step", "end_step"]
+    first = suite_runs[0]
+    for r in suite_runs[1:]:
+        if not r.schedule[cols].equals(first.schedule[cols]):
+            raise MetricsInputError(
+                f"{r.path}: schedule differs from {first.path} in suite {suite}; "
+                "runs of one suite must share a schedule"
+            )
+
+
+def suite_result(
+    suite: str,
+    suite_runs: list[RunData],
+    ste_lx: dict,
+    notes: list[str],
+    settings: Settings,
+    advance: Callable[[str], None],
+) -> SuiteResult:
+    """Every metric and table of one suite; appends its notes to ``notes`` and calls
+    ``advance(method)`` before each method.
+
+    Args:
+        ste_lx: the suite's single-task experts' learning blocks
+            (:func:`~cl_suites.metrics.l2m.ste_curves`).
+
+    Raises:
+        MetricsInputError: the runs do not share one schedule.
+    """
+    _check_schedules(suite, suite_runs)
+    schedule = suite_runs[0].schedule
+    names = task_names(suite_runs)
+    window = suite_runs[0].smoothing_window
+    frame = combined_eval(suite_runs)
+    methods = sorted({r.method for r in suite_runs})
+    curves = cora.continual_eval_curves(frame, window, settings.n_points)
+    fp = cora.final_performance(curves)
+    res = SuiteResult(
+        suite=suite,
+        runs=suite_runs,
+        names=names,
+        window=window,
+        schedule=schedule,
+        curves=curves,
+        references=published.reference_finals(suite, methods, names),
+        final_performance=_final_performance_table(fp, names),
+    )
+    cm = cora.cora_matrices(frame, schedule, window)
+    notes += [f"{suite}: {n}" for n in cm.notes]
+    final_rows: list[pd.DataFrame] = []
+    for method in methods:
+        advance(method)
+        mruns = [r for r in suite_runs if r.method == method]
+        result, numbers = _method_result(suite, method, mruns, cm, names, ste_lx, notes, settings)
+        res.methods.append(result)
+        comp = published.compare(
+            suite,
+            method,
+            mruns,
+            numbers,
+            _final_frame(fp, method, names),
+            repeats=mruns[0].metadata.get("cycles"),
+        )
+        if len(comp):
+            res.comparisons.append(comp)
+            finals = comp[comp["metric"] == "final return"]
+            if len(finals):
+                final_rows.append(finals)
+    if final_rows:
+        res.finals = pd.concat(final_rows, ignore_index=True).set_index(
+            ["task", "split", "method"]
+        )[["source", "paper", "ours", "difference", "tolerance", "agreement"]]
+    baselines = published.suite_baselines(suite)
+    if len(baselines):
+        res.baselines = baselines.set_index(["paper", "table", "method", "metric", "task", "split"])
+    return res
+
+
+def summarise(suites: Sequence[SuiteResult]) -> Summary:
+    """The summary tables of all suites (rows in suite, then method order)."""
+    index = ["suite", "method"]
+    tables = {
+        key: pd.DataFrame([m.rows[key] for s in suites for m in s.methods]).set_index(index)
+        for key in FAMILIES
+    }
+    summary = pd.concat(
+        [
+            tables["CORA"][["seeds", "CORA F", "CORA Z"]],
+            tables["MEAL"].drop(columns="seeds"),
+            tables["L2M"].drop(columns="seeds").add_prefix("L2M "),
+        ],
+        axis=1,
+    )
+    tables["CORA"] = tables["CORA"].rename(columns={"CORA F": "F (x10)", "CORA Z": "Z (x10)"})
+    tables["MEAL"] = tables["MEAL"].rename(columns=lambda c: c.removeprefix("MEAL "))
+    tables["L2M"] = tables["L2M"].rename(columns=L2M_LABELS)
+    comparisons = [c for s in suites for c in s.comparisons]
+    comparison = (
+        pd.concat(comparisons, ignore_index=True)
+        if comparisons
+        else pd.DataFrame(columns=list(published.COMPARISON_COLUMNS))
+    )
+    if len(comparison):
+        tables["Published"] = published.comparison_summary(comparison).set_index(
+            ["suite", "method", "metric"]
+        )
+    return Summary(summary, tables, comparison)
