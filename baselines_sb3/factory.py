@@ -16,11 +16,11 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch import nn
 
 from baselines_sb3.cl.base import ContinualMethod
+from baselines_sb3.keywords import check_keywords
 from baselines_sb3.learners import ContinualPPO, VTrace
 from baselines_sb3.networks import FEATURE_EXTRACTORS
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
-from baselines_sb3.presets import check_options
 from baselines_sb3.wrappers import (
     PreviousActionReward,
     TaskIdObservation,
@@ -140,7 +140,7 @@ def build_model(
     """
     cls = learner_class(learner)
     kw = dict(hp["learner"])
-    check_options("learner", learner, cls, kw)
+    check_keywords("learner", learner, cls, kw)
     policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
     return cls(
         policy_cls,

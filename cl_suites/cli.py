@@ -36,9 +36,10 @@ from cl_suites.config import (
     RUN_DEFAULTS,
     ConfigError,
     RunConfig,
+    check_names,
     check_num_envs,
-    check_options,
     check_seed,
+    keyword_defaults,
     load_config_file,
     merge,
 )
@@ -221,6 +222,9 @@ JOB_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 option is set with ``--set KEY=VALUE``."""
 
 LIB_LOGGERS = ("cl_suites", "baselines_sb3")
+RANDOM_JOB_OPTIONS = ("vectorization_mode", "progress")
+"""Job options of a random-agent run (``--method random``); every other option is the
+suite's."""
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
@@ -249,8 +253,12 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
 
         parse_meal_id(config.suite)
     else:
-        find_suite(config.suite)
-    check_options(config)
+        info = find_suite(config.suite)
+        if config.method == "random":  # the random agent takes no learner or method
+            suite = keyword_defaults(info.builder_function())
+            known = {"job": RANDOM_JOB_OPTIONS, "suite": tuple(suite or ())}
+            if suite is not None:
+                check_names(config.options, known, f"--suite {info.name} --method random")
     if config.seeds is not None:
         _check_seeds_run(config)
     return config
@@ -372,7 +380,7 @@ def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     if config.method == "random":
         info = find_suite(config.suite)
         options = dict(config.options)
-        job = {k: options.pop(k) for k in ("vectorization_mode", "progress") if k in options}
+        job = {k: options.pop(k) for k in RANDOM_JOB_OPTIONS if k in options}
         return {
             "suite": info.id,
             "method": "random",
@@ -381,7 +389,7 @@ def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
             "suite_kwargs": options,
             "job": job,
         }
-    resolved = _resolve(config).config()
+    resolved = _resolve(config).describe()
     return {
         **{k: resolved.pop(k) for k in ("suite", "method") if k in resolved},
         **head,
@@ -397,7 +405,7 @@ def _check_replay_memory(spec: Any, run_dir: Path) -> None:
     method = CLEAR(
         **spec.hp["method"],
         disk_dir=run_dir / "replay",
-        storage=replay_storage(spec.job.get("replay_on_disk")),
+        storage=replay_storage(spec.options.replay_on_disk),
     )
     method.plan_storage(
         int(spec.hp["learner"].get("n_steps", 20)),
