@@ -117,11 +117,34 @@ def run_main_job(
         )
         return run_dir
     spec = resolve_job(**kwargs, overrides=overrides, seed=seed)
+    run_resolved([spec], [seed], [run_dir], resume)
+    return run_dir
+
+
+def run_resolved(
+    specs: Sequence[JobSpec], seeds: Sequence[int], run_dirs: Sequence[Path], resume: bool
+) -> None:
+    """Train resolved runs (``resolve`` / ``resolve_seed_group``), building nothing twice:
+    one run (``specs[0]`` with ``seeds[0]`` into ``run_dirs[0]``), or the seeds of one
+    ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
+    specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
+    run_dirs = [Path(d) for d in run_dirs]
+    if len(specs) > 1 or specs[0].learner == JAX_LEARNER:
+        if len(specs) == 1:
+            _print_size_warnings(specs[0])
+        _run_jax(list(specs), [int(s) for s in seeds], run_dirs, resume)
+        return
+    _print_size_warnings(specs[0])
+    _run_torch(specs[0], int(seeds[0]), run_dirs[0], resume)
+
+
+def _print_size_warnings(spec: JobSpec) -> None:
     for line in job_size_warnings(spec):
         print(f"warning: {line}", file=sys.stderr, flush=True)
-    if spec.learner == JAX_LEARNER:
-        _run_jax([spec], [int(seed)], [run_dir], resume)
-        return run_dir
+
+
+def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
+    """One run of a torch learner (``ppo``, ``vtrace``) into ``run_dir``."""
     sequence, job, hp, n_envs = spec.sequence, spec.options, spec.hp, spec.num_envs
     agents = spec.num_agents
     schedule = sequence.schedule(n_envs)
@@ -134,7 +157,7 @@ def run_main_job(
     if state is not None and state.get("finished"):
         print(f"run {run_dir} is already complete; writing the report only")
         _write_report(run_dir, spec.options)
-        return run_dir
+        return
 
     th.manual_seed(seed)
     run_log = RunLog(run_dir, metadata, resume=resume)
@@ -228,7 +251,6 @@ def run_main_job(
         if hasattr(cl, "buffer") and cl.buffer is not None:
             cl.buffer.close()
     _write_report(run_dir, job)
-    return run_dir
 
 
 def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
@@ -265,9 +287,8 @@ def run_seed_group(
         raise ValueError(
             f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"
         )
-    run_dirs = [Path(d) for d in run_dirs]
-    _run_jax(specs, [int(s) for s in seeds], run_dirs, resume)
-    return run_dirs
+    run_resolved(specs, seeds, run_dirs, resume)
+    return [Path(d) for d in run_dirs]
 
 
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:

@@ -95,9 +95,7 @@ class JobOptions:
         "replay buffers (CLEAR; EWC/online-EWC/P&C frames) on disk in RUN_DIR/replay: "
         "true, false or auto (default: RAM if it fits; torch learners)",
     )
-    multi_head: bool | None = _opt(
-        None, _BOOL, "one output head per task (default: the preset's)"
-    )
+    multi_head: bool | None = _opt(None, _BOOL, "one output head per task (default: the preset's)")
     task_id_input: bool | None = _opt(
         None, _BOOL, "the task id as a one-hot policy input (default: the preset's)"
     )
@@ -214,6 +212,30 @@ OPTIONS: dict[str, Option] = {
     "loss_reduction": Option(_L, None, "V-trace loss over the batch: sum or mean"),
     "normalize_reward": Option(_L, _BOOL, "running-std reward normalisation (V-trace)"),
     "reward_std_count": Option(_L, None, "how the reward std counts samples: cora or paper"),
+    "use_sde": Option(_L, None, "SB3 keyword: state-dependent exploration (unused here)"),
+    "sde_sample_freq": Option(_L, None, "SB3 keyword: gSDE noise resampling (unused here)"),
+    "rollout_buffer_class": Option(_L, None, "SB3 keyword: the rollout buffer class"),
+    "rollout_buffer_kwargs": Option(_L, None, "SB3 keyword: rollout buffer arguments"),
+    "stats_window_size": Option(_L, None, "SB3 keyword: episodes in the logged means"),
+    "tensorboard_log": Option(_L, None, "SB3 keyword; use the job option tensorboard"),
+    "verbose": Option(_L, None, "SB3 keyword: log verbosity"),
+    "monitor_wrapper": Option(_L, None, "SB3 keyword: wrap envs in Monitor"),
+    "supported_action_spaces": Option(_L, None, "SB3 keyword: allowed action spaces"),
+    # -- the JAX IPPO (ppo-jax; its IPPOConfig fields)
+    "anneal_lr": Option(_L, None, "linear learning-rate decay over each task"),
+    "num_steps": Option(_L, None, "rollout length per env (env steps)"),
+    "update_epochs": Option(_L, None, "PPO epochs per rollout"),
+    "num_minibatches": Option(_L, None, "PPO minibatches per epoch"),
+    "clip_eps": Option(_L, None, "PPO clip"),
+    "adam_eps": Option(_L, None, "Adam epsilon"),
+    "hidden_sizes": Option(_L, None, "hidden layer sizes of actor and critic"),
+    "layer_norm": Option(_L, None, "layer norm in the trunk"),
+    "shared_backbone": Option(_L, None, "one trunk for actor and critic"),
+    "reg_coef": Option(_L, None, "CL regularisation strength"),
+    "ewc_decay": Option(_L, None, "decay of the running importance (online EWC)"),
+    "importance_episodes": Option(_L, None, "fresh episodes of the importance estimate"),
+    "importance_steps": Option(_L, None, "steps per importance episode"),
+    "normalize_importance": Option(_L, None, "divide the importance by its mean"),
     # -- CL methods
     "variant": Option(_M, None, "the method's reference definition: cora or meal"),
     "lam": Option(_M, _num(), "regularisation strength"),
@@ -237,6 +259,14 @@ OPTIONS: dict[str, Option] = {
     "replay_ratio": Option(_M, _UNIT, "CLEAR share of replayed unrolls"),
     "replay_unroll": Option(_M, _int(none_ok=True), "CLEAR replayed unroll length"),
     "clone_alignment": Option(_M, None, "CLEAR cloning targets: cora or paper"),
+    "fisher_agents": Option(_M, None, "agents whose states enter the Fisher (MEAL)"),
+    "regularize_critic": Option(_M, None, "also regularise the critic trunk"),
+    "regularize_heads": Option(_M, None, "also regularise the output heads"),
+    "fallback_states": Option(_M, None, "states kept when no fresh episodes can be played"),
+    "normalize_task": Option(_M, None, "MAS: normalise each task's importance"),
+    "agent_mean": Option(_M, None, "MAS: mean over agents instead of sum"),
+    "reset": Option(_M, None, "P&C: what a new task resets: column or column+adapters"),
+    "kb_listed_twice": Option(_M, None, "P&C: the KB's parameters twice in the optimizer"),
     # -- policy
     "network": Option(_P, None, "mlp, shallow, residual, a2c-ppo, ..."),
     "net_arch": Option(_P, None, "hidden layer sizes, e.g. [64, 64]"),
@@ -476,20 +506,23 @@ def valid_options(
     ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
     job_owned = ("cl_method", "policy_kwargs", "seed", "device", "disk_dir", "storage")
     if learner == JAX_LEARNER:
-        learner_names = tuple(n for n in jax_fields() if n not in ("cl_method", "num_envs"))
+        jax_owned = ("cl_method", "num_envs", *JOB_OPTIONS)  # multi_head, ...: job options
+        learner_names = tuple(n for n in jax_fields() if n not in jax_owned)
         method_names: tuple[str, ...] = ()
+        policy: tuple[str, ...] = ()  # the IPPOConfig fields hidden_sizes, layer_norm, ...
         job = tuple(n for n in JOB_OPTIONS if n not in TORCH_ONLY_JOB_OPTIONS)
     else:
         learner_names = accepted_options(learner_class(learner))
         variant = hp["method"].get("variant")
         method_names = ("variant", *accepted_options(method_class(method, variant)))
+        policy = hyperparameters.POLICY_OPTIONS
         job = JOB_OPTIONS
     suite = suite_options(info, meal) or {}
     return {
         "job": job,
         "learner": tuple(n for n in learner_names if n not in job_owned),
         "method": tuple(dict.fromkeys(n for n in method_names if n not in job_owned)),
-        "policy": hyperparameters.POLICY_OPTIONS,
+        "policy": policy,
         "suite": tuple(n for n in suite if n != "seed" or not meal),
     }
 
@@ -638,6 +671,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         variant = spec.hp["method"].get("variant")
         method_defaults = _signature_defaults(method_class(spec.method, variant))
     suite_defaults = {**(suite_options(spec.suite, meal) or {}), **spec.suite_kwargs}
+    suite_docs = {} if meal else _argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),
         "learner": {**learner_defaults, **spec.hp["learner"]},
@@ -651,6 +685,8 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         for name in names:
             if section == "job":
                 doc = JOB_FIELDS[name].metadata["doc"]
+            elif section == "suite" and name in suite_docs:
+                doc = suite_docs[name]
             else:
                 doc = OPTIONS[name].doc if name in OPTIONS else ""
             rows.append((name, sources[section].get(name), doc))
@@ -677,3 +713,22 @@ def _signature_defaults(cls: type | None) -> dict[str, Any]:
             if p.default is not p.empty:
                 out[p.name] = p.default
     return out
+
+
+def _argument_docs(func: Any) -> dict[str, str]:
+    """The first line of each argument's entry in the ``Args:`` section of ``func``'s
+    docstring (``a / b: text`` documents ``a`` and ``b``)."""
+    docs: dict[str, str] = {}
+    lines = (inspect.getdoc(func) or "").splitlines()
+    inside = False
+    for line in lines:
+        if line.strip() == "Args:":
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            break
+        elif inside and line.startswith("    ") and not line.startswith("     "):
+            names, sep, text = line.strip().partition(": ")
+            if sep:
+                for name in names.split(" / "):
+                    docs[name.strip()] = text.strip()
+    return docs
