@@ -49,6 +49,7 @@ from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.jax_options import JAX_LEARNER
 from baselines_sb3.option_specs import job_size_warnings
 from baselines_sb3.run_spec import (
+    JOB_OPTIONS,  # noqa: F401  (the job options' names; README names them here)
     TORCH_THREADS,  # noqa: F401  (the thread default, named in docs/fidelity.md)
     JobOptions,
     JobSpec,

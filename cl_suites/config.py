@@ -7,8 +7,8 @@ A configuration is one flat mapping. The *run keys* choose what runs::
 and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
 ``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
 ``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a learner / method hyperparameter
-(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.main_job.resolve_job``
-sends each to its place. A TOML file::
+(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.run_spec.resolve``
+declares each once and sends it to its place. A TOML file::
 
     suite = "Procgen6"
     method = "clear"
@@ -20,7 +20,10 @@ sends each to its place. A TOML file::
     tensorboard = true
 
 or the same keys in YAML. Files are parsed as data (``tomllib`` / ``yaml.safe_load``);
-nothing in them is executed.
+nothing in them is executed. One value parser (:func:`parse_value`) reads ``--set`` values
+of ``cl-suites run`` and ``cl-suites sweep`` and the strings of config and sweep files, one
+loader (:func:`load_config_file`) reads both kinds of files, and one name check
+(:func:`check_names`) refuses unknown options.
 
 Precedence, lowest first: the suite's paper defaults < the preset (``paper`` / ``small``)
 < the config file (``--config``) < ``--set key=value`` (in the order given) < explicit
