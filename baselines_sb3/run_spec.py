@@ -420,7 +420,9 @@ def resolve(
     overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
-    meal = is_meal_id(suite)  # MEAL: its catalog entry, learners, methods (see _meal_*)
+    # MEAL's differences, each a candidate catalog field, are the lines marked "MEAL:" here
+    # and MEAL_LEARNERS, MEAL_RUN_SUITE and _resolve_meal_suite below
+    meal = is_meal_id(suite)  # MEAL: its own catalog entry and methods
     if meal:
         from cl_suites.meal.suite import suite_info
 
@@ -428,9 +430,9 @@ def resolve(
         _check_choice("method for MEAL", method, presets.MEAL_METHODS)
     else:
         info = find_suite(suite)
-    preset_suite = "MEAL" if meal else info.name
+    preset_suite = "MEAL" if meal else info.name  # MEAL: one preset for every MEAL-<N>
     learner = learner or hyperparameters.default_learner(preset_suite, preset)
-    valid = MEAL_LEARNERS if meal else LEARNERS
+    valid = MEAL_LEARNERS if meal else LEARNERS  # MEAL: its learners
     if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
         raise ValueError(
             f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
@@ -443,7 +445,7 @@ def resolve(
     if learner == JAX_LEARNER:
         hp, rest = _resolve_jax_learner(hp, method, given, overrides)
     else:
-        if meal:
+        if meal:  # MEAL: the torch IPPO refuses the JAX IPPO's option names
             check_no_jax_options(overrides, learner)
         rest = hyperparameters.route_overrides(hp, learner, method, overrides)
     _check_suite_names(info, meal, rest, learner, method, hp)
@@ -453,7 +455,7 @@ def resolve(
         hp["learner"]["num_envs"] = n_envs
         make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
     meal_suite = None
-    if meal:
+    if meal:  # MEAL: kitchens from the seed, budgets in whole updates
         meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
         sequence = meal_suite.sequence
     else:
