@@ -460,19 +460,17 @@ def resolve(
         sequence = meal_suite.sequence
     else:
         sequence = info.build(**suite_kwargs)
-    multi_head = bool(given.get("multi_head", hp["multi_head"]))
-    task_id_input = bool(given.get("task_id_input", hp["task_id_input"]))
-    torch_threads = given.get("torch_threads", TORCH_THREADS)
-    options = JobOptions(
-        **{
-            **given,
-            "checkpoint_every": given.get("checkpoint_every", sequence.eval_every),
-            "multi_head": multi_head,
-            "task_id_input": task_id_input,
-            "eval_at_start": given.get("eval_at_start", not meal),  # MEAL: no step-0 eval
-            "eval_per_task": given.get("eval_per_task", meal),  # MEAL: per task
-            "update_threads": given.get("update_threads", torch_threads),
-        }
+    job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
+    multi_head = bool(hp["multi_head"] if job.multi_head is None else job.multi_head)
+    task_id_input = bool(hp["task_id_input"] if job.task_id_input is None else job.task_id_input)
+    options = dataclasses.replace(
+        job,
+        checkpoint_every=job.checkpoint_every or sequence.eval_every,
+        multi_head=multi_head,
+        task_id_input=task_id_input,
+        eval_at_start=not meal if job.eval_at_start is None else job.eval_at_start,  # MEAL: no
+        eval_per_task=meal if job.eval_per_task is None else job.eval_per_task,  # MEAL: yes
+        update_threads=job.update_threads or job.torch_threads,
     )
     return JobSpec(
         suite=info,
