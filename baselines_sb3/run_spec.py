@@ -44,7 +44,7 @@ from baselines_sb3.jax_options import (
 )
 from baselines_sb3.keywords import accepted_options
 from baselines_sb3.option_specs import Opt
-from cl_suites.config import check_names, keyword_defaults
+from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import TaskSequence, check_positive_int
 from cl_suites.errors import BadValueError
 from cl_suites.meal.suite import is_meal_id
@@ -496,7 +496,9 @@ def suite_options(info: SuiteInfo, meal: bool) -> dict[str, Any] | None:
         from cl_suites.meal.suite import build_suite as builder
     else:
         builder = info.builder_function()
-    return keyword_defaults(builder, skip=("id_or_n",) if meal else ())  # MEAL: id first
+    if meal:  # MEAL: the suite id first; other names are refused by the builder itself
+        return keyword_defaults(builder, skip=("id_or_n",), refuses_others=True)
+    return keyword_defaults(builder)
 
 
 def valid_options(
@@ -671,7 +673,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         variant = spec.hp["method"].get("variant")
         method_defaults = _signature_defaults(method_class(spec.method, variant))
     suite_defaults = {**(suite_options(spec.suite, meal) or {}), **spec.suite_kwargs}
-    suite_docs = {} if meal else _argument_docs(spec.suite.builder_function())
+    suite_docs = {} if meal else argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),
         "learner": {**learner_defaults, **spec.hp["learner"]},
@@ -713,22 +715,3 @@ def _signature_defaults(cls: type | None) -> dict[str, Any]:
             if p.default is not p.empty:
                 out[p.name] = p.default
     return out
-
-
-def _argument_docs(func: Any) -> dict[str, str]:
-    """The first line of each argument's entry in the ``Args:`` section of ``func``'s
-    docstring (``a / b: text`` documents ``a`` and ``b``)."""
-    docs: dict[str, str] = {}
-    lines = (inspect.getdoc(func) or "").splitlines()
-    inside = False
-    for line in lines:
-        if line.strip() == "Args:":
-            inside = True
-        elif inside and line and not line.startswith(" "):
-            break
-        elif inside and line.startswith("    ") and not line.startswith("     "):
-            names, sep, text = line.strip().partition(": ")
-            if sep:
-                for name in names.split(" / "):
-                    docs[name.strip()] = text.strip()
-    return docs

@@ -36,6 +36,7 @@ from cl_suites.config import (
     RUN_DEFAULTS,
     ConfigError,
     RunConfig,
+    argument_docs,
     check_names,
     check_num_envs,
     check_seed,
@@ -575,10 +576,11 @@ def cmd_options(args: argparse.Namespace) -> int:
     if args.method == "random":
         info = find_suite(args.suite)
         suite = keyword_defaults(info.builder_function()) or {}
+        docs = argument_docs(info.builder_function())
         sections = {
             "job": [("vectorization_mode", "sync", "batching of the simulators"),
                     ("progress", True, "draw the progress bar")],
-            "suite": [(name, value, "") for name, value in suite.items()],
+            "suite": [(name, value, docs.get(name, "")) for name, value in suite.items()],
         }  # fmt: skip
         title = f"--suite {info.name} --method random"
     else:

@@ -332,14 +332,36 @@ def check_names(options: Iterable[str], known: Mapping[str, Iterable[str]], cont
     raise UnknownOptionError(f"unknown option {key!r}{hint}; valid for {context}: {sections}")
 
 
-def keyword_defaults(func: Any, skip: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def keyword_defaults(
+    func: Any, skip: tuple[str, ...] = (), refuses_others: bool = False
+) -> dict[str, Any] | None:
     """The keywords of ``func`` (a suite builder) and their defaults (``None`` for none),
-    or ``None`` when it forwards any keyword (``**kwargs``) and so cannot list them."""
+    or ``None`` when it forwards any keyword (``**kwargs``) and so cannot list them;
+    ``refuses_others``: its ``**kwargs`` only collects names it refuses (MEAL's builder),
+    so its named keywords are all it takes."""
     params = inspect.signature(func).parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
+    if not refuses_others and any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return {
         p.name: None if p.default is p.empty else p.default
         for p in params
-        if p.kind is not p.VAR_POSITIONAL and p.name not in skip
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in skip
     }
+
+
+def argument_docs(func: Any) -> dict[str, str]:
+    """The first line of each argument's entry in the ``Args:`` section of ``func``'s
+    docstring (``a / b: text`` documents ``a`` and ``b``)."""
+    docs: dict[str, str] = {}
+    inside = False
+    for line in (inspect.getdoc(func) or "").splitlines():
+        if line.strip() == "Args:":
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            break
+        elif inside and line.startswith("    ") and not line.startswith("     "):
+            names, sep, text = line.strip().partition(": ")
+            if sep:
+                for name in names.split(" / "):
+                    docs[name.strip()] = text.strip()
+    return docs

@@ -161,6 +161,10 @@ def test_an_unknown_option_names_the_closest_and_the_valid_ones_by_section():
     for section in ("job: ", "learner: ", "method: ", "policy: ", "suite: "):
         assert section in text
     assert isinstance(info.value, TypeError)  # as the constructors' own refusal
+    for learner in ("ppo-jax", "ppo"):  # MEAL's suite options: the same check
+        with pytest.raises(UnknownOptionError, match="did you mean 'episode_len'"):
+            resolve(suite="MEAL-2", method="ft", learner=learner, preset="small",
+                    num_envs=None, overrides={"episode_lenn": 64})  # fmt: skip
 
 
 def test_every_job_option_is_declared_once_with_a_type_and_a_doc():
@@ -200,3 +204,23 @@ def test_print_config_shows_every_job_option(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert set(printed["job"]) == set(JOB_FIELDS)
     assert printed["job"]["report"] is False and printed["job"]["checkpoint_every"] == 1000
+
+
+def test_the_sweep_resolves_every_run_as_the_golden_file_records():
+    """The sweep's runs (grid -> ``RunSpec`` -> its workers' ``resolve``) resolve exactly as
+    the golden file of ``cl-suites run`` / ``run_main_job`` records them."""
+    from cl_suites.suites import SUITES
+    from cl_suites.sweep.grid import SweepSpec
+    from tests.golden.resolved_configs import GOLDEN, MEAL_SUITES, _jsonable
+
+    golden = json.loads(GOLDEN.read_text())
+    checked = 0
+    for suite in (*SUITES, *MEAL_SUITES):
+        for preset in ("paper", "small"):
+            grid = SweepSpec(suites=(suite,), methods=("ft", "ewc"), seeds=(0,), preset=preset)
+            for run in grid.runs():
+                expected = golden[f"{suite}|default|{run.method}|{preset}"]
+                got = json.loads(json.dumps(_jsonable(resolve(**run.job_kwargs()).config())))
+                assert got == expected, (suite, run.method, preset)
+                checked += 1
+    assert checked == 4 * (len(SUITES) + len(MEAL_SUITES))

@@ -908,7 +908,10 @@ def test_cora_presets_per_suite():
         0.1,
     )
     assert chores_ewc["method"]["min_task_steps"] == 20_000_000
-    pnc = {s: hyperparameters.resolve(s, "vtrace", "pnc", "paper")["method"] for s in presets.CORA_SUITES}
+    pnc = {
+        s: hyperparameters.resolve(s, "vtrace", "pnc", "paper")["method"]
+        for s in presets.CORA_SUITES
+    }
     assert pnc["Atari6"]["progress_updates"] == 39_063
     assert pnc["Procgen6"]["progress_updates"] == 3_906
     assert pnc["CHORES-VaryTask"]["progress_updates"] == 625
