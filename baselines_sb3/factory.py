@@ -1,7 +1,7 @@
 """Building a baseline from resolved hyperparameters: the env wrappers a preset asks for and
 the SB3 learner with its policy, for every suite (MEAL's IPPO included).
 
-``baselines_sb3.presets.resolve`` says *what* to build (a plain dict of hyperparameters);
+``baselines_sb3.hyperparameters.resolve`` says *what* to build (a plain dict of hyperparameters);
 this module builds it. The main job, and any user script, call :func:`wrap_env` on the
 sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and then :func:`build_model`.
 """
@@ -133,7 +133,7 @@ def build_model(
     """The SB3 learner (``"ppo"``: ``ContinualPPO``; ``"vtrace"``: ``VTrace``) with a
     ``ContinualPolicy`` (``ProgressCompressPolicy`` for P&C) over ``env``.
 
-    ``hp`` is ``presets.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
+    ``hp`` is ``hyperparameters.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
     minibatch size from the env's width (``n_steps * env.num_envs // n_minibatches``; on
     MEAL ``env.num_envs`` counts agent slots, so IPPO's minibatches span every agent).
     Raises ``ValueError`` naming an option the learner does not support.

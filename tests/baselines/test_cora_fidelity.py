@@ -334,7 +334,7 @@ def test_cora_evaluation_is_greedy_by_default():
         spec = resolve_job(
             suite=suite, method="ft", learner=None, preset="paper", num_envs=None, overrides={}
         )
-        assert spec.job.get("eval_deterministic", True) is True
+        assert spec.options.eval_deterministic is True
 
 
 # --------------------------------------------------------------------------- EWC
