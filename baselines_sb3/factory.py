@@ -1,7 +1,7 @@
 """Building a baseline from resolved hyperparameters: the env wrappers a preset asks for and
 the SB3 learner with its policy, for every suite (MEAL's IPPO included).
 
-``baselines_sb3.presets.resolve`` says *what* to build (a plain dict of hyperparameters);
+``baselines_sb3.hyperparameters.resolve`` says *what* to build (a plain dict of hyperparameters);
 this module builds it. The main job, and any user script, call :func:`wrap_env` on the
 sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and then :func:`build_model`.
 """
@@ -16,11 +16,11 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch import nn
 
 from baselines_sb3.cl.base import ContinualMethod
+from baselines_sb3.keywords import check_keywords
 from baselines_sb3.learners import ContinualPPO, VTrace
 from baselines_sb3.networks import FEATURE_EXTRACTORS
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
-from baselines_sb3.presets import check_options
 from baselines_sb3.wrappers import (
     PreviousActionReward,
     TaskIdObservation,
@@ -133,14 +133,14 @@ def build_model(
     """The SB3 learner (``"ppo"``: ``ContinualPPO``; ``"vtrace"``: ``VTrace``) with a
     ``ContinualPolicy`` (``ProgressCompressPolicy`` for P&C) over ``env``.
 
-    ``hp`` is ``presets.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
+    ``hp`` is ``hyperparameters.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
     minibatch size from the env's width (``n_steps * env.num_envs // n_minibatches``; on
     MEAL ``env.num_envs`` counts agent slots, so IPPO's minibatches span every agent).
     Raises ``ValueError`` naming an option the learner does not support.
     """
     cls = learner_class(learner)
     kw = dict(hp["learner"])
-    check_options("learner", learner, cls, kw)
+    check_keywords("learner", learner, cls, kw)
     policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
     return cls(
         policy_cls,

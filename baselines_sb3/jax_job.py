@@ -186,8 +186,8 @@ class _Loop:
         self.num_envs = int(spec.num_envs)
         self.rollout = int(spec.hp["learner"]["num_steps"]) * self.num_envs
         self.episode_len = int(spec.meal.episode_len)
-        self.every = int(spec.job.get("checkpoint_every", spec.sequence.eval_every))
-        self.greedy = bool(spec.job.get("eval_deterministic", True))
+        self.every = spec.options.checkpoint_every
+        self.greedy = spec.options.eval_deterministic
         self.runs: list[JaxRun] = []
         self.state: Any = None
         self.step = 0

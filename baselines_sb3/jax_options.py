@@ -20,6 +20,10 @@ import dataclasses
 import importlib
 from typing import Any
 
+from baselines_sb3.factory import learner_class
+from baselines_sb3.hyperparameters import POLICY_OPTIONS
+from baselines_sb3.keywords import accepted_options
+
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``)."""
 
@@ -92,7 +96,7 @@ def resolve_jax(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
     """``IPPOConfig`` keyword arguments equal to the torch learner's resolved settings.
 
     Args:
-        torch_hp: ``presets.resolve("MEAL", "ppo", method, preset)``.
+        torch_hp: ``hyperparameters.resolve("MEAL", "ppo", method, preset)``.
         method: the CL method (``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2``).
 
     Returns every field of ``IPPOConfig``: the preset's value where the torch settings
@@ -127,8 +131,6 @@ def make_config(values: dict[str, Any]) -> Any:
 def torch_only_options(torch_hp: dict[str, Any], learner_opts: tuple[str, ...]) -> set[str]:
     """Option names that belong to the torch learner (its learner, method and policy
     settings, its job options) and are not ``IPPOConfig`` fields."""
-    from baselines_sb3.presets import POLICY_OPTIONS
-
     names = set(learner_opts) | set(torch_hp["method"]) | set(POLICY_OPTIONS)
     names |= set(torch_hp["learner"]) | set(TORCH_ONLY_JOB_OPTIONS)
     return names - set(jax_fields())
@@ -157,9 +159,6 @@ def route_jax_overrides(
 
 def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
     """``ValueError`` when a torch run of MEAL is given an ``IPPOConfig``-only option."""
-    from baselines_sb3.factory import learner_class
-    from baselines_sb3.presets import POLICY_OPTIONS, accepted_options
-
     shared = set(accepted_options(learner_class(learner))) | set(POLICY_OPTIONS)
     shared |= set(TORCH_TO_JAX)
     jax_only = sorted(k for k in overrides if k in set(jax_fields()) - shared)

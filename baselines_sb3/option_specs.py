@@ -1,13 +1,10 @@
-"""Types and ranges of a run's options, declared in one table and checked in one place.
+"""What an option's value must be (:class:`Opt`), and warnings about absurd run sizes.
 
-``OPTION_SPECS`` declares, for the job options (``main_job.JOB_OPTIONS``), the learners'
-and CL methods' hyperparameters and the policy options, what a value must be: an integer
-or a number in a range, a boolean, one of some choices. :func:`check_options` checks the
-options of a run against it; ``main_job.resolve_job`` calls it, so every way to start a
-run (``cl-suites run --set`` / ``--config``, ``cl-suites sweep --set``, library calls)
-refuses a bad value before anything is built, in one line naming the option, its allowed
-range and the value. Options missing from the table (suite options, which the suite
-checks itself; free-form ones such as ``net_arch``) pass through unchanged.
+Each option declares its :class:`Opt` once, in ``baselines_sb3.run_spec`` (the job
+options' fields and ``OPTIONS``); ``run_spec.resolve`` checks every value against it, so
+every way to start a run (``cl-suites run --set`` / ``--config``, ``cl-suites sweep``,
+library calls) refuses a bad value before anything is built, in one line naming the
+option, its allowed range and the value.
 
 :func:`size_warnings` names the settings of a run whose size is absurd for the machine
 (budget, rollout memory, sub-envs per core); the run is warned about, not refused.
@@ -106,99 +103,6 @@ class Opt:
 
 
 _BAD = object()
-
-
-def _int(low: int = 1, **kw: Any) -> Opt:
-    return Opt("int", low=low, **kw)
-
-
-def _num(low: float = 0.0, high: float | None = None, **kw: Any) -> Opt:
-    return Opt("float", low=low, high=high, **kw)
-
-
-_BOOL = Opt("bool")
-_UNIT = _num(0.0, 1.0)  # discounts, mixing ratios
-
-OPTION_SPECS: dict[str, Opt] = {
-    # -- job options (main_job.JOB_OPTIONS)
-    "checkpoint_every": _int(),
-    "vectorization_mode": Opt("choice", choices=("sync", "async")),
-    "replay_on_disk": Opt("choice", choices=(True, False, "auto"), none_ok=True),
-    "multi_head": _BOOL,
-    "task_id_input": _BOOL,
-    "progress": _BOOL,
-    "device": Opt("str"),
-    "report": _BOOL,
-    "tensorboard": _BOOL,
-    "wandb": Opt("bool|str", none_ok=True),  # a string: the W&B project
-    "capture_video": _BOOL,
-    "video_every": _int(none_ok=True),
-    "video_length": _int(none_ok=True),
-    "eval_at_start": _BOOL,
-    "eval_per_task": _BOOL,
-    "eval_deterministic": _BOOL,
-    "eval_max_episode_steps": _int(none_ok=True),
-    "torch_threads": _int(),
-    "update_threads": _int(),
-    # -- learners (PPO, V-trace)
-    "learning_rate": _num(0.0, 1.0, low_open=True, callable_ok=True),
-    "n_steps": _int(),
-    "batch_size": _int(),
-    "n_epochs": _int(),
-    "n_minibatches": _int(),
-    "gamma": _UNIT,
-    "gae_lambda": _UNIT,
-    "clip_range": _num(0.0, 1.0, low_open=True, callable_ok=True),
-    "clip_range_vf": _num(0.0, low_open=True, none_ok=True, callable_ok=True),
-    "normalize_advantage": _BOOL,
-    "ent_coef": _num(),
-    "vf_coef": _num(),
-    "max_grad_norm": _num(0.0, low_open=True),
-    "target_kl": _num(0.0, low_open=True, none_ok=True),
-    "lr_decay_steps": _int(none_ok=True),
-    "reset_optimizer_at_switch": _BOOL,
-    "rho_bar": _num(0.0, low_open=True),
-    "c_bar": _num(0.0, low_open=True),
-    "use_rms_prop": _BOOL,
-    "rms_prop_alpha": _UNIT,
-    "rms_prop_eps": _num(0.0, low_open=True),
-    # -- CL methods
-    "lam": _num(),
-    "online_gamma": _UNIT,
-    "decay": _UNIT,
-    "fisher_batches": _int(),
-    "batch_unrolls": _int(),
-    "buffer_frames": _int(),
-    "min_task_steps": _int(0),
-    "episodes": _int(),
-    "max_steps": _int(),
-    "stride": _int(),
-    "kl_cost": _num(),
-    "progress_updates": _int(),
-    "buffer_size": _int(),
-    "policy_cloning": _num(),
-    "value_cloning": _num(),
-    "replay_ratio": _UNIT,
-    "replay_unroll": _int(none_ok=True),
-    # -- policy
-    "cnn_features_dim": _int(),
-    "ortho_init": _BOOL,
-    "normalize_images": _BOOL,
-    "trunk_layer_norm": _BOOL,
-}
-"""Each declared option and what its value must be (see :class:`Opt`)."""
-
-
-def check_option(name: str, value: Any) -> Any:
-    """``value`` checked against ``OPTION_SPECS[name]`` (unchanged for an undeclared
-    option); ``ValueError`` naming the option, its range and the value."""
-    spec = OPTION_SPECS.get(name)
-    return value if spec is None else spec.check(name, value)
-
-
-def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Every option of ``options`` checked (see :func:`check_option`); a new dict."""
-    return {name: check_option(name, value) for name, value in options.items()}
 
 
 # -- run size --------------------------------------------------------------------------------

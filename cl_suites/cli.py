@@ -36,9 +36,11 @@ from cl_suites.config import (
     RUN_DEFAULTS,
     ConfigError,
     RunConfig,
+    argument_docs,
+    check_names,
     check_num_envs,
-    check_options,
     check_seed,
+    keyword_defaults,
     load_config_file,
     merge,
 )
@@ -221,6 +223,9 @@ JOB_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 option is set with ``--set KEY=VALUE``."""
 
 LIB_LOGGERS = ("cl_suites", "baselines_sb3")
+RANDOM_JOB_OPTIONS = ("vectorization_mode", "progress")
+"""Job options of a random-agent run (``--method random``); every other option is the
+suite's."""
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
@@ -249,8 +254,12 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
 
         parse_meal_id(config.suite)
     else:
-        find_suite(config.suite)
-    check_options(config)
+        info = find_suite(config.suite)
+        if config.method == "random":  # the random agent takes no learner or method
+            suite = keyword_defaults(info.builder_function())
+            known = {"job": RANDOM_JOB_OPTIONS, "suite": tuple(suite or ())}
+            if suite is not None:
+                check_names(config.options, known, f"--suite {info.name} --method random")
     if config.seeds is not None:
         _check_seeds_run(config)
     return config
@@ -346,10 +355,11 @@ def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
         _check_run_dir(run_dir, run_dir in started)
 
 
-def _resolve(config: RunConfig) -> Any:
-    """``baselines_sb3.main_job.resolve_job`` for the config (everything checked, nothing
-    built or written)."""
-    from baselines_sb3.main_job import resolve_job, resolve_seed_group
+def _resolve(config: RunConfig) -> list[Any]:
+    """The run's ``baselines_sb3.run_spec.JobSpec``s (one, or one per seed of ``--seeds``):
+    everything checked, nothing built or written. The CLI draws the progress bar unless
+    the run says otherwise."""
+    from baselines_sb3.run_spec import resolve, resolve_seed_group
 
     kwargs = dict(
         suite=config.suite,
@@ -357,11 +367,11 @@ def _resolve(config: RunConfig) -> Any:
         learner=config.learner,
         preset=config.preset,
         num_envs=config.num_envs,
-        overrides=dict(config.options),
+        overrides={"progress": True, **config.options},
     )
     if config.seeds is not None:
-        return resolve_seed_group(**kwargs, seeds=config.seeds)[0]
-    return resolve_job(**kwargs, seed=config.seed)
+        return resolve_seed_group(**kwargs, seeds=config.seeds)
+    return [resolve(**kwargs, seed=config.seed)]
 
 
 def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
@@ -372,7 +382,7 @@ def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     if config.method == "random":
         info = find_suite(config.suite)
         options = dict(config.options)
-        job = {k: options.pop(k) for k in ("vectorization_mode", "progress") if k in options}
+        job = {k: options.pop(k) for k in RANDOM_JOB_OPTIONS if k in options}
         return {
             "suite": info.id,
             "method": "random",
@@ -381,7 +391,7 @@ def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
             "suite_kwargs": options,
             "job": job,
         }
-    resolved = _resolve(config).config()
+    resolved = _resolve(config)[0].describe()
     return {
         **{k: resolved.pop(k) for k in ("suite", "method") if k in resolved},
         **head,
@@ -397,7 +407,7 @@ def _check_replay_memory(spec: Any, run_dir: Path) -> None:
     method = CLEAR(
         **spec.hp["method"],
         disk_dir=run_dir / "replay",
-        storage=replay_storage(spec.job.get("replay_on_disk")),
+        storage=replay_storage(spec.options.replay_on_disk),
     )
     method.plan_storage(
         int(spec.hp["learner"].get("n_steps", 20)),
@@ -443,13 +453,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.method == "random" and args.resume:
         raise CLIError("random-agent runs are not resumable; start a new --run-dir")
     _check_run_dirs(_run_dirs(config, run_dir), args.resume)
-    if config.method != "random" and (not config.is_meal or config.seeds is not None):
-        spec = _resolve(config)  # every bad value fails here, before the run dir exists
-        if spec.method == "clear":
-            _check_replay_memory(spec, run_dir)
+    specs = None
+    if config.method != "random":
+        specs = _resolve(config)  # every bad value fails here, before the run dir exists
+        if specs[0].method == "clear":
+            _check_replay_memory(specs[0], run_dir)
     try:
         with _sigterm_as_interrupt():
-            _start(config, run_dir, args.resume)
+            _start(config, specs, run_dir, args.resume)
     except KeyboardInterrupt:
         from cl_suites.core.runlog import METADATA_FILE
 
@@ -465,11 +476,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _start(config: RunConfig, run_dir: Path, resume: bool) -> None:
-    options = dict(config.options)
-    if config.method == "random":
+def _start(config: RunConfig, specs: list[Any] | None, run_dir: Path, resume: bool) -> None:
+    """Train the resolved ``specs`` (``None``: the random agent) into ``run_dir``."""
+    if specs is None:
         from cl_suites.training import run_random_agent
 
+        options = dict(config.options)
         run_random_agent(
             config.suite,
             seed=config.seed,
@@ -480,20 +492,10 @@ def _start(config: RunConfig, run_dir: Path, resume: bool) -> None:
             **options,
         )
         return
-    from baselines_sb3.main_job import run_main_job
+    from baselines_sb3.main_job import run_resolved
 
-    run_main_job(
-        suite=config.suite,
-        method=config.method,
-        learner=config.learner,
-        preset=config.preset,
-        seed=config.seed,
-        run_dir=run_dir,
-        resume=resume,
-        num_envs=config.num_envs,
-        overrides={"progress": True, **options},
-        seeds=config.seeds,
-    )
+    seeds = config.seeds if config.seeds is not None else [config.seed]
+    run_resolved(specs, seeds, _run_dirs(config, run_dir), resume)
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
@@ -561,9 +563,61 @@ examples:
   cl-suites run --suite Diagnostic --method ewc --preset small
   cl-suites run --config my-run.toml --set learning_rate=3e-4 --tensorboard
   cl-suites run --suite Procgen6 --method clear --learner vtrace --print-config
+  cl-suites options --suite Procgen6 --method clear   # every option, its default and doc
   cl-suites run --suite MEAL-2 --method ewc --seeds 0 1 2 3 4   # 5 seeds in one program
   cl-suites run --run-dir runs/Procgen6-clear-s0 --suite Procgen6 --method clear --resume
 """
+
+
+# -- options -------------------------------------------------------------------------------
+def cmd_options(args: argparse.Namespace) -> int:
+    """Every option of a run (``--suite``, ``--method``, ``--learner``, ``--preset``) with
+    its default for that run and its one-line doc, by section."""
+    if args.method == "random":
+        info = find_suite(args.suite)
+        suite = keyword_defaults(info.builder_function()) or {}
+        docs = argument_docs(info.builder_function())
+        sections = {
+            "job": [("vectorization_mode", "sync", "batching of the simulators"),
+                    ("progress", True, "draw the progress bar")],
+            "suite": [(name, value, docs.get(name, "")) for name, value in suite.items()],
+        }  # fmt: skip
+        title = f"--suite {info.name} --method random"
+    else:
+        from baselines_sb3.run_spec import option_table, resolve
+
+        spec = resolve(
+            suite=args.suite,
+            method=args.method,
+            learner=args.learner,
+            preset=args.preset,
+            num_envs=None,
+            overrides={},
+        )
+        sections = option_table(spec)
+        title = (
+            f"--suite {spec.suite.name} --method {spec.method} --learner {spec.learner} "
+            f"--preset {spec.preset} (steps: {spec.step_unit})"
+        )
+    console.print(f"[bold]options of {escape(title)}[/bold]; set any with --set KEY=VALUE")
+    for section, rows in sections.items():
+        if not rows:
+            continue
+        table = Table(title=f"{section} options", box=box.SIMPLE_HEAD, title_justify="left")
+        table.add_column("option", no_wrap=True)
+        table.add_column("default", overflow="fold")
+        table.add_column("doc", ratio=1)
+        for name, value, doc in rows:
+            table.add_row(name, escape(json.dumps(value, default=str)), escape(doc))
+        console.print(table)
+    return EXIT_OK
+
+
+def _options_arguments(options: argparse.ArgumentParser) -> None:
+    options.add_argument("--suite", required=True, help="e.g. Procgen6 or MEAL-2")
+    options.add_argument("--method", default="ft", choices=METHODS, help="CL method")
+    options.add_argument("--learner", choices=LEARNERS, help="default: the suite's")
+    options.add_argument("--preset", default="paper", choices=PRESETS, help="preset")
 
 
 # -- report --------------------------------------------------------------------------------
@@ -616,6 +670,13 @@ COMMANDS: dict[str, Command] = {
         cmd_run,
         description="Train a baseline (or a random agent) over a whole suite and write a run\n"
         "directory (metadata.json, eval.csv, episodes.csv, checkpoint/, report/).",
+    ),
+    "options": Command(
+        "every option of a run with its default and doc, by section",
+        _options_arguments,
+        cmd_options,
+        description="Every option a run takes (job, learner, method, policy, suite) with its\n"
+        "default for that suite, method, learner and preset, and a one-line doc.",
     ),
     "report": Command(
         "metrics, plots and tables from run directories", _report_arguments, cmd_report

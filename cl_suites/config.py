@@ -7,8 +7,8 @@ A configuration is one flat mapping. The *run keys* choose what runs::
 and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
 ``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
 ``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a learner / method hyperparameter
-(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.main_job.resolve_job``
-sends each to its place. A TOML file::
+(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.run_spec.resolve``
+declares each once and sends it to its place. A TOML file::
 
     suite = "Procgen6"
     method = "clear"
@@ -20,7 +20,10 @@ sends each to its place. A TOML file::
     tensorboard = true
 
 or the same keys in YAML. Files are parsed as data (``tomllib`` / ``yaml.safe_load``);
-nothing in them is executed.
+nothing in them is executed. One value parser (:func:`parse_value`) reads ``--set`` values
+of ``cl-suites run`` and ``cl-suites sweep`` and the strings of config and sweep files, one
+loader (:func:`load_config_file`) reads both kinds of files, and one name check
+(:func:`check_names`) refuses unknown options.
 
 Precedence, lowest first: the suite's paper defaults < the preset (``paper`` / ``small``)
 < the config file (``--config``) < ``--set key=value`` (in the order given) < explicit
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_suites.errors import ConfigError
+from cl_suites.errors import ConfigError, UnknownOptionError
 from cl_suites.meal.suite import is_meal_id
 
 try:
@@ -226,14 +229,17 @@ def read_limited(path: Path, what: str = "config file") -> bytes:
     return raw
 
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The flat mapping in a ``.toml``, ``.yaml`` or ``.yml`` file, parsed as data; files
-    that are not regular or larger than ``MAX_CONFIG_BYTES`` are refused."""
+def load_config_file(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """The mapping in a ``.toml``, ``.yaml`` or ``.yml`` file, parsed as data; files that
+    are not regular or larger than ``MAX_CONFIG_BYTES`` are refused. String values (in
+    nested tables too) are read by :func:`parse_value`, as ``--set`` reads its values, so
+    ``tensorboard: off``, ``device = "none"`` and ``steps_per_task: 1e5`` mean the same in
+    a file as on the command line. ``what`` names the file in errors (``sweep file``)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
-        raise ConfigError(f"config file {path} must end in .toml, .yaml or .yml, got {suffix!r}")
-    raw = read_limited(path)
+        raise ConfigError(f"{what} {path} must end in .toml, .yaml or .yml, got {suffix!r}")
+    raw = read_limited(path, what)
     try:
         if suffix == ".toml":
             data = tomllib.loads(raw.decode())
@@ -242,10 +248,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
             data = yaml.safe_load(raw)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+        raise ConfigError(f"{what} {path} is not valid TOML: {e}") from None
     except Exception as e:  # yaml.YAMLError and its subclasses
         message = " ".join(str(e).split())
-        raise ConfigError(f"{path} is not valid YAML: {message}") from None
+        raise ConfigError(f"{what} {path} is not valid YAML: {message}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -253,7 +259,18 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     bad = [str(k) for k in data if not isinstance(k, str) or not _KEY.match(k)]
     if bad:
         raise ConfigError(f"{path}: invalid key(s) {', '.join(map(repr, bad))}")
-    return dict(data)
+    return _parsed_strings(data)
+
+
+def _parsed_strings(value: Any) -> Any:
+    """``value`` with every string (in mappings and lists too) read by ``parse_value``."""
+    if isinstance(value, str):
+        return parse_value(value)
+    if isinstance(value, Mapping):
+        return {k: _parsed_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_parsed_strings(v) for v in value]
+    return value
 
 
 def merge(
@@ -299,55 +316,52 @@ def merge(
     )
 
 
-def known_options(config: RunConfig) -> dict[str, tuple[str, ...]] | None:
-    """The option names a run accepts, by section (``job``, ``learner``, ``method``,
-    ``policy``, ``suite``), or ``None`` when they cannot be listed (MEAL, or a suite
-    builder that takes any keyword)."""
-    from cl_suites.suites import find_suite
-
-    if config.is_meal:
-        return None
-    info = find_suite(config.suite)
-    module_name, func_name = info.builder.split(":")
-    import importlib
-
-    builder = getattr(importlib.import_module(module_name), func_name)
-    params = inspect.signature(builder).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return None
-    suite_keys = tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
-    if config.method == "random":
-        return {"job": ("vectorization_mode", "progress"), "suite": suite_keys}
-    from baselines_sb3 import presets
-    from baselines_sb3.main_job import JOB_OPTIONS
-
-    learner = config.learner or presets.default_learner(info.name, config.preset)
-    hp = presets.resolve(info.name, learner, config.method, config.preset)
-    return {
-        "job": tuple(JOB_OPTIONS),
-        "learner": tuple(hp["learner"]),
-        "method": tuple(hp["method"]),
-        "policy": presets.POLICY_OPTIONS,  # network, net_arch, ...: the job takes them too
-        "suite": suite_keys,
-    }
-
-
-def check_options(config: RunConfig) -> None:
-    """Refuse option names the run does not know, with the closest valid name and the
-    valid ones by section."""
-    known = known_options(config)
-    if known is None:
-        return
+def check_names(options: Iterable[str], known: Mapping[str, Iterable[str]], context: str) -> None:
+    """The one option-name check: ``UnknownOptionError`` for the first name of ``options``
+    in no section of ``known`` (``{"job": names, "learner": names, ...}``), with the closest
+    valid name and the valid ones by section. ``context`` names the run (``--suite X
+    --learner L --method M``). Every entry point gets this same message."""
     valid = {name for names in known.values() for name in names}
-    unknown = [k for k in config.options if k not in valid]
+    unknown = [k for k in options if k not in valid]
     if not unknown:
         return
     key = unknown[0]
     close = difflib.get_close_matches(key, sorted(valid), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     sections = "; ".join(f"{s}: {', '.join(sorted(n))}" for s, n in known.items() if n)
-    where = config.sources.get(key, "option")
-    raise ConfigError(
-        f"unknown option {key!r} from {where}{hint}; valid for --suite {config.suite} "
-        f"--method {config.method}: {sections}"
-    )
+    raise UnknownOptionError(f"unknown option {key!r}{hint}; valid for {context}: {sections}")
+
+
+def keyword_defaults(
+    func: Any, skip: tuple[str, ...] = (), refuses_others: bool = False
+) -> dict[str, Any] | None:
+    """The keywords of ``func`` (a suite builder) and their defaults (``None`` for none),
+    or ``None`` when it forwards any keyword (``**kwargs``) and so cannot list them;
+    ``refuses_others``: its ``**kwargs`` only collects names it refuses (MEAL's builder),
+    so its named keywords are all it takes."""
+    params = inspect.signature(func).parameters.values()
+    if not refuses_others and any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {
+        p.name: None if p.default is p.empty else p.default
+        for p in params
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in skip
+    }
+
+
+def argument_docs(func: Any) -> dict[str, str]:
+    """The first line of each argument's entry in the ``Args:`` section of ``func``'s
+    docstring (``a / b: text`` documents ``a`` and ``b``)."""
+    docs: dict[str, str] = {}
+    inside = False
+    for line in (inspect.getdoc(func) or "").splitlines():
+        if line.strip() == "Args:":
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            break
+        elif inside and line.startswith("    ") and not line.startswith("     "):
+            names, sep, text = line.strip().partition(": ")
+            if sep:
+                for name in names.split(" / "):
+                    docs[name.strip()] = text.strip()
+    return docs

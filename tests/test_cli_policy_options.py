@@ -1,5 +1,5 @@
 """Policy options (``network``, ``net_arch``, ...) pass the CLI's option check: the main job
-accepts them (``presets.route_overrides``) and the fidelity ledger offers them, e.g.
+accepts them (``hyperparameters.route_overrides``) and the fidelity ledger offers them, e.g.
 Procgen6's ``network="shallow"`` (CORA's Figure 11 line)."""
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ and the defaults it states are the code's.
 Defaults that cannot drift: a row's "ours (default)" cell may carry **default keys**, code
 spans of the form `` `KEY = VALUE` `` where ``VALUE`` is a Python literal and ``KEY`` is
 
-* a preset table entry or a preset function's result, rooted at ``presets``:
-  ``presets.CORA_VTRACE["gamma"]``, ``presets.resolve("MiniHack15", "vtrace", "ft",
-  "paper")["learner"]["normalize_reward"]`` (only literal arguments and indices);
+* a preset table entry, rooted at ``presets`` (``presets.CORA_VTRACE["gamma"]``), or the
+  result of a function of ``hyperparameters`` (``hyperparameters.resolve("MiniHack15",
+  "vtrace", "ft", "paper")["learner"]["normalize_reward"]``; only literal arguments and
+  indices);
 * a constructor default, ``Class.param``: ``VTrace.reward_std_count`` is the default of
   ``VTrace(reward_std_count=...)`` (classes of ``baselines_sb3.learners``,
   ``baselines_sb3.cl``, ``baselines_sb3.policies`` and ``baselines_sb3.cl.unroll_buffer``).
@@ -115,10 +116,10 @@ UNKEYED = {
 
 
 def _namespace() -> dict[str, Any]:
-    from baselines_sb3 import cl, learners, policies, presets
+    from baselines_sb3 import cl, hyperparameters, learners, policies, presets
     from baselines_sb3.cl import unroll_buffer
 
-    names: dict[str, Any] = {"presets": presets}
+    names: dict[str, Any] = {"presets": presets, "hyperparameters": hyperparameters}
     for module in (learners, cl, policies, unroll_buffer):
         names.update({k: v for k, v in vars(module).items() if inspect.isclass(v)})
     return names
@@ -139,14 +140,14 @@ def resolve_key(key: str) -> Any:
                 if node.attr not in params or params[node.attr].default is inspect._empty:
                     raise KeyError(f"{owner.__name__} has no default for {node.attr!r}")
                 return params[node.attr].default
-            if owner is names["presets"]:
+            if owner is names["presets"] or owner is names["hyperparameters"]:
                 return getattr(owner, node.attr)
             raise ValueError(f"attribute of {owner!r}")
         if isinstance(node, ast.Subscript):
             return value(node.value)[ast.literal_eval(node.slice)]
         if isinstance(node, ast.Call):
             func = value(node.func)
-            if getattr(func, "__module__", "") != "baselines_sb3.presets":
+            if getattr(func, "__module__", "") != "baselines_sb3.hyperparameters":
                 raise ValueError(f"only preset functions may be called, not {func!r}")
             args = [ast.literal_eval(a) for a in node.args]
             return func(*args, **{k.arg: ast.literal_eval(k.value) for k in node.keywords})
@@ -157,15 +158,16 @@ def resolve_key(key: str) -> Any:
 
 def default_keys(row: dict[str, str]) -> list[tuple[str, str]]:
     """``(key, value)`` of the row's default keys: code spans ``KEY = VALUE`` whose key
-    is rooted at ``presets`` or is ``Class.param`` of a class of the namespace (other code,
-    such as `` `lr_schedule="constant"` `` or `` `TimeLimit.truncated = False` ``, is
-    text)."""
+    is rooted at ``presets`` or ``hyperparameters`` or is ``Class.param`` of a class of the
+    namespace (other code, such as `` `lr_schedule="constant"` `` or
+    `` `TimeLimit.truncated = False` ``, is text)."""
     classes = _namespace()
     keys = []
     for key, literal in _KEYED.findall(row.get("ours (default)", "")):
         key = key.strip()
         plain = re.fullmatch(r"([A-Z]\w*)\.\w+", key)
-        if key.startswith("presets.") or (plain and plain.group(1) in classes):
+        rooted = key.startswith(("presets.", "hyperparameters."))
+        if rooted or (plain and plain.group(1) in classes):
             keys.append((key, literal.strip()))
     return keys
 
@@ -218,7 +220,8 @@ def test_a_drifted_default_fails_the_key_check():
     keys = dict(default_keys(row))
     assert resolve_key('presets.CORA_VTRACE["gamma"]') == presets.CORA_VTRACE["gamma"] != 0.9
     assert resolve_key("VTrace.n_steps") == ast.literal_eval(keys["VTrace.n_steps"])
-    assert resolve_key('presets.resolve("MiniHack15", "vtrace", "ft", "paper")["num_envs"]') == 32
+    minihack = 'hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")["num_envs"]'
+    assert resolve_key(minihack) == 32
     for bad in ("VTrace.no_such_arg", "presets.NOPE", "open('x')"):
         try:
             resolve_key(bad)

@@ -104,7 +104,7 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert spec.num_envs == 16 and spec.hp["learner"]["n_steps"] == 128
     assert [t.budget for t in spec.sequence.tasks] == [4882 * 2048] * 2
     assert (spec.sequence.eval_every, spec.sequence.eval_episodes) == (100 * 2048, 10)
-    assert not spec.eval_at_start() and spec.eval_per_task()
+    assert not spec.options.eval_at_start and spec.options.eval_per_task
     assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
     assert spec.meal.options["shaping_horizon"] == 2_500_000  # table 4 (the code: 5M)
     assert spec.meal.options["random_reset"] is True  # MEAL's paper-time training code

@@ -12,12 +12,8 @@ import pytest
 
 from baselines_sb3 import main_job
 from baselines_sb3.main_job import resolve_job
-from baselines_sb3.option_specs import (
-    OPTION_SPECS,
-    check_option,
-    job_size_warnings,
-    size_warnings,
-)
+from baselines_sb3.option_specs import job_size_warnings, size_warnings
+from baselines_sb3.run_spec import JOB_OPTIONS, OPTION_SPECS, check_option
 from cl_suites.cli import main
 from cl_suites.config import MAX_CONFIG_BYTES, ConfigError, load_config_file
 from cl_suites.sweep.grid import SweepError, load_sweep_file
@@ -79,11 +75,11 @@ def test_good_values_pass_and_are_normalised():
     with pytest.raises(ValueError, match="n_steps must be an integer >= 1, got True"):
         check_option("n_steps", True)
     spec = resolve_job(overrides={"learning_rate": 3e-4, "checkpoint_every": 1e3}, **DIAG)
-    assert spec.hp["learner"]["learning_rate"] == 3e-4 and spec.job["checkpoint_every"] == 1000
+    assert spec.hp["learner"]["learning_rate"] == 3e-4 and spec.options.checkpoint_every == 1000
 
 
 def test_every_job_option_is_declared():
-    assert set(main_job.JOB_OPTIONS) <= set(OPTION_SPECS)
+    assert set(JOB_OPTIONS) <= set(OPTION_SPECS)
 
 
 # -- config files -----------------------------------------------------------------------------

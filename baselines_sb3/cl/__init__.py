@@ -29,6 +29,7 @@ from baselines_sb3.cl.regularizers import (
     MealOnlineEWC,
     QuadraticPenalty,
 )
+from baselines_sb3.keywords import check_keywords
 
 METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
     "ft": {"cora": ContinualMethod, "meal": ContinualMethod},
@@ -60,10 +61,8 @@ def make_method(
     name: str, seed: int = 0, variant: str | None = None, **kwargs: Any
 ) -> ContinualMethod:
     """The CL method ``name`` (one of ``METHODS``) of ``variant`` with its hyperparameters."""
-    from baselines_sb3.presets import check_options
-
     cls = method_class(name, variant)
-    check_options("method", name, cls, kwargs)
+    check_keywords("method", name, cls, kwargs)
     if cls is ContinualMethod:
         if kwargs:
             raise ValueError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")

@@ -10,12 +10,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cl_suites.config import parse_set
 from cl_suites.suites import COMMON_KWARGS
 from cl_suites.sweep.grid import (
     SweepError,
     SweepSpec,
     load_sweep_file,
-    parse_override,
     short_suite_name,
 )
 from cl_suites.sweep.sweep_dir import SweepDir
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         dest="overrides",
-        help="any run_main_job override, VALUE as TOML (e.g. --set lam=100 --set n_tasks=2)",
+        help="any run option, read as by cl-suites run --set (e.g. --set lam=100 --set n_tasks=2)",
     )
     where = p.add_argument_group("sweep directory")
     where.add_argument("--sweep-dir", metavar="DIR", help="default: runs/sweep-<suites>-<preset>")
@@ -105,7 +105,7 @@ def spec_from_args(args: argparse.Namespace, base: dict[str, Any]) -> SweepSpec 
             data[key] = getattr(args, key)
     overrides = dict(data.get("overrides") or {})
     overrides.update({k: getattr(args, k) for k in COMMON_KWARGS if getattr(args, k) is not None})
-    overrides.update(parse_override(text) for text in args.overrides)
+    overrides.update(parse_set(text) for text in args.overrides)
     if overrides:
         data["overrides"] = overrides
     return SweepSpec.from_dict(data) if data else None

@@ -104,9 +104,9 @@ def _some_runs(names: list[str], shown: int = 3) -> str:
 
 def _check_run(run: RunSpec) -> None:
     """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
-    from baselines_sb3.main_job import resolve_job
+    from baselines_sb3.run_spec import resolve
 
-    resolve_job(**run.job_kwargs())
+    resolve(**run.job_kwargs())
 
 
 def run_sweep(

@@ -14,18 +14,12 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cl_suites.meal.suite import is_meal_id
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 GRID_KEYS: tuple[str, ...] = (
     "suites",
@@ -238,54 +232,20 @@ def parse_seeds(value: str | int | Iterable[int | str]) -> list[int]:
     return seeds
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` with VALUE read as a TOML value (``4000``, ``1e-3``, ``true``,
-    ``"x"``, ``[1, 2]``); anything that is not a TOML value is kept as a string."""
-    key, sep, raw = text.partition("=")
-    key = key.strip().replace("-", "_")
-    if not sep or not key:
-        raise SweepError(f"bad override {text!r}; use KEY=VALUE, e.g. steps_per_task=4000")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return key, value
-
-
 def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) sweep file as data.
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) sweep file as data, through the
+    run config files' loader (``cl_suites.config.load_config_file``: the same size limit
+    and the same value parser).
 
     Returns ``(grid, execution)``: the grid keys and the ``[ray]`` table (``address``,
     ``cpus_per_run``, ...). Nothing in the file is executed.
     """
-    from cl_suites.config import ConfigError, read_limited
+    from cl_suites.config import ConfigError, load_config_file
 
-    path = Path(path)
-    try:  # a regular file of at most 1 MiB: a FIFO or /dev/zero is refused, not read
-        text = read_limited(path, "sweep file").decode()
+    try:
+        data = load_config_file(path, "sweep file")
     except ConfigError as e:
         raise SweepError(str(e)) from None
-    except UnicodeDecodeError as e:
-        raise SweepError(f"sweep file {str(path)!r} is not UTF-8 text: {e}") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            data = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            raise SweepError(f"sweep file {str(path)!r}: use a .toml, .yaml or .yml file")
-    except (tomllib.TOMLDecodeError, ValueError) as e:
-        if isinstance(e, SweepError):
-            raise
-        raise SweepError(f"sweep file {str(path)!r} is not valid {suffix[1:].upper()}: {e}") from e
-    except Exception as e:  # yaml.YAMLError
-        raise SweepError(f"sweep file {str(path)!r} is not valid YAML: {e}") from e
-    if not isinstance(data, Mapping):
-        raise SweepError(f"sweep file {str(path)!r} must hold a table of keys, got {data!r}")
-    data = dict(data)
     execution = data.pop("ray", None) or {}
     if not isinstance(execution, Mapping):
         raise SweepError(f"sweep file {str(path)!r}: [ray] must be a table")
@@ -319,7 +279,7 @@ def short_suite_name(suite: str) -> str:
 
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
-    from baselines_sb3.presets import default_learner as preset_learner
+    from baselines_sb3.hyperparameters import default_learner as preset_learner
 
     try:
         return preset_learner(suite, preset)

@@ -12,7 +12,7 @@ import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
-from baselines_sb3 import presets
+from baselines_sb3 import hyperparameters, presets
 from baselines_sb3.cl import CoraEWC, CoraOnlineEWC, ProgressCompress, attach_method, make_method
 from baselines_sb3.cl.base import Rollout
 from baselines_sb3.cl.importance import cora_fisher
@@ -217,7 +217,7 @@ def test_vtrace_divides_rewards_by_coras_running_std_by_default():
     model.learn(40)
     stats = model.policy.reward_normalizer
     assert float(stats.reward_count) == pytest.approx(10, rel=1e-6)  # 2 updates x T = 5
-    hp = presets.resolve("MiniHack15", "vtrace", "ft", "paper")["learner"]
+    hp = hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")["learner"]
     assert hp["reward_std_count"] == "cora" and hp["normalize_reward"] is True
 
 
@@ -298,7 +298,7 @@ def test_action_masks_as_cora_nets():
     sequence = build(n_tasks=2, steps_per_task=40, show_task=False)
     masks = np.array([[True, True, False], [False, True, True]])
     masked = _MaskedSequence(sequence, masks)
-    hp = presets.resolve("Diagnostic", "vtrace", "ft", "small")
+    hp = hyperparameters.resolve("Diagnostic", "vtrace", "ft", "small")
     env, task_wrapper = wrap_env(
         _diag_env(n_envs=4, steps=40), masked, hp, multi_head=False, task_id_input=False
     )
@@ -334,7 +334,7 @@ def test_cora_evaluation_is_greedy_by_default():
         spec = resolve_job(
             suite=suite, method="ft", learner=None, preset="paper", num_envs=None, overrides={}
         )
-        assert spec.job.get("eval_deterministic", True) is True
+        assert spec.options.eval_deterministic is True
 
 
 # --------------------------------------------------------------------------- EWC
@@ -843,7 +843,7 @@ def test_clear_defaults_pinned():
         "seed": 0,
     }
     for suite in ("Atari6", "MiniHack15", "CHORES-VaryRoom"):
-        hp = presets.resolve(suite, "vtrace", "clear", "paper")
+        hp = hyperparameters.resolve(suite, "vtrace", "clear", "paper")
         assert {k: v for k, v in hp["method"].items() if k != "buffer_size"} == {
             "policy_cloning": 0.01,
             "value_cloning": 0.005,
@@ -860,16 +860,16 @@ def test_clear_defaults_pinned():
 # --------------------------------------------------------------------------- presets
 def test_default_learner_per_suite():
     for suite in presets.CORA_SUITES:
-        assert presets.default_learner(suite, "paper") == "vtrace"
-        assert presets.default_learner(suite, "small") == "vtrace"
-    assert presets.default_learner("MEAL-20", "paper") == "ppo-jax"
-    assert presets.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
+        assert hyperparameters.default_learner(suite, "paper") == "vtrace"
+        assert hyperparameters.default_learner(suite, "small") == "vtrace"
+    assert hyperparameters.default_learner("MEAL-20", "paper") == "ppo-jax"
+    assert hyperparameters.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
     with pytest.raises(ValueError, match="no preset for suite 'Nope'.*Atari6"):
-        presets.default_learner("Nope", "paper")
+        hyperparameters.default_learner("Nope", "paper")
 
 
 def test_cora_presets_per_suite():
-    atari = presets.resolve("Atari6", "vtrace", "ft", "paper")
+    atari = hyperparameters.resolve("Atari6", "vtrace", "ft", "paper")
     assert atari["learner"] == {
         "learning_rate": 4e-4,
         "n_steps": 20,
@@ -886,9 +886,9 @@ def test_cora_presets_per_suite():
     assert (atari["num_envs"], atari["network"], atari["reward_clip"]) == (32, "shallow", (-1, 1))
     assert atari["previous_action_reward"] and not atari["ortho_init"]
     assert atari["time_limit_terminal"] and atari["action_mask_mode"] == "sampling"
-    assert presets.resolve("Procgen6", "vtrace", "ft", "paper")["network"] == "residual"
-    assert presets.resolve("Procgen6", "vtrace", "ft", "small")["network"] == "shallow"
-    minihack = presets.resolve("MiniHack15", "vtrace", "ft", "paper")
+    assert hyperparameters.resolve("Procgen6", "vtrace", "ft", "paper")["network"] == "residual"
+    assert hyperparameters.resolve("Procgen6", "vtrace", "ft", "small")["network"] == "shallow"
+    minihack = hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")
     assert minihack["reward_clip"] is None and minihack["network"] == "shallow"
     assert {k: minihack["learner"][k] for k in presets.CORA_MINIHACK_VTRACE} == {
         "learning_rate": 2e-4,
@@ -898,17 +898,20 @@ def test_cora_presets_per_suite():
         "normalize_reward": True,
         "reward_std_count": "cora",
     }
-    chores = presets.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
+    chores = hyperparameters.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
     assert (chores["num_envs"], chores["learner"]["n_steps"]) == (10, 80)
     assert chores["learner"]["learning_rate"] == 4.8e-4
     assert chores["method"]["buffer_size"] == 1_500_000
-    chores_ewc = presets.resolve("CHORES-MultiTraj", "vtrace", "ewc", "paper")
+    chores_ewc = hyperparameters.resolve("CHORES-MultiTraj", "vtrace", "ewc", "paper")
     assert (chores_ewc["learner"]["learning_rate"], chores_ewc["learner"]["rms_prop_eps"]) == (
         6e-4,
         0.1,
     )
     assert chores_ewc["method"]["min_task_steps"] == 20_000_000
-    pnc = {s: presets.resolve(s, "vtrace", "pnc", "paper")["method"] for s in presets.CORA_SUITES}
+    pnc = {
+        s: hyperparameters.resolve(s, "vtrace", "pnc", "paper")["method"]
+        for s in presets.CORA_SUITES
+    }
     assert pnc["Atari6"]["progress_updates"] == 39_063
     assert pnc["Procgen6"]["progress_updates"] == 3_906
     assert pnc["CHORES-VaryTask"]["progress_updates"] == 625
@@ -916,14 +919,14 @@ def test_cora_presets_per_suite():
     assert pnc["Atari6"]["buffer_frames"] == 100_000
     assert pnc["CHORES-VaryTask"]["buffer_frames"] == 1_000_000
     clear = {
-        s: presets.resolve(s, "vtrace", "clear", "paper")["method"]["buffer_size"]
+        s: hyperparameters.resolve(s, "vtrace", "clear", "paper")["method"]["buffer_size"]
         for s in ("Atari6", "Procgen6", "MiniHack15")
     }
     assert clear == {"Atari6": 25_000_000, "Procgen6": 5_000_000, "MiniHack15": 10_000_000}
 
 
 def test_cora_method_presets():
-    ewc = presets.resolve("Procgen6", "vtrace", "ewc", "paper")["method"]
+    ewc = hyperparameters.resolve("Procgen6", "vtrace", "ewc", "paper")["method"]
     assert ewc == {
         "variant": "cora",
         "lam": 10_000.0,
@@ -931,10 +934,10 @@ def test_cora_method_presets():
         "buffer_frames": 1_000_000,
         "min_task_steps": 200_000,
     }
-    online = presets.resolve("Atari6", "vtrace", "online-ewc", "paper")["method"]
+    online = hyperparameters.resolve("Atari6", "vtrace", "online-ewc", "paper")["method"]
     assert (online["lam"], online["online_gamma"], online["normalize"]) == (175.0, 0.99, "row")
     assert online["min_task_steps"] == 0
-    pnc = presets.resolve("Atari6", "vtrace", "pnc", "paper")["method"]
+    pnc = hyperparameters.resolve("Atari6", "vtrace", "pnc", "paper")["method"]
     assert (pnc["lam"], pnc["online_gamma"], pnc["normalize"], pnc["kl_cost"]) == (
         3000.0,
         0.99,
@@ -942,13 +945,13 @@ def test_cora_method_presets():
         1.0,
     )
     assert ProgressCompress().reset == "column"
-    l2 = presets.resolve("Atari6", "vtrace", "l2", "paper")["method"]
+    l2 = hyperparameters.resolve("Atari6", "vtrace", "l2", "paper")["method"]
     assert l2 == {"variant": "meal", "lam": 1e7, "groups": "all"}
 
 
 def test_cora_ppo_preset():
     """configs/atari/ppo_atari.json over PPOPolicyConfig (not MEAL's values)."""
-    hp = presets.resolve("Atari6", "ppo", "ft", "paper")
+    hp = hyperparameters.resolve("Atari6", "ppo", "ft", "paper")
     assert hp["learner"] == presets.CORA_PPO
     assert presets.CORA_PPO["learning_rate"] == 2.5e-4 and presets.CORA_PPO["clip_range"] == 0.1
     assert (hp["num_envs"], hp["learner"]["n_steps"], hp["learner"]["n_minibatches"]) == (8, 128, 4)
@@ -961,18 +964,18 @@ def test_cora_ppo_preset():
 
 
 def test_bad_options_name_the_valid_ones():
-    hp = presets.resolve("Atari6", "ppo", "ft", "paper")
+    hp = hyperparameters.resolve("Atari6", "ppo", "ft", "paper")
     with pytest.raises(ValueError, match="'rho_bar' belongs to learner 'vtrace'.*valid learner"):
-        presets.route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
-    hp = presets.resolve("Atari6", "vtrace", "ft", "paper")
+        hyperparameters.route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
+    hp = hyperparameters.resolve("Atari6", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="'lam' belongs to method"):
-        presets.route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
+        hyperparameters.route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
     with pytest.raises(ValueError, match="does not support option.*'num_samples'.*valid"):
         make_method("ewc", variant="cora", num_samples=3)
     with pytest.raises(ValueError, match="MEAL's baselines use IPPO"):
-        presets.resolve("MEAL-2", "vtrace", "ft", "paper")
+        hyperparameters.resolve("MEAL-2", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="unknown preset 'huge'.*paper, small"):
-        presets.resolve("Atari6", "vtrace", "ft", "huge")
+        hyperparameters.resolve("Atari6", "vtrace", "ft", "huge")
 
 
 @pytest.mark.parametrize("method", ["pnc", "ewc"])

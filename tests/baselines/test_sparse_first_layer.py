@@ -127,7 +127,7 @@ def test_minibatch_rows_found_once_per_rollout_equal_rows_built_per_minibatch():
 
 
 def test_meal_ppo_trains_on_rows_found_once_per_rollout():
-    from baselines_sb3 import presets
+    from baselines_sb3 import hyperparameters
     from baselines_sb3.factory import build_model, wrap_env
     from baselines_sb3.learners import SparseRowsRolloutBuffer
     from cl_suites.api import make_vec
@@ -135,7 +135,7 @@ def test_meal_ppo_trains_on_rows_found_once_per_rollout():
     from cl_suites.suites.diagnostic import build
 
     sequence = build(n_tasks=2, steps_per_task=256, show_task=False)
-    hp = presets.resolve("MEAL-2", "ppo", "ft", "paper")
+    hp = hyperparameters.resolve("MEAL-2", "ppo", "ft", "paper")
     vec = SB3VecEnv(make_vec("Diagnostic", 2, n_tasks=2, steps_per_task=256, show_task=False))
     env, _ = wrap_env(vec, sequence, hp, multi_head=True, task_id_input=True)
     model = build_model(

@@ -1,0 +1,267 @@
+"""A run's hyperparameters from the preset tables, and where each of a run's options goes.
+
+:func:`resolve` composes ``baselines_sb3.presets``' tables (data only) into the settings of
+one suite x learner x method x preset: ``learner`` kwargs, ``method`` kwargs, ``num_envs``,
+the policy options and the suite kwargs the preset sets. :func:`route_overrides` sends each
+of a run's hyperparameter overrides to the learner, the method or the policy.
+``baselines_sb3.run_spec`` calls both; ``cl`` and ``factory`` check keyword names with
+``baselines_sb3.keywords``, so nothing here is imported back (no import cycle).
+
+All step counts are agent steps (MEAL: env steps).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from baselines_sb3 import presets
+from baselines_sb3.cl import METHODS, method_class
+from baselines_sb3.factory import learner_class
+from baselines_sb3.keywords import accepted_options
+
+POLICY_OPTIONS: tuple[str, ...] = (
+    "network",
+    "net_arch",
+    "activation",
+    "cnn_features_dim",
+    "ortho_init",
+    "trunk_layer_norm",
+    "normalize_images",
+    "action_mask_mode",
+    "previous_action_reward",
+    "reward_clip",
+    "reward_sign",
+    "time_limit_terminal",
+)
+"""Top-level keys of ``resolve``'s dict that a run may override."""
+
+
+def suite_family(suite: str) -> str:
+    """``"cora"``, ``"meal"`` or ``"diagnostic"`` for a suite name or id."""
+    name = suite_name(suite)
+    if name == "MEAL" or re.fullmatch(r"MEAL-\d+", name):
+        return "meal"
+    if name in presets.CORA_SUITES:
+        return "cora"
+    if name == "Diagnostic":
+        return "diagnostic"
+    raise ValueError(
+        f"no preset for suite {suite!r}; presets exist for {', '.join(presets.CORA_SUITES)}, "
+        "Diagnostic, MEAL and MEAL-<N>"
+    )
+
+
+def suite_name(suite: str) -> str:
+    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (names pass through)."""
+    name = str(suite).split(":")[-1].split("/")[-1]
+    return name[: -len("-v0")] if name.endswith("-v0") else name
+
+
+def _check_preset(preset: str) -> None:
+    if preset not in presets.PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; valid: {', '.join(presets.PRESETS)}")
+
+
+def default_learner(suite: str, preset: str) -> str:
+    """The learner a run of ``suite`` under ``preset`` uses when none is named: V-trace
+    (IMPALA) on the CORA suites, the JAX IPPO (``ppo-jax``, MEAL's design: rollout and
+    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under both presets
+    (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO)."""
+    _check_preset(preset)
+    family = suite_family(suite)
+    return {"cora": "vtrace", "meal": "ppo-jax"}.get(family, "ppo")
+
+
+def _chores(name: str) -> bool:
+    return name.startswith("CHORES")
+
+
+def _cora_learner(name: str, learner: str, method: str, small: bool) -> dict[str, Any]:
+    if learner == "ppo":
+        out = copy.deepcopy(presets.SMALL_PPO if small else presets.CORA_PPO)
+        return out
+    out = copy.deepcopy(presets.SMALL_VTRACE if small else presets.CORA_VTRACE)
+    if small:
+        out["lr_schedule"] = "linear-per-task"
+        return out
+    if name == "MiniHack15":
+        out.update(presets.CORA_MINIHACK_VTRACE)
+    if _chores(name):
+        out.update(presets.CORA_CHORES_VTRACE)
+        if method in ("ewc", "online-ewc", "pnc"):
+            out.update(presets.CORA_CHORES_EWC_VTRACE)
+    return out
+
+
+def _cora_method(name: str, method: str, small: bool) -> dict[str, Any]:
+    out = copy.deepcopy(
+        (presets.SMALL_CORA_METHODS if small else presets.CORA_METHODS).get(method, {})
+    )
+    if small:
+        return out
+    key = "CHORES" if _chores(name) else name
+    if method == "clear" and key in presets.CORA_CLEAR_BUFFER:
+        out["buffer_size"] = presets.CORA_CLEAR_BUFFER[key]
+    if method == "pnc":
+        out["progress_updates"] = presets.CORA_PROGRESS_UPDATES.get(key)
+        if key == "CHORES":
+            out["buffer_frames"] = presets.CORA_CHORES_PNC_BUFFER
+    if method == "ewc" and key == "CHORES":
+        out["min_task_steps"] = presets.CORA_CHORES_EWC_MIN_STEPS
+    return out
+
+
+def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any]:
+    """The resolved settings of a run.
+
+    Keys: ``learner`` (learner kwargs), ``method`` (method kwargs, ``variant`` included),
+    ``num_envs``, the policy options of ``POLICY_OPTIONS`` (``network``, ``net_arch``,
+    ``activation``, ``cnn_features_dim``, ``ortho_init``, ``trunk_layer_norm``,
+    ``normalize_images``, ``action_mask_mode``, ``previous_action_reward``, ``reward_clip``,
+    ``reward_sign``, ``time_limit_terminal``), ``multi_head``, ``task_id_input`` and
+    ``suite_defaults``
+    (suite kwargs the preset sets unless the run does).
+
+    Raises ``ValueError`` for an unknown preset or learner, a suite without presets, and a
+    method the suite's reference code does not run with that learner.
+    """
+    _check_preset(preset)
+    if learner not in ("ppo", "vtrace"):
+        raise ValueError(f"unknown learner {learner!r}; valid: ppo, vtrace")
+    family, name, small = suite_family(suite), suite_name(suite), preset == "small"
+    if family == "meal":
+        return _resolve_meal(learner, method, small)
+    image = family == "cora"
+    out: dict[str, Any] = {
+        "learner": _cora_learner(name, learner, method, small),
+        "method": _cora_method(name, method, small),
+        "num_envs": presets.SMALL_NUM_ENVS if small else presets.CORA_NUM_ENVS,
+        "network": presets.CORA_NETWORK.get(name, "shallow") if image else "mlp",
+        "net_arch": [],
+        "activation": "relu",
+        "cnn_features_dim": None,
+        "ortho_init": False,  # CORA's networks keep PyTorch's default init
+        "trunk_layer_norm": False,
+        "normalize_images": True,
+        "action_mask_mode": "sampling",
+        "previous_action_reward": True,
+        "reward_clip": presets.CORA_REWARD_CLIP if image else None,
+        "reward_sign": False,
+        "time_limit_terminal": True,
+        "multi_head": False,
+        "task_id_input": False,
+        "suite_defaults": {},
+    }
+    if learner == "ppo":  # CORA's PPO: a2c_ppo_acktr_gail's CNNBase, sign rewards
+        out.update(
+            num_envs=presets.SMALL_NUM_ENVS if small else presets.CORA_PPO_NUM_ENVS,
+            network="a2c-ppo" if image else "mlp",
+            ortho_init=True,
+            previous_action_reward=False,
+            reward_clip=None,
+            reward_sign=image,
+        )
+    if name == "MiniHack15" and not small:
+        out["reward_clip"] = None  # Table 4 (a): no clipping, running-std normalisation
+    if _chores(name) and learner == "vtrace" and not small:
+        out["num_envs"] = presets.CORA_CHORES_NUM_ENVS
+    if family == "diagnostic":
+        out.update(
+            net_arch=[64],
+            activation="tanh",
+            time_limit_terminal=False,
+            previous_action_reward=False,
+        )
+    if small:
+        out.update(presets.SMALL_NET)
+        if out.get("network") == "residual":
+            out["network"] = "shallow"
+        out["suite_defaults"] = dict(presets.SMALL_SUITE_OVERRIDES.get(name, presets.SMALL_SUITE))
+        if family == "diagnostic":
+            out["learner"]["lr_schedule"] = "constant"
+    if not image:
+        out["cnn_features_dim"] = None
+    return out
+
+
+def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
+    if learner != "ppo":
+        raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
+    if method not in presets.MEAL_METHODS:
+        raise ValueError(
+            f"unknown method {method!r} for MEAL; valid: {', '.join(presets.MEAL_METHODS)}"
+        )
+    learner_kw = copy.deepcopy(presets.MEAL_PPO)
+    methods = presets.SMALL_MEAL_METHODS if small else presets.MEAL_METHOD_VALUES
+    if small:
+        learner_kw.update({k: v for k, v in presets.SMALL_PPO.items() if k != "lr_schedule"})
+        learner_kw["n_minibatches"] = 8
+    return {
+        "learner": learner_kw,
+        "method": copy.deepcopy(methods[method]),
+        "num_envs": presets.MEAL_NUM_ENVS,
+        "network": "mlp",
+        "net_arch": list(presets.SMALL_NET["net_arch"] if small else presets.MEAL_NET_ARCH),
+        "activation": "relu",
+        "cnn_features_dim": None,
+        "ortho_init": True,
+        "trunk_layer_norm": True,
+        # optax's Adam eps as SB3's default; fused: one kernel per step (same update)
+        "optimizer_kwargs": {"eps": 1e-5, "fused": True},
+        "normalize_images": False,  # counts and flags, not pixels
+        "action_mask_mode": "sampling",
+        "previous_action_reward": False,
+        "reward_clip": None,
+        "reward_sign": False,
+        "time_limit_terminal": True,  # MEAL's done at 400 steps: no bootstrap
+        "multi_head": True,
+        "task_id_input": True,
+        "suite_defaults": dict(presets.SMALL_SUITE_OVERRIDES["MEAL"]) if small else {},
+    }
+
+
+def route_overrides(
+    hp: dict[str, Any], learner: str, method: str, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Move the run's hyperparameter overrides into ``hp`` (in place) and return the rest
+    (suite kwargs and job options).
+
+    A key goes to ``hp["learner"]`` when the learner accepts it, to ``hp["method"]`` when
+    the method accepts it, to ``hp`` itself when it is a policy option; a key that only
+    another learner or method accepts raises ``ValueError`` naming it and the valid ones.
+    """
+    learner_opts = accepted_options(learner_class(learner))
+    method_cls = method_class(method, hp["method"].get("variant"))
+    method_opts = set(accepted_options(method_cls)) | {"variant"}
+    foreign: dict[str, str] = {}
+    for other in ("ppo", "vtrace"):
+        if other != learner:
+            foreign.update(
+                {k: f"learner {other!r}" for k in accepted_options(learner_class(other))}
+            )
+    for other, classes in METHODS.items():
+        for cls in classes.values():
+            if other != method:
+                foreign.update({k: f"method {other!r}" for k in accepted_options(cls)})
+    job_owned = ("cl_method", "policy_kwargs", "seed", "device")  # set by the job itself
+    learner_opts = tuple(k for k in learner_opts if k not in job_owned)
+    method_opts -= set(job_owned)
+    rest: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in learner_opts:
+            hp["learner"][key] = value
+        elif key in method_opts:
+            hp["method"][key] = value
+        elif key in POLICY_OPTIONS or key in ("multi_head", "task_id_input", "num_envs"):
+            hp[key] = value
+        elif key in foreign and key not in job_owned:
+            raise ValueError(
+                f"option {key!r} belongs to {foreign[key]}, not to learner {learner!r} / method "
+                f"{method!r}; valid learner options: {', '.join(sorted(learner_opts))}; valid "
+                f"method options: {', '.join(sorted(method_opts))}"
+            )
+        else:
+            rest[key] = value
+    return rest

@@ -1,0 +1,717 @@
+"""One typed run specification, resolved in one place.
+
+Every option of a run is declared once here, with its type (an
+:class:`~baselines_sb3.option_specs.Opt`), its default and a one-line doc:
+
+* the job options: the fields of :class:`JobOptions` (a frozen dataclass; the job reads
+  its typed fields);
+* the hyperparameters (learner, CL method, policy) and the common suite options:
+  :data:`OPTIONS` (their defaults are the preset tables of ``baselines_sb3.presets``,
+  composed by ``baselines_sb3.hyperparameters.resolve``, and the suites' paper values).
+
+:func:`resolve` turns ``(suite, method, learner, preset, num_envs, overrides, seed)`` into a
+frozen :class:`JobSpec`, building no env. ``cl-suites run`` (``--print-config`` too),
+``cl-suites sweep`` (its preflight and its workers), config files and the library call
+``run_main_job`` all go through it, so they accept, refuse and convert every option alike:
+each value is checked against its declaration, each name against the options the run's
+suite, learner and method take (:func:`cl_suites.config.check_names`: did-you-mean and the
+valid names by section).
+
+Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env steps
+(one joint action of all agents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from baselines_sb3 import hyperparameters, presets
+from baselines_sb3.cl import METHODS, method_class
+from baselines_sb3.factory import LEARNERS, learner_class
+from baselines_sb3.jax_options import (
+    JAX_LEARNER,
+    TORCH_ONLY_JOB_OPTIONS,
+    check_no_jax_options,
+    jax_fields,
+    make_config,
+    resolve_jax,
+    route_jax_overrides,
+    torch_only_options,
+)
+from baselines_sb3.keywords import accepted_options
+from baselines_sb3.option_specs import Opt
+from cl_suites.config import argument_docs, check_names, keyword_defaults
+from cl_suites.core.task import TaskSequence, check_positive_int
+from cl_suites.errors import BadValueError
+from cl_suites.meal.suite import is_meal_id
+from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
+
+TORCH_THREADS = 1
+"""The default of ``torch_threads`` (and so of ``update_threads``) for every suite: the one
+place the thread default is set. torch's own default is one intra-op thread per core, and
+its OpenMP workers spin after each operation; next to other processes on the same cores
+(a cluster node, a laptop) the spinning workers and the other processes take turns and a
+run collapses: a Diagnostic small run took 438 s wall and 83 s CPU with torch's default
+next to other jobs on 2 cores, 23 s and 6 s with 1 thread; a MEAL run that steps JAX and
+torch in turn in one process was 5-10x slower with one thread per core
+(``benchmarks/bench_contention.py``, ``benchmarks/bench_meal.py``). One thread costs at
+most 1.1-1.25x on a quiet machine."""
+
+
+def _opt(default: Any, check: Opt, doc: str) -> Any:
+    """A :class:`JobOptions` field: its default, its type and range, its one-line doc."""
+    return field(default=default, metadata={"check": check, "doc": doc})
+
+
+_BOOL = Opt("bool")
+_POSITIVE = Opt("int", low=1)
+_POSITIVE_OR_NONE = Opt("int", low=1, none_ok=True)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The options the job itself takes (``--set KEY=VALUE``, config files, ``overrides``).
+
+    A ``None`` default whose doc says "default: the suite's" / "the preset's" /
+    "torch_threads" is decided by the run; :func:`resolve` fills it, so a resolved run's
+    fields hold the values it uses. ``checks`` are applied to the values a run sets.
+    """
+
+    checkpoint_every: int | None = _opt(
+        None, _POSITIVE, "steps between checkpoints (default: the suite's eval_every)"
+    )
+    vectorization_mode: str = _opt(
+        "sync",
+        Opt("choice", choices=("sync", "async")),
+        "batching of simulators without a native batched backend (torch learners)",
+    )
+    replay_on_disk: bool | str | None = _opt(
+        None,
+        Opt("choice", choices=(True, False, "auto"), none_ok=True),
+        "replay buffers (CLEAR; EWC/online-EWC/P&C frames) on disk in RUN_DIR/replay: "
+        "true, false or auto (default: RAM if it fits; torch learners)",
+    )
+    multi_head: bool | None = _opt(None, _BOOL, "one output head per task (default: the preset's)")
+    task_id_input: bool | None = _opt(
+        None, _BOOL, "the task id as a one-hot policy input (default: the preset's)"
+    )
+    progress: bool = _opt(
+        False,
+        _BOOL,
+        "draw the progress bar (library calls stay quiet; the CLI asks); "
+        "RUN_DIR/progress.json is written either way",
+    )
+    device: str = _opt("auto", Opt("str"), "torch device, e.g. cpu, cuda:0 (torch learners)")
+    report: bool = _opt(True, _BOOL, "write the metrics report to RUN_DIR/report at the end")
+    tensorboard: bool = _opt(False, _BOOL, "training scalars and eval returns to RUN_DIR/tb")
+    wandb: bool | str | None = _opt(
+        None,
+        Opt("bool|str", none_ok=True),
+        "the same scalars to Weights & Biases; a string names the project (torch learners)",
+    )
+    capture_video: bool = _opt(
+        False,
+        _BOOL,
+        "record one evaluation episode per task and split into RUN_DIR/videos at the first "
+        "evaluation and after each task's training",
+    )
+    video_every: int | None = _opt(
+        None, _POSITIVE_OR_NONE, "record videos every this many steps instead of per task"
+    )
+    video_length: int | None = _opt(
+        None, _POSITIVE_OR_NONE, "frames per video at most (default: the whole episode)"
+    )
+    eval_at_start: bool | None = _opt(
+        None, _BOOL, "evaluate before training (default: the suite's; MEAL: no)"
+    )
+    eval_per_task: bool | None = _opt(
+        None,
+        _BOOL,
+        "count eval_every from the start of each task, not on the global grid "
+        "(default: the suite's; MEAL: yes)",
+    )
+    eval_deterministic: bool = _opt(True, _BOOL, "greedy (true) or sampled evaluation actions")
+    eval_max_episode_steps: int | None = _opt(
+        None,
+        _POSITIVE_OR_NONE,
+        "evaluation-only episode cap, in steps of one eval env (default: whole episodes)",
+    )
+    torch_threads: int = _opt(
+        TORCH_THREADS, _POSITIVE, "torch intra-op threads while training (torch learners)"
+    )
+    update_threads: int | None = _opt(
+        None,
+        _POSITIVE,
+        "torch intra-op threads in the learner's updates (default: torch_threads)",
+    )
+
+    def given(self, names: Sequence[str]) -> dict[str, Any]:
+        """The values of ``names`` (the options a run set) as a dict."""
+        return {name: getattr(self, name) for name in names}
+
+
+JOB_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(JobOptions)}
+JOB_OPTIONS: tuple[str, ...] = tuple(JOB_FIELDS)
+"""The job options' names (the fields of :class:`JobOptions`)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """A hyperparameter or suite option: ``section`` (``learner``, ``method``, ``policy``,
+    ``suite``), what its value must be (``check``; ``None``: free-form) and a one-line doc.
+    Its default is the preset's (or the suite's) value for the run."""
+
+    section: str
+    check: Opt | None
+    doc: str
+
+
+def _int(low: int | None = 1, **kw: Any) -> Opt:
+    return Opt("int", low=low, **kw)
+
+
+def _num(low: float = 0.0, high: float | None = None, **kw: Any) -> Opt:
+    return Opt("float", low=low, high=high, **kw)
+
+
+_UNIT = _num(0.0, 1.0)  # discounts, mixing ratios
+_L, _M, _P, _S = "learner", "method", "policy", "suite"
+
+OPTIONS: dict[str, Option] = {
+    # -- learners (PPO, V-trace); steps are agent steps (MEAL: env steps)
+    "learning_rate": Option(_L, _num(0.0, 1.0, low_open=True, callable_ok=True), "step size"),
+    "lr_schedule": Option(_L, None, "constant, linear-per-task, linear-steps"),
+    "lr_decay_steps": Option(_L, _int(none_ok=True), "steps of the linear-steps decay"),
+    "reset_optimizer_at_switch": Option(_L, _BOOL, "a new optimizer at every task switch"),
+    "n_steps": Option(_L, _int(), "rollout (unroll) length per env"),
+    "batch_size": Option(_L, _int(), "PPO minibatch size (or n_minibatches)"),
+    "n_minibatches": Option(_L, _int(), "PPO minibatches per epoch"),
+    "n_epochs": Option(_L, _int(), "PPO epochs per rollout"),
+    "gamma": Option(_L, _UNIT, "discount"),
+    "gae_lambda": Option(_L, _UNIT, "GAE lambda (PPO)"),
+    "clip_range": Option(_L, _num(0.0, 1.0, low_open=True, callable_ok=True), "PPO clip"),
+    "clip_range_vf": Option(
+        _L, _num(0.0, low_open=True, none_ok=True, callable_ok=True), "PPO value clip"
+    ),
+    "normalize_advantage": Option(_L, _BOOL, "SB3's advantage normalisation switch"),
+    "advantage_normalization": Option(_L, None, "none, batch, minibatch, minibatch-biased"),
+    "value_loss": Option(_L, None, "PPO value loss: mse or clipped-max"),
+    "ent_coef": Option(_L, _num(), "entropy bonus coefficient"),
+    "vf_coef": Option(_L, _num(), "value loss coefficient"),
+    "max_grad_norm": Option(_L, _num(0.0, low_open=True), "gradient clipping norm"),
+    "target_kl": Option(_L, _num(0.0, low_open=True, none_ok=True), "PPO early-stop KL"),
+    "rho_bar": Option(_L, _num(0.0, low_open=True), "V-trace importance-weight clip"),
+    "c_bar": Option(_L, _num(0.0, low_open=True), "V-trace trace clip"),
+    "use_rms_prop": Option(_L, _BOOL, "RMSprop (true) or Adam (V-trace)"),
+    "rms_prop_alpha": Option(_L, _UNIT, "RMSprop smoothing"),
+    "rms_prop_eps": Option(_L, _num(0.0, low_open=True), "RMSprop epsilon"),
+    "loss_reduction": Option(_L, None, "V-trace loss over the batch: sum or mean"),
+    "normalize_reward": Option(_L, _BOOL, "running-std reward normalisation (V-trace)"),
+    "reward_std_count": Option(_L, None, "how the reward std counts samples: cora or paper"),
+    "use_sde": Option(_L, None, "SB3 keyword: state-dependent exploration (unused here)"),
+    "sde_sample_freq": Option(_L, None, "SB3 keyword: gSDE noise resampling (unused here)"),
+    "rollout_buffer_class": Option(_L, None, "SB3 keyword: the rollout buffer class"),
+    "rollout_buffer_kwargs": Option(_L, None, "SB3 keyword: rollout buffer arguments"),
+    "stats_window_size": Option(_L, None, "SB3 keyword: episodes in the logged means"),
+    "tensorboard_log": Option(_L, None, "SB3 keyword; use the job option tensorboard"),
+    "verbose": Option(_L, None, "SB3 keyword: log verbosity"),
+    "monitor_wrapper": Option(_L, None, "SB3 keyword: wrap envs in Monitor"),
+    "supported_action_spaces": Option(_L, None, "SB3 keyword: allowed action spaces"),
+    # -- the JAX IPPO (ppo-jax; its IPPOConfig fields)
+    "anneal_lr": Option(_L, None, "linear learning-rate decay over each task"),
+    "num_steps": Option(_L, None, "rollout length per env (env steps)"),
+    "update_epochs": Option(_L, None, "PPO epochs per rollout"),
+    "num_minibatches": Option(_L, None, "PPO minibatches per epoch"),
+    "clip_eps": Option(_L, None, "PPO clip"),
+    "adam_eps": Option(_L, None, "Adam epsilon"),
+    "hidden_sizes": Option(_L, None, "hidden layer sizes of actor and critic"),
+    "layer_norm": Option(_L, None, "layer norm in the trunk"),
+    "shared_backbone": Option(_L, None, "one trunk for actor and critic"),
+    "reg_coef": Option(_L, None, "CL regularisation strength"),
+    "ewc_decay": Option(_L, None, "decay of the running importance (online EWC)"),
+    "importance_episodes": Option(_L, None, "fresh episodes of the importance estimate"),
+    "importance_steps": Option(_L, None, "steps per importance episode"),
+    "normalize_importance": Option(_L, None, "divide the importance by its mean"),
+    # -- CL methods
+    "variant": Option(_M, None, "the method's reference definition: cora or meal"),
+    "lam": Option(_M, _num(), "regularisation strength"),
+    "online_gamma": Option(_M, _UNIT, "decay of the running importance (online EWC, P&C)"),
+    "decay": Option(_M, _UNIT, "decay of the running importance (MEAL's online EWC, MAS)"),
+    "mode": Option(_M, None, "importance bookkeeping: multi, online, last"),
+    "normalize": Option(_M, None, "importance normalisation: none, row, full, max"),
+    "groups": Option(_M, None, "parameter groups regularised: all, shared, ..."),
+    "fisher_batches": Option(_M, _int(), "batches of the Fisher estimate"),
+    "batch_unrolls": Option(_M, _int(), "unrolls per Fisher batch"),
+    "buffer_frames": Option(_M, _int(), "frames kept per task for the Fisher"),
+    "min_task_steps": Option(_M, _int(0), "steps a task trains before it is consolidated"),
+    "episodes": Option(_M, _int(), "fresh episodes of the importance estimate (MEAL)"),
+    "max_steps": Option(_M, _int(), "steps per importance episode (MEAL)"),
+    "stride": Option(_M, _int(), "MAS: every stride-th state"),
+    "kl_cost": Option(_M, _num(), "P&C distillation weight"),
+    "progress_updates": Option(_M, _int(), "P&C progress updates per task (none: half)"),
+    "buffer_size": Option(_M, _int(), "CLEAR replay buffer, frames"),
+    "policy_cloning": Option(_M, _num(), "CLEAR policy cloning weight"),
+    "value_cloning": Option(_M, _num(), "CLEAR value cloning weight"),
+    "replay_ratio": Option(_M, _UNIT, "CLEAR share of replayed unrolls"),
+    "replay_unroll": Option(_M, _int(none_ok=True), "CLEAR replayed unroll length"),
+    "clone_alignment": Option(_M, None, "CLEAR cloning targets: cora or paper"),
+    "fisher_agents": Option(_M, None, "agents whose states enter the Fisher (MEAL)"),
+    "regularize_critic": Option(_M, None, "also regularise the critic trunk"),
+    "regularize_heads": Option(_M, None, "also regularise the output heads"),
+    "fallback_states": Option(_M, None, "states kept when no fresh episodes can be played"),
+    "normalize_task": Option(_M, None, "MAS: normalise each task's importance"),
+    "agent_mean": Option(_M, None, "MAS: mean over agents instead of sum"),
+    "reset": Option(_M, None, "P&C: what a new task resets: column or column+adapters"),
+    "kb_listed_twice": Option(_M, None, "P&C: the KB's parameters twice in the optimizer"),
+    # -- policy
+    "network": Option(_P, None, "mlp, shallow, residual, a2c-ppo, ..."),
+    "net_arch": Option(_P, None, "hidden layer sizes, e.g. [64, 64]"),
+    "activation": Option(_P, None, "relu or tanh"),
+    "cnn_features_dim": Option(_P, _int(), "CNN output features"),
+    "ortho_init": Option(_P, _BOOL, "orthogonal initialisation"),
+    "trunk_layer_norm": Option(_P, _BOOL, "layer norm in the trunk"),
+    "normalize_images": Option(_P, _BOOL, "divide pixels by 255"),
+    "action_mask_mode": Option(_P, None, "how invalid actions are masked"),
+    "previous_action_reward": Option(_P, None, "previous action and reward as inputs"),
+    "reward_clip": Option(_P, None, "[low, high] reward clipping or none"),
+    "reward_sign": Option(_P, None, "train on the sign of rewards"),
+    "time_limit_terminal": Option(_P, None, "a time limit ends the episode (no bootstrap)"),
+    # -- suite (the rest of a suite's options: its builder's keywords)
+    "steps_per_task": Option(_S, _int(None), "training budget per task (agent/env steps)"),
+    "cycles": Option(_S, _int(None), "passes over the task list"),
+    "eval_every": Option(_S, _int(None), "evaluation cadence (agent/env steps)"),
+    "eval_episodes": Option(_S, _int(None), "episodes per task and split"),
+}
+"""Each hyperparameter and common suite option: section, type and range, one-line doc."""
+assert set(COMMON_KWARGS) <= set(OPTIONS)
+
+OPTION_SPECS: dict[str, Opt] = {
+    **{name: f.metadata["check"] for name, f in JOB_FIELDS.items()},
+    **{name: o.check for name, o in OPTIONS.items() if o.check is not None},
+}
+"""What each declared option's value must be (job options, hyperparameters, suite options)."""
+
+MEAL_LEARNERS: tuple[str, ...] = (JAX_LEARNER, "ppo")
+"""Learners of MEAL suites: the JAX IPPO (default) and the SB3/torch IPPO."""
+MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
+"""Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
+every episode to random agent positions, inventories and pot states (its Overcooked's
+``random_reset=True``, for training and evaluation envs alike)."""
+
+
+def check_option(name: str, value: Any) -> Any:
+    """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
+    option; an integral float as an ``int`` for an integer option); ``BadValueError``
+    naming the option, its range and the value."""
+    spec = OPTION_SPECS.get(name)
+    if spec is None:
+        return value
+    try:
+        return spec.check(name, value)
+    except ValueError as e:
+        raise BadValueError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A main-job run resolved from its arguments, before any env is built.
+
+    Attributes:
+        suite: the catalog entry; ``sequence`` the suite's task sequence with the run's
+            kwargs (``suite_kwargs``), built without touching a simulator.
+        method / learner / preset: the resolved names (``learner`` never ``None``).
+        hp: the hyperparameters after the overrides (``learner``, ``method``, ``network``,
+            ``net_arch``, ``reward_clip``, ...; ``hyperparameters.resolve``'s keys).
+        options: the job options, typed, every field resolved.
+        options_set: the job options the run set (what ``config()`` lists).
+        num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
+        multi_head / task_id_input: policy options.
+        meal: the ``MealSuite`` (kitchens, agents) of a MEAL run, else ``None``.
+    """
+
+    suite: SuiteInfo
+    method: str
+    learner: str
+    preset: str
+    hp: dict[str, Any]
+    options: JobOptions
+    options_set: tuple[str, ...]
+    suite_kwargs: dict[str, Any]
+    sequence: TaskSequence
+    num_envs: int
+    multi_head: bool
+    task_id_input: bool
+    meal: Any = None
+
+    @property
+    def job(self) -> dict[str, Any]:
+        """The job options the run set, as given (after their checks)."""
+        return self.options.given(self.options_set)
+
+    @property
+    def num_agents(self) -> int:
+        """Agents per env: SB3 slots per env (1 for single-agent suites)."""
+        return self.meal.num_agents if self.meal is not None else 1
+
+    @property
+    def step_unit(self) -> str:
+        if self.meal is not None:
+            return "env steps (one joint action of all agents)"
+        return "agent steps (env.step calls summed over sub-envs)"
+
+    def config(self) -> dict[str, Any]:
+        """The resolved configuration as JSON-ready data, the job options the run set
+        (the golden file's form; ``describe`` lists every job option)."""
+        return {
+            "suite": self.suite.id,
+            "method": self.method,
+            "learner": self.learner,
+            "preset": self.preset,
+            "num_envs": self.num_envs,
+            "suite_kwargs": dict(self.suite_kwargs),
+            "job": self.job,
+            "hyperparameters": self.hyperparameters(),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """``config()`` with every job option's resolved value (``--print-config``)."""
+        return {**self.config(), "job": dataclasses.asdict(self.options)}
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in self.hp.items() if k not in ("suite_defaults", "num_envs")},
+            "multi_head": self.multi_head,
+            "task_id_input": self.task_id_input,
+        }
+
+
+def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> None:
+    if value not in valid:
+        raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
+
+
+def resolve(
+    *,
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    num_envs: int | None,
+    overrides: Mapping[str, Any] | None,
+    seed: int = 0,
+) -> JobSpec:
+    """Resolve a run's configuration (presets + overrides) without building any env.
+
+    ``learner=None`` takes the suite's default learner under ``preset``
+    (``hyperparameters.default_learner``). ``seed`` is the run seed: MEAL generates its
+    kitchens from it unless ``overrides`` fixes ``layout_seed``. MEAL budgets are whole
+    PPO updates, as in MEAL's code: each task trains ``steps_per_task // (n_steps *
+    num_envs)`` updates. ``None`` values in ``overrides`` mean "the default".
+
+    Raises ``ValueError`` naming an unknown method, learner or preset and the valid
+    ones; ``UnknownOptionError`` for an option no part of the run takes (did-you-mean,
+    the valid names by section); ``BadValueError`` for a value outside its declared type
+    and range; ``KeyError`` for an unknown suite.
+    """
+    overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
+    _check_choice("method", method, list(METHODS))
+    _check_choice("preset", preset, presets.PRESETS)
+    # MEAL's differences, each a candidate catalog field, are the lines marked "MEAL:" here
+    # and MEAL_LEARNERS, MEAL_RUN_SUITE and _resolve_meal_suite below
+    meal = is_meal_id(suite)  # MEAL: its own catalog entry and methods
+    if meal:
+        from cl_suites.meal.suite import suite_info
+
+        info = suite_info(str(suite).split(":", 1)[-1])
+        _check_choice("method for MEAL", method, presets.MEAL_METHODS)
+    else:
+        info = find_suite(suite)
+    preset_suite = "MEAL" if meal else info.name  # MEAL: one preset for every MEAL-<N>
+    learner = learner or hyperparameters.default_learner(preset_suite, preset)
+    valid = MEAL_LEARNERS if meal else LEARNERS  # MEAL: its learners
+    if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
+        raise ValueError(
+            f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
+        )
+    _check_choice("learner", learner, valid)
+    hp = hyperparameters.resolve(
+        preset_suite, "ppo" if learner == JAX_LEARNER else learner, method, preset
+    )
+    given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
+    if learner == JAX_LEARNER:
+        hp, rest = _resolve_jax_learner(hp, method, given, overrides)
+    else:
+        if meal:  # MEAL: the torch IPPO refuses the JAX IPPO's option names
+            check_no_jax_options(overrides, learner)
+        rest = hyperparameters.route_overrides(hp, learner, method, overrides)
+    _check_suite_names(info, meal, rest, learner, method, hp)
+    suite_kwargs = {**hp["suite_defaults"], **rest}
+    n_envs = int(num_envs or hp["num_envs"])
+    if learner == JAX_LEARNER:
+        hp["learner"]["num_envs"] = n_envs
+        make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
+    meal_suite = None
+    if meal:  # MEAL: kitchens from the seed, budgets in whole updates
+        meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
+        sequence = meal_suite.sequence
+    else:
+        sequence = info.build(**suite_kwargs)
+    job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
+    multi_head = bool(hp["multi_head"] if job.multi_head is None else job.multi_head)
+    task_id_input = bool(hp["task_id_input"] if job.task_id_input is None else job.task_id_input)
+    options = dataclasses.replace(
+        job,
+        checkpoint_every=job.checkpoint_every or sequence.eval_every,
+        multi_head=multi_head,
+        task_id_input=task_id_input,
+        eval_at_start=not meal if job.eval_at_start is None else job.eval_at_start,  # MEAL: no
+        eval_per_task=meal if job.eval_per_task is None else job.eval_per_task,  # MEAL: yes
+        update_threads=job.update_threads or job.torch_threads,
+    )
+    return JobSpec(
+        suite=info,
+        method=method,
+        learner=learner,
+        preset=preset,
+        hp=hp,
+        options=options,
+        options_set=tuple(given),
+        suite_kwargs=suite_kwargs,
+        sequence=sequence,
+        num_envs=n_envs,
+        multi_head=multi_head,
+        task_id_input=task_id_input,
+        meal=meal_suite,
+    )
+
+
+def suite_options(info: SuiteInfo, meal: bool) -> dict[str, Any] | None:
+    """The suite's options and their defaults (its builder's keywords), or ``None`` for a
+    builder that forwards any keyword to its simulator."""
+    if meal:
+        from cl_suites.meal.suite import build_suite as builder
+    else:
+        builder = info.builder_function()
+    if meal:  # MEAL: the suite id first; other names are refused by the builder itself
+        return keyword_defaults(builder, skip=("id_or_n",), refuses_others=True)
+    return keyword_defaults(builder)
+
+
+def valid_options(
+    info: SuiteInfo, meal: bool, learner: str, method: str, hp: dict[str, Any]
+) -> dict[str, tuple[str, ...]]:
+    """The option names a run takes, by section (``job``, ``learner``, ``method``,
+    ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
+    job_owned = ("cl_method", "policy_kwargs", "seed", "device", "disk_dir", "storage")
+    if learner == JAX_LEARNER:
+        jax_owned = ("cl_method", "num_envs", *JOB_OPTIONS)  # multi_head, ...: job options
+        learner_names = tuple(n for n in jax_fields() if n not in jax_owned)
+        method_names: tuple[str, ...] = ()
+        policy: tuple[str, ...] = ()  # the IPPOConfig fields hidden_sizes, layer_norm, ...
+        job = tuple(n for n in JOB_OPTIONS if n not in TORCH_ONLY_JOB_OPTIONS)
+    else:
+        learner_names = accepted_options(learner_class(learner))
+        variant = hp["method"].get("variant")
+        method_names = ("variant", *accepted_options(method_class(method, variant)))
+        policy = hyperparameters.POLICY_OPTIONS
+        job = JOB_OPTIONS
+    suite = suite_options(info, meal) or {}
+    return {
+        "job": job,
+        "learner": tuple(n for n in learner_names if n not in job_owned),
+        "method": tuple(dict.fromkeys(n for n in method_names if n not in job_owned)),
+        "policy": policy,
+        "suite": tuple(n for n in suite if n != "seed" or not meal),
+    }
+
+
+def _check_suite_names(
+    info: SuiteInfo,
+    meal: bool,
+    rest: Mapping[str, Any],
+    learner: str,
+    method: str,
+    hp: dict[str, Any],
+) -> None:
+    """The one name check: every option left after the job, learner, method and policy
+    took theirs must be a suite option (``UnknownOptionError`` otherwise)."""
+    if suite_options(info, meal) is None:
+        return  # the builder forwards any keyword to its simulator, which checks them
+    if meal and "seed" in rest:
+        return  # refused with its own message by _resolve_meal_suite
+    known = valid_options(info, meal, learner, method, hp)
+    check_names(rest, known, f"--suite {info.name} --learner {learner} --method {method}")
+
+
+def _resolve_jax_learner(
+    hp: dict[str, Any], method: str, job: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
+    ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
+    if job.get("wandb"):
+        raise ValueError(
+            f"option 'wandb' is not available with learner {JAX_LEARNER!r} yet (eval and "
+            "episode returns go to TensorBoard with --tensorboard); run with --learner ppo"
+        )
+    torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
+    if torch_job:
+        raise ValueError(
+            f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner 'ppo', "
+            f"not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
+        )
+    torch_only = torch_only_options(hp, accepted_options(learner_class("ppo")))
+    values = resolve_jax(hp, method)
+    if "cl_method" in overrides:
+        raise ValueError("set the CL method with --method, not with the option cl_method")
+    overrides = route_jax_overrides(values, overrides, torch_only)
+    for key in ("multi_head", "task_id_input"):
+        if key in job and key in values:
+            values[key] = bool(job[key])
+    jax_hp = {
+        "learner": values,
+        "method": {},
+        "num_envs": hp["num_envs"],
+        "multi_head": bool(values.get("multi_head", hp["multi_head"])),
+        "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
+        "suite_defaults": hp["suite_defaults"],
+    }
+    return jax_hp, overrides
+
+
+def rollout_steps(hp: dict[str, Any]) -> int:
+    """Steps per env in one PPO update (torch ``n_steps``, JAX ``num_steps``)."""
+    learner = hp["learner"]
+    return int(learner.get("n_steps", learner.get("num_steps", 1)))
+
+
+def _resolve_meal_suite(
+    info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
+) -> tuple[Any, dict[str, Any]]:
+    """MEAL's suite of a run: kitchens from the run seed unless ``layout_seed`` is set,
+    ``MEAL_RUN_SUITE``, budgets rounded down to whole PPO updates (env steps)."""
+    from cl_suites.meal.suite import PAPER_STEPS_PER_TASK, build_suite
+
+    if "seed" in suite_kwargs:
+        raise ValueError(
+            "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
+            f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
+        )
+    kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
+    rollout = rollout_steps(hp) * n_envs
+    requested = check_positive_int(
+        "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
+    )
+    if requested < rollout:
+        raise ValueError(
+            f"steps_per_task {requested} is less than one PPO update of {rollout} env steps "
+            f"(n_steps x num_envs); use at least {rollout}"
+        )
+    kwargs["steps_per_task"] = requested // rollout * rollout
+    return build_suite(info.name, **kwargs), kwargs
+
+
+def resolve_seed_group(
+    *,
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    seeds: Sequence[int],
+    num_envs: int | None,
+    overrides: Mapping[str, Any] | None,
+) -> list[JobSpec]:
+    """The ``JobSpec`` of every seed of a several-seed run, checked, building nothing.
+
+    The seeds train on one set of kitchens: ``layout_seed`` when ``overrides`` gives it,
+    else the first seed's (a MEAL run's kitchens otherwise follow its seed; seed ``s`` of
+    the group equals the single-seed run ``--seed s --set layout_seed=<that>``). Raises
+    ``ValueError`` for duplicate or bad seeds, and for a suite or learner that cannot
+    train seeds in one program (only MEAL with ``ppo-jax``).
+    """
+    from cl_suites.config import check_seeds
+
+    seeds = check_seeds(seeds)
+    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
+    if is_meal_id(suite):
+        overrides.setdefault("layout_seed", seeds[0])
+    specs = [
+        resolve(
+            suite=suite,
+            method=method,
+            learner=learner,
+            preset=preset,
+            num_envs=num_envs,
+            overrides=overrides,
+            seed=s,
+        )
+        for s in seeds
+    ]
+    spec = specs[0]
+    if spec.meal is None or spec.learner != JAX_LEARNER:
+        raise ValueError(
+            f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
+            f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
+            "one, e.g. with cl-suites sweep --seeds)"
+        )
+    return specs
+
+
+def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
+    """Every option of the resolved run ``spec`` with its value and one-line doc, by
+    section (what ``cl-suites options`` prints)."""
+    meal = spec.meal is not None
+    known = valid_options(spec.suite, meal, spec.learner, spec.method, spec.hp)
+    learner_defaults = _signature_defaults(
+        None if spec.learner == JAX_LEARNER else learner_class(spec.learner)
+    )
+    method_defaults: dict[str, Any] = {}
+    if spec.learner != JAX_LEARNER:
+        variant = spec.hp["method"].get("variant")
+        method_defaults = _signature_defaults(method_class(spec.method, variant))
+    suite_defaults = {**(suite_options(spec.suite, meal) or {}), **spec.suite_kwargs}
+    suite_docs = {} if meal else argument_docs(spec.suite.builder_function())
+    sources = {
+        "job": dataclasses.asdict(spec.options),
+        "learner": {**learner_defaults, **spec.hp["learner"]},
+        "method": {**method_defaults, **spec.hp["method"]},
+        "policy": {k: spec.hp.get(k) for k in hyperparameters.POLICY_OPTIONS},
+        "suite": suite_defaults,
+    }
+    table: dict[str, list[tuple[str, Any, str]]] = {}
+    for section, names in known.items():
+        rows = []
+        for name in names:
+            if section == "job":
+                doc = JOB_FIELDS[name].metadata["doc"]
+            elif section == "suite" and name in suite_docs:
+                doc = suite_docs[name]
+            else:
+                doc = OPTIONS[name].doc if name in OPTIONS else ""
+            rows.append((name, sources[section].get(name), doc))
+        table[section] = rows
+    return table
+
+
+def _signature_defaults(cls: type | None) -> dict[str, Any]:
+    """Keyword defaults of ``cls(...)`` through its bases (``{}`` for ``None``)."""
+    if cls is None:
+        from baselines_sb3.jax_options import jax_api
+
+        return {
+            f.name: f.default
+            for f in dataclasses.fields(jax_api().IPPOConfig)
+            if f.default is not dataclasses.MISSING
+        }
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.default is not p.empty:
+                out[p.name] = p.default
+    return out

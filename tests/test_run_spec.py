@@ -1,0 +1,226 @@
+"""One run specification (issue 22): every entry point reads a value the same way and
+accepts or refuses an option name the same way.
+
+The entry points: ``cl-suites run --set``, ``cl-suites sweep --set`` (the grid its
+preflight and workers resolve), a run config file, a sweep file and the library call
+``run_main_job`` / ``resolve_job``; all of them end in ``baselines_sb3.run_spec.resolve``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baselines_sb3 import main_job
+from baselines_sb3.run_spec import JOB_FIELDS, JobOptions, resolve
+from cl_suites import cli
+from cl_suites.config import parse_set, parse_value
+from cl_suites.errors import UnknownOptionError
+from cl_suites.sweep import cli as sweep_cli
+from cl_suites.sweep.driver import preflight
+from cl_suites.sweep.grid import load_sweep_file
+
+RUN = ["--suite", "Diagnostic", "--method", "ewc", "--preset", "small"]
+SWEEP = ["--suite", "Diagnostic", "--methods", "ewc", "--seeds", "0", "--preset", "small"]
+
+# (key, text, resolved value): None as the value means "the option's default"
+SAME_TEXT = [
+    ("tensorboard", "off", False),
+    ("tensorboard", "on", True),
+    ("tensorboard", "yes", True),
+    ("report", "no", False),
+    ("report", "true", True),
+    ("report", "False", False),
+    ("device", "none", "auto"),  # none: the default
+    ("device", "null", "auto"),
+    ("device", "cuda:0", "cuda:0"),
+    ("steps_per_task", "1e5", 100_000),
+    ("eval_every", "2000", 2000),
+    ("learning_rate", "3e-4", 3e-4),
+    ("net_arch", "[64, 64]", [64, 64]),
+]
+
+
+def _resolved(spec, key):
+    """The value ``key`` has in a resolved run (wherever it went)."""
+    if key in JOB_FIELDS:
+        return getattr(spec.options, key)
+    for part in ("learner", "method"):
+        if key in spec.hp[part]:
+            return spec.hp[part][key]
+    return spec.hp[key] if key in spec.hp else spec.suite_kwargs[key]
+
+
+def _run_spec(argv):
+    config = cli._run_config(cli.build_parser().parse_args(["run", *argv]))
+    return cli._resolve(config)[0]
+
+
+def _sweep_spec(argv):
+    args = cli.build_parser().parse_args(["sweep", *argv])
+    base = load_sweep_file(args.config)[0] if args.config else {}
+    (run,) = sweep_cli.spec_from_args(args, base).runs()
+    return resolve(**run.job_kwargs())
+
+
+@pytest.mark.parametrize(("key", "text", "value"), SAME_TEXT)
+def test_the_same_text_gives_the_same_value_at_every_entry_point(tmp_path, key, text, value):
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text(f"suite: Diagnostic\nmethod: ewc\npreset: small\n{key}: {text}\n")
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(
+        f"suites: Diagnostic\nmethods: ewc\nseeds: 0\npreset: small\noverrides:\n  {key}: {text}\n"
+    )
+    got = {
+        "run --set": _resolved(_run_spec([*RUN, "--set", f"{key}={text}"]), key),
+        "sweep --set": _resolved(_sweep_spec([*SWEEP, "--set", f"{key}={text}"]), key),
+        "run config file": _resolved(_run_spec(["--config", str(run_file)]), key),
+        "sweep file": _resolved(_sweep_spec(["--config", str(sweep_file)]), key),
+    }
+    assert got == dict.fromkeys(got, value)
+    assert all(type(v) is type(value) for v in got.values()), got
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1e5", 100_000), ("3e-4", 3e-4), ("yes", True), ("OFF", False), ("none", None),
+     ("[64, 64]", [64, 64]), ("cuda:0", "cuda:0"), ('"on"', "on"), ("-2", -2)],
+)  # fmt: skip
+def test_one_value_parser(text, value):
+    parsed = parse_value(text)
+    assert parsed == value and type(parsed) is type(value)
+    assert parse_set(f"some-key={text}") == ("some_key", value)
+
+
+def test_a_toml_float_in_a_config_file_becomes_the_integer_the_option_declares(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('suite = "Diagnostic"\nmethod = "ewc"\npreset = "small"\n')
+    toml.write_text(toml.read_text() + "steps_per_task = 1e5\ncheckpoint_every = 2e3\n")
+    spec = _run_spec(["--config", str(toml)])
+    assert spec.suite_kwargs["steps_per_task"] == 100_000
+    assert type(spec.suite_kwargs["steps_per_task"]) is int
+    assert spec.options.checkpoint_every == 2000 and type(spec.options.checkpoint_every) is int
+
+
+def _messages(tmp_path, capsys, learner, key, value):
+    """The error each entry point gives for ``--set key=value`` (``None``: accepted)."""
+    out: dict[str, str | None] = {}
+    argv = ["--suite", "Diagnostic", "--method", "ewc", "--learner", learner, "--preset", "small"]
+    code = cli.main(["run", *argv, "--set", f"{key}={value}", "--print-config"])
+    err = capsys.readouterr().err.strip()
+    out["run --set"] = None if code == 0 else err.removeprefix("error: ")
+    config = tmp_path / f"{learner}-{key}.toml"
+    config.write_text(f'{key} = {value}\nlearner = "{learner}"\n')
+    code = cli.main(["run", *argv, "--config", str(config), "--print-config"])
+    err = capsys.readouterr().err.strip()
+    out["config file"] = None if code == 0 else err.removeprefix("error: ")
+    args = cli.build_parser().parse_args(
+        ["sweep", *SWEEP, "--learners", learner, "--set", f"{key}={value}"]
+    )
+    try:
+        preflight(sweep_cli.spec_from_args(args, {}).runs())
+        out["sweep preflight"] = None
+    except ValueError as e:
+        out["sweep preflight"] = str(e).split("(1) ", 1)[1].rsplit(" (run ", 1)[0]
+    kwargs = dict(suite="Diagnostic", method="ewc", learner=learner, preset="small")
+    try:
+        main_job.resolve_job(**kwargs, num_envs=None, overrides={key: parse_value(value)})
+        out["library"] = None
+    except ValueError as e:
+        out["library"] = str(e)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("learner", "key", "value", "accepted"),
+    [
+        ("vtrace", "rho_bar", "0.9", True),  # a V-trace keyword: accepted everywhere
+        ("ppo", "rho_bar", "0.9", False),  # V-trace's, not PPO's: refused everywhere
+        ("ppo", "learnin_rate", "0.1", False),  # unknown: did-you-mean, everywhere
+        ("ppo", "n_tasks", "3", True),  # a suite option
+    ],
+)
+def test_an_option_is_accepted_or_refused_alike_by_every_entry_point(
+    tmp_path, capsys, learner, key, value, accepted
+):
+    messages = _messages(tmp_path, capsys, learner, key, value)
+    if accepted:
+        assert messages == dict.fromkeys(messages), messages
+        return
+    first = messages["library"]
+    assert first and key in first and messages == dict.fromkeys(messages, first), messages
+
+
+def test_an_unknown_option_names_the_closest_and_the_valid_ones_by_section():
+    with pytest.raises(UnknownOptionError) as info:
+        resolve(suite="Diagnostic", method="ewc", learner="ppo", preset="small",
+                num_envs=None, overrides={"lamm": 3.0})  # fmt: skip
+    text = str(info.value)
+    assert text.startswith("unknown option 'lamm' (did you mean 'lam'?); valid for --suite")
+    for section in ("job: ", "learner: ", "method: ", "policy: ", "suite: "):
+        assert section in text
+    assert isinstance(info.value, TypeError)  # as the constructors' own refusal
+    for learner in ("ppo-jax", "ppo"):  # MEAL's suite options: the same check
+        with pytest.raises(UnknownOptionError, match="did you mean 'episode_len'"):
+            resolve(suite="MEAL-2", method="ft", learner=learner, preset="small",
+                    num_envs=None, overrides={"episode_lenn": 64})  # fmt: skip
+
+
+def test_every_job_option_is_declared_once_with_a_type_and_a_doc():
+    for name, f in JOB_FIELDS.items():
+        assert f.metadata["doc"] and f.metadata["check"] is not None, name
+    assert JobOptions().torch_threads == main_job.TORCH_THREADS == 1
+
+
+def test_the_job_reads_resolved_typed_options():
+    spec = resolve(suite="Diagnostic", method="ft", learner="ppo", preset="small",
+                   num_envs=None, overrides={"torch_threads": 2})  # fmt: skip
+    assert spec.options.checkpoint_every == spec.sequence.eval_every == 1000
+    assert spec.options.update_threads == 2  # follows torch_threads
+    assert (spec.options.eval_at_start, spec.options.eval_per_task) == (True, False)
+    assert spec.job == {"torch_threads": 2}  # what the run set (the golden file's form)
+    meal = resolve(suite="MEAL-2", method="ft", learner=None, preset="small",
+                   num_envs=None, overrides={})  # fmt: skip
+    assert (meal.options.eval_at_start, meal.options.eval_per_task) == (False, True)
+
+
+def test_cl_suites_options_lists_every_option_with_its_default_and_doc(capsys, monkeypatch):
+    from rich.console import Console
+
+    monkeypatch.setattr(cli, "console", Console(width=200))
+    assert cli.main(["options", "--suite", "Diagnostic", "--method", "clear",
+                     "--learner", "vtrace", "--preset", "small"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    for title in ("job options", "learner options", "method options", "policy options"):
+        assert title in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "20000" in lines["buffer_size"] and "CLEAR replay buffer" in lines["buffer_size"]
+    assert "rho_bar" in lines and "checkpoint_every" in lines and "steps_per_task" in lines
+
+
+def test_print_config_shows_every_job_option(capsys):
+    assert cli.main(["run", *RUN, "--set", "report=off", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed["job"]) == set(JOB_FIELDS)
+    assert printed["job"]["report"] is False and printed["job"]["checkpoint_every"] == 1000
+
+
+def test_the_sweep_resolves_every_run_as_the_golden_file_records():
+    """The sweep's runs (grid -> ``RunSpec`` -> its workers' ``resolve``) resolve exactly as
+    the golden file of ``cl-suites run`` / ``run_main_job`` records them."""
+    from cl_suites.suites import SUITES
+    from cl_suites.sweep.grid import SweepSpec
+    from tests.golden.resolved_configs import GOLDEN, MEAL_SUITES, _jsonable
+
+    golden = json.loads(GOLDEN.read_text())
+    checked = 0
+    for suite in (*SUITES, *MEAL_SUITES):
+        for preset in ("paper", "small"):
+            grid = SweepSpec(suites=(suite,), methods=("ft", "ewc"), seeds=(0,), preset=preset)
+            for run in grid.runs():
+                expected = golden[f"{suite}|default|{run.method}|{preset}"]
+                got = json.loads(json.dumps(_jsonable(resolve(**run.job_kwargs()).config())))
+                assert got == expected, (suite, run.method, preset)
+                checked += 1
+    assert checked == 4 * (len(SUITES) + len(MEAL_SUITES))
