@@ -62,10 +62,11 @@ from baselines_sb3.tracking import configure_logger
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
-from cl_suites.core.task import Segment, TaskSequence, check_positive_int
+from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.video import VideoRecorder
 from cl_suites.meal.suite import is_meal_id
-from cl_suites.suites import SuiteInfo, find_suite
+from cl_suites.suites import SuiteInfo, find_suite, meal_suite
+from cl_suites.suites.runtime import SingleAgentSuite, SuiteInstance
 
 JOB_OPTIONS: tuple[str, ...] = (
     "checkpoint_every",
@@ -127,12 +128,9 @@ torch in turn in one process was 5-10x slower with one thread per core
 (``benchmarks/bench_contention.py``, ``benchmarks/bench_meal.py``). One thread costs at
 most 1.1-1.25x on a quiet machine."""
 
-MEAL_LEARNERS: tuple[str, ...] = (JAX_LEARNER, "ppo")
-"""Learners of MEAL suites: the JAX IPPO (default) and the SB3/torch IPPO."""
-MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
-"""Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
-every episode to random agent positions, inventories and pot states (its Overcooked's
-``random_reset=True``, for training and evaluation envs alike)."""
+MEAL_LEARNERS: tuple[str, ...] = meal_suite(1).learners
+"""Learners of MEAL suites (their catalog entry's): the JAX IPPO (default) and the
+SB3/torch IPPO."""
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
 
@@ -171,15 +169,22 @@ class JobSpec:
     meal: Any = None
 
     @property
+    def instance(self) -> SuiteInstance:
+        """The suite as built for this run (``SingleAgentSuite``; MEAL: ``meal``).
+
+        The one MEAL test left in the run path: it goes when ``resolve_job`` keeps the
+        instance its catalog entry builds (``suite.runtime.run_instance``)."""
+        return self.meal if self.meal is not None else SingleAgentSuite(self.sequence)
+
+    @property
     def num_agents(self) -> int:
         """Agents per env: SB3 slots per env (1 for single-agent suites)."""
-        return self.meal.num_agents if self.meal is not None else 1
+        return self.instance.num_agents
 
     @property
     def step_unit(self) -> str:
-        if self.meal is not None:
-            return "env steps (one joint action of all agents)"
-        return "agent steps (env.step calls summed over sub-envs)"
+        """The run metadata's ``step_unit`` (the catalog entry's)."""
+        return self.suite.step_unit.text
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration as JSON-ready data (what ``--print-config`` shows)."""
@@ -202,10 +207,10 @@ class JobSpec:
         }
 
     def eval_at_start(self) -> bool:
-        return bool(self.job.get("eval_at_start", self.meal is None))
+        return bool(self.job.get("eval_at_start", self.suite.evaluation.at_start))
 
     def eval_per_task(self) -> bool:
-        return bool(self.job.get("eval_per_task", self.meal is not None))
+        return bool(self.job.get("eval_per_task", self.suite.evaluation.per_task))
 
 
 def resolve_job(
@@ -328,25 +333,11 @@ def rollout_steps(hp: dict[str, Any]) -> int:
 def _resolve_meal_suite(
     info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
 ) -> tuple[Any, dict[str, Any]]:
-    from cl_suites.meal.suite import PAPER_STEPS_PER_TASK, build_suite
-
-    if "seed" in suite_kwargs:
-        raise ValueError(
-            "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
-            f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
-        )
-    kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
-    rollout = rollout_steps(hp) * n_envs
-    requested = check_positive_int(
-        "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
+    """The catalog entry's training instance (``MealRuntime.run_instance``): budgets in
+    whole PPO updates of ``rollout_steps(hp) * n_envs`` env steps."""
+    return info.runtime.run_instance(
+        info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
     )
-    if requested < rollout:
-        raise ValueError(
-            f"steps_per_task {requested} is less than one PPO update of {rollout} env steps "
-            f"(n_steps x num_envs); use at least {rollout}"
-        )
-    kwargs["steps_per_task"] = requested // rollout * rollout
-    return build_suite(info.name, **kwargs), kwargs
 
 
 def run_main_job(
@@ -460,7 +451,7 @@ def run_main_job(
         train_env,
         evaluator,
     )
-    unit = "env steps" if spec.meal is not None else "agent steps"
+    unit = spec.suite.step_unit.name
     start_step = train_env.cursor.total_step if state is not None else 0
     if job.get("progress", False):
         print(plan_text(schedule, unit, evaluator, start_step), flush=True)
@@ -539,8 +530,7 @@ def resolve_seed_group(
 
     seeds = check_seeds(seeds)
     overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
-    if is_meal_id(suite):
-        overrides.setdefault("layout_seed", seeds[0])
+    overrides = find_suite(suite).runtime.seeded_kwargs(overrides, seeds[0])
     specs = [
         resolve_job(
             suite=suite,
@@ -554,7 +544,7 @@ def resolve_seed_group(
         for s in seeds
     ]
     spec = specs[0]
-    if spec.meal is None or spec.learner != JAX_LEARNER:
+    if spec.learner != JAX_LEARNER:  # the catalog offers ppo-jax on MEAL only
         raise ValueError(
             f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
             f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
@@ -600,7 +590,6 @@ def run_seed_group(
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
     """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
     from baselines_sb3.jax_job import run_jax_job
-    from cl_suites.meal.evaluation import MealEvalSource
 
     schedule = specs[0].sequence.schedule(specs[0].num_envs)
     if resume:
@@ -619,13 +608,13 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             tensorboard=bool(job.get("tensorboard")),
         )
         try:
-            source = MealEvalSource(spec.meal)
+            source = spec.suite.runtime.eval_source(spec.instance)
             evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, source)
             progress = RunProgress(
                 schedule,
                 run_dir=run_dir,
                 show=bool(job.get("progress", False)) and run_dir == run_dirs[0],
-                unit="env steps",
+                unit=spec.suite.step_unit.name,
                 initial_step=initial_step,
             )
         except BaseException:
@@ -662,22 +651,13 @@ def _evaluator(
 
 
 def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
-    """(the env that keeps the schedule, its SB3 view, the evaluator's env source)."""
-    if spec.meal is not None:
-        from cl_suites.meal.batched import MealBatchedEnv
-        from cl_suites.meal.evaluation import MealEvalSource
-        from cl_suites.meal.sb3_vec import MealSB3VecEnv
-
-        batched = MealBatchedEnv(spec.meal, spec.num_envs)
-        sb3_env = MealSB3VecEnv(batched)  # full 400-step episodes: terminal in wrap_env
-        return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
-    from cl_suites.core.sb3_adapter import SB3VecEnv
-    from cl_suites.core.vector import SequenceVectorEnv
-
-    venv = SequenceVectorEnv(
-        spec.sequence, spec.num_envs, spec.job.get("vectorization_mode", "sync")
+    """(the env that keeps the schedule, its SB3 view, the evaluator's env source), from
+    the suite's catalog entry (``SequenceVectorEnv``; MEAL: its batched engine)."""
+    runtime = spec.suite.runtime
+    env, eval_source = runtime.vector_env(
+        spec.instance, spec.num_envs, spec.job.get("vectorization_mode", "sync")
     )
-    return venv, SB3VecEnv(venv), None
+    return env, runtime.sb3_view(env), eval_source
 
 
 def _video_recorder(
@@ -696,7 +676,7 @@ def _video_recorder(
 
 def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:
     sequence = spec.sequence
-    description = spec.meal.describe() if spec.meal is not None else sequence.describe()
+    description = spec.instance.describe()
     metadata = {
         "suite_id": spec.suite.id,
         "suite": spec.suite.name,
@@ -722,11 +702,7 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         },
         "step_unit": spec.step_unit,
     }
-    if spec.meal is not None:
-        metadata.update(
-            spec.meal.run_metadata(),
-            multi_agent="IPPO: one policy shared by every agent (parameter sharing)",
-        )
+    metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
 
 

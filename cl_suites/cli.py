@@ -42,8 +42,7 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
-from cl_suites.meal.suite import is_meal_id
-from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
+from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite, parse_suite_id
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
@@ -106,10 +105,11 @@ def _suite_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Every suite in two columns that fit any terminal width: id, extra and install
-    status; budget and tasks (the only text that wraps)."""
+    status; budget and tasks (the only text that wraps). Ids with a parameter
+    (``CLSuite/MEAL-<N>-v0``) get one row with their entry's unit and description."""
     table = Table(title="cl-suites benchmarks", box=box.SIMPLE_HEAD)
     table.add_column("suite (extra: installed)", no_wrap=True)
-    table.add_column("agent steps per task; tasks", ratio=1)
+    table.add_column("steps per task; tasks", ratio=1)
 
     def status(extra: str, installed: bool) -> str:
         return f"{extra}: " + ("[green]yes[/green]" if installed else "[red]no[/red]")
@@ -123,39 +123,30 @@ def cmd_list(args: argparse.Namespace) -> int:
         names = ", ".join(f"{i}-{t.name}" for i, t in enumerate(sequence.tasks))
         table.add_row(
             f"[bold]{suite.id}[/bold]\n{status(suite.extra, suite.installed)}",
-            f"{sequence.tasks[0].budget:,} x {sequence.cycles} "
+            f"{sequence.tasks[0].budget:,} {suite.step_unit.name} x {sequence.cycles} "
             f"cycle{'s' if sequence.cycles != 1 else ''}, eval every "
             f"{sequence.eval_every:,}\n{names}",
         )
-    if importlib.util.find_spec("cl_suites.meal") is not None:
+    for suite_id, entry in SUITE_TEMPLATES.items():
+        suite = entry(1)
         table.add_row(
-            f"[bold]CLSuite/MEAL-<N>-v0[/bold]\n"
-            f"{status('meal', importlib.util.find_spec('jax') is not None)}",
-            "env steps (one joint action of all agents)\n"
-            "N Overcooked layouts (PettingZoo; cl_suites.make_parallel)",
+            f"[bold]{escape(suite_id)}[/bold]\n{status(suite.extra, suite.installed)}",
+            f"{suite.step_unit.text}\n{escape(suite.description)}",
         )
     console.print(table)
     return EXIT_OK
 
 
 def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[str], Any, str]:
-    """``(id, description lines, TaskSequence, step unit)`` of a suite name (MEAL included)."""
-    if is_meal_id(suite):
-        from cl_suites.meal import build_suite
-        from cl_suites.meal.suite import parse_meal_id
-
-        n = parse_meal_id(suite)
-        meal = build_suite(n, **overrides)
-        lines = [
-            f"{n} Overcooked kitchens, {meal.num_agents} agents, episodes of "
-            f"{meal.episode_len} steps (PettingZoo: cl_suites.make_parallel)",
-            "defined in: MEAL (Tomilin et al.), sections 4-5; extra: meal",
-        ]
-        return f"CLSuite/MEAL-{n}-v0", lines, meal.sequence, "env steps"
+    """``(id, description lines, TaskSequence, step unit)`` of any catalog id."""
     info = find_suite(suite)
-    sequence = info.build(**overrides)
-    lines = [info.description, f"defined in: {info.paper}; extra: {info.extra}"]
-    return info.id, lines, sequence, "agent steps"
+    instance = info.instance(**overrides)
+    lines = [
+        info.description,
+        f"defined in: {info.paper}; extra: {info.extra}",
+        f"{instance.num_agents} agent(s) per env; a step is one of the {info.step_unit.text}",
+    ]
+    return info.id, lines, instance.sequence, info.step_unit.name
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -271,7 +262,7 @@ def _check_seeds_run(config: RunConfig) -> None:
 
 
 def _default_run_dir(config: RunConfig) -> Path:
-    suite_name = config.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
+    suite_name = parse_suite_id(config.suite)
     if config.seeds is not None:
         return Path(f"runs/{suite_name}-{config.method}-seeds")
     return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
