@@ -64,6 +64,7 @@ from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.video import VideoRecorder
+from cl_suites.errors import UnknownOptionError
 from cl_suites.meal.suite import is_meal_id
 from cl_suites.suites import SuiteInfo, find_suite, meal_suite
 from cl_suites.suites.runtime import SingleAgentSuite, SuiteInstance
@@ -295,13 +296,13 @@ def _resolve_jax_learner(
     """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
     ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
     if job.get("wandb"):
-        raise ValueError(
+        raise UnknownOptionError(
             f"option 'wandb' is not available with learner {JAX_LEARNER!r} yet (eval and "
             "episode returns go to TensorBoard with --tensorboard); run with --learner ppo"
         )
     torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
     if torch_job:
-        raise ValueError(
+        raise UnknownOptionError(
             f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner 'ppo', "
             f"not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
         )

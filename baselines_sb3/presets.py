@@ -28,6 +28,8 @@ import inspect
 import re
 from typing import Any
 
+from cl_suites.errors import UnknownOptionError
+
 PRESETS: tuple[str, ...] = ("paper", "small")
 CORA_SUITES: tuple[str, ...] = (
     "Atari6",
@@ -489,7 +491,7 @@ def check_options(kind: str, name: str, cls: type, options: dict[str, Any]) -> N
     valid = accepted_options(cls)
     bad = sorted(k for k in options if k not in valid)
     if bad:
-        raise ValueError(
+        raise UnknownOptionError(
             f"{kind} {name!r} does not support option(s) {', '.join(map(repr, bad))}; "
             f"valid: {', '.join(sorted(valid))}"
         )
@@ -533,7 +535,7 @@ def route_overrides(
         elif key in POLICY_OPTIONS or key in ("multi_head", "task_id_input", "num_envs"):
             hp[key] = value
         elif key in foreign and key not in job_owned:
-            raise ValueError(
+            raise UnknownOptionError(
                 f"option {key!r} belongs to {foreign[key]}, not to learner {learner!r} / method "
                 f"{method!r}; valid learner options: {', '.join(sorted(learner_opts))}; valid "
                 f"method options: {', '.join(sorted(method_opts))}"

@@ -2,7 +2,8 @@
 
 Every subcommand is one entry of ``COMMANDS`` (a :class:`Command`: help line, a function
 adding its arguments, a function running it). ``main`` turns every error into one line on
-stderr and an exit code: 0 success, 1 the command failed (disk full, locked run
+stderr and an exit code chosen by the error's class (``EXIT_CODES``, over the
+``cl_suites.errors`` hierarchy): 0 success, 1 the command failed (disk full, locked run
 directory, an unexpected error), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM; an
 interrupted ``run`` prints the command that resumes it). ``--debug`` (or
 ``CL_SUITES_DEBUG=1``) shows the traceback instead.
@@ -42,6 +43,15 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
+from cl_suites.errors import (
+    CLIError,
+    CLSuitesError,
+    InputError,
+    MissingSimulatorError,
+    RunDirConflictError,
+    RunInterrupted,
+    SimulatorSetupError,
+)
 from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite, parse_suite_id
 from cl_suites.sweep import cli as sweep_cli
 
@@ -53,14 +63,6 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 console = Console()  # the terminal's width (COLUMNS when piped; rich wraps table cells)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
-
-
-class CLIError(Exception):
-    """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
-
-
-class RunInterrupted(Exception):
-    """A ``run`` stopped by Ctrl-C / SIGTERM (the message says how to resume it)."""
 
 
 @dataclass(frozen=True)
@@ -284,39 +286,39 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
     from cl_suites.core.runlog import METADATA_FILE, read_metadata
 
     if run_dir.exists() and not run_dir.is_dir():
-        raise CLIError(f"--run-dir {run_dir} is a file, not a directory")
+        raise RunDirConflictError(f"--run-dir {run_dir} is a file, not a directory")
     entries = []
     if run_dir.is_dir():
         entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
     has_run = (run_dir / METADATA_FILE).exists()
     if resume:
         if not run_dir.exists():
-            raise CLIError(f"cannot resume {run_dir}: the directory does not exist")
+            raise RunDirConflictError(f"cannot resume {run_dir}: the directory does not exist")
         if not entries:
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: the directory is empty (no run to continue); "
                 "drop --resume to start a new run there"
             )
         if not has_run:
             shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: it is not a cl-suites run directory (no "
                 f"{METADATA_FILE}; it holds {shown})"
             )
         metadata = read_metadata(run_dir)
         if not isinstance(metadata, dict) or "suite_id" not in metadata:
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: its {METADATA_FILE} is not a cl-suites run's "
                 "(no suite_id)"
             )
         return
     if has_run:
-        raise CLIError(
+        raise RunDirConflictError(
             f"run directory {run_dir} already holds a run; add --resume to continue it or "
             "choose another --run-dir"
         )
     if entries:
-        raise CLIError(
+        raise RunDirConflictError(
             f"refusing to start a run in {run_dir}: the directory is not empty and holds no "
             "cl-suites run; choose another --run-dir"
         )
@@ -689,7 +691,28 @@ def _setup_log_messages() -> None:
             log.addHandler(_NoteHandler())
 
 
-BAD_INPUT = (CLIError, ValueError, KeyError, FileExistsError, ImportError)
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+    (RunInterrupted, EXIT_INTERRUPTED),
+    (InputError, EXIT_BAD_INPUT),
+    (MissingSimulatorError, EXIT_BAD_INPUT),
+    (SimulatorSetupError, EXIT_BAD_INPUT),
+    (CLSuitesError, EXIT_FAILED),
+    *((legacy, EXIT_BAD_INPUT) for legacy in (ValueError, KeyError, ImportError, FileExistsError)),
+    (MemoryError, EXIT_FAILED),
+    (OSError, EXIT_FAILED),
+)
+"""The exit code of an error, by class (the first row it is an instance of; never by its
+message): the ``cl_suites.errors`` classes first, then the built-in types that library
+code still raises for bad values (``ValueError`` and kin: bad input, as before the
+hierarchy), then ``MemoryError`` and ``OSError`` (the command failed). Any other error
+(``TypeError``, ``AttributeError``, ...: a bug, not bad input) exits ``EXIT_FAILED`` as
+*unexpected*, with a hint to rerun with ``--debug``."""
+
+
+def exit_code(e: BaseException) -> int | None:
+    """``e``'s row of ``EXIT_CODES``, or ``None`` for an unexpected error."""
+    return next((code for cls, code in EXIT_CODES if isinstance(e, cls)), None)
 
 
 def _one_line(e: BaseException) -> str:
@@ -712,30 +735,21 @@ def _close_progress_bars() -> None:
 
 
 def report_error(e: BaseException) -> int:
-    """Print ``e`` as one line on stderr; the exit code."""
-    from cl_suites.core.fsutil import RunDiskError
-    from cl_suites.core.runlock import RunDirLockedError
-
+    """Print ``e`` as one line on stderr; the exit code (``EXIT_CODES``, by class)."""
     _close_progress_bars()
-    if isinstance(e, (KeyboardInterrupt, RunInterrupted)):
+    code = exit_code(e)
+    if code == EXIT_INTERRUPTED:
         text = _one_line(e) if isinstance(e, RunInterrupted) else "interrupted"
         err_console.print(f"[yellow]{escape(text)}[/yellow]")
-        return EXIT_INTERRUPTED
-    if isinstance(e, (RunDiskError, RunDirLockedError, MemoryError)):
-        code, text = EXIT_FAILED, _one_line(e)
-    elif isinstance(e, BAD_INPUT) or (
-        isinstance(e, TypeError) and "unexpected keyword argument" in str(e)
-    ):
-        code, text = EXIT_BAD_INPUT, _one_line(e)
-    elif isinstance(e, OSError):
-        code, text = EXIT_FAILED, _one_line(e)
-    else:
+        return code
+    text = _one_line(e)
+    if code is None:
         code = EXIT_FAILED
         text = (
-            f"unexpected {type(e).__name__}: {_one_line(e)} (rerun with --debug or "
+            f"unexpected {type(e).__name__}: {text} (rerun with --debug or "
             f"{DEBUG_ENV}=1 for the traceback)"
         )
-    if isinstance(e, MemoryError) and not str(e):
+    elif isinstance(e, MemoryError) and not str(e):
         text = "out of memory (MemoryError); use a smaller preset, budget or buffer"
     err_console.print(f"[red]error:[/red] {escape(text)}")
     return code

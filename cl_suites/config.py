@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_suites.errors import ConfigError
+from cl_suites.errors import ConfigError, UnknownOptionError
 from cl_suites.meal.suite import is_meal_id
 
 try:
@@ -347,7 +347,7 @@ def check_options(config: RunConfig) -> None:
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     sections = "; ".join(f"{s}: {', '.join(sorted(n))}" for s, n in known.items() if n)
     where = config.sources.get(key, "option")
-    raise ConfigError(
+    raise UnknownOptionError(
         f"unknown option {key!r} from {where}{hint}; valid for --suite {config.suite} "
         f"--method {config.method}: {sections}"
     )

@@ -76,10 +76,6 @@ class UnknownSuiteError(ConfigError, KeyError):
     __str__ = BaseException.__str__  # the message as written, not KeyError's repr
 
 
-class SweepError(ConfigError):
-    """Bad sweep input (grid, sweep directory, cluster); the message names the value."""
-
-
 class CLIError(ConfigError):
     """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
 
@@ -105,6 +101,11 @@ class MissingSimulatorError(CLSuitesError, ImportError):
 class SimulatorSetupError(CLSuitesError, FileNotFoundError):
     """A simulator that is installed but misses what it needs at run time (a build, data
     files); the message says how to fix it. CLI exit 2."""
+
+
+class RunInterrupted(CLSuitesError):
+    """A ``run`` stopped by Ctrl-C / SIGTERM (the message says how to resume it). CLI
+    exit 130."""
 
 
 def require(module: str, extra: str) -> ModuleType:

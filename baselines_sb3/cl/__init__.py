@@ -29,6 +29,7 @@ from baselines_sb3.cl.regularizers import (
     MealOnlineEWC,
     QuadraticPenalty,
 )
+from cl_suites.errors import UnknownOptionError
 
 METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
     "ft": {"cora": ContinualMethod, "meal": ContinualMethod},
@@ -66,7 +67,7 @@ def make_method(
     check_options("method", name, cls, kwargs)
     if cls is ContinualMethod:
         if kwargs:
-            raise ValueError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
+            raise UnknownOptionError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
         return ContinualMethod()
     kwargs.setdefault("seed", seed)
     return cls(**kwargs)

@@ -37,6 +37,7 @@ import pandas as pd
 
 from cl_suites.core.fsutil import append_text, disk_error, write_text_atomic
 from cl_suites.core.runlock import RunDirLock
+from cl_suites.errors import RunFileError
 
 EVAL_COLUMNS: tuple[str, ...] = (
     "total_step",
@@ -79,7 +80,7 @@ _VERSIONED_PACKAGES = (
 )
 
 
-class CorruptRunLogError(ValueError):
+class CorruptRunLogError(RunFileError):
     """A run directory whose files are missing, unreadable or have the wrong columns."""
 
 

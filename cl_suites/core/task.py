@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from cl_suites.errors import CLSuitesError
+
 EnvFactory = Callable[..., gym.Env]
 """Builds one single-task environment (seeded later through ``reset(seed=...)``).
 Called ``factory()``, or ``factory(render_mode="rgb_array")`` when frames are wanted."""
@@ -44,7 +46,7 @@ EPISODE_KEYS: tuple[str, ...] = ("episode", TASK_EPISODE_KEY)
 ``l``, ``t``, ``task_id`` under both, each with its ``_``-prefixed bool ``(N,)`` mask)."""
 
 
-class SequenceDoneError(RuntimeError):
+class SequenceDoneError(CLSuitesError, RuntimeError):
     """A sequence env was stepped after its last task spent its budget."""
 
 

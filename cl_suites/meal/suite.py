@@ -106,10 +106,15 @@ def suite_info(id_or_n: str | int):
 
 
 def is_meal_id(suite: object) -> bool:
-    """Whether ``suite`` names a MEAL sequence (any name starting with ``MEAL``, so that
-    the parser reports a malformed one with MEAL's own message). Kept for the
-    configuration path until it asks the catalog entry (``find_suite(suite).family``)."""
-    return str(suite).strip().split(":")[-1].split("/")[-1].startswith("MEAL")
+    """Whether ``suite`` is a MEAL id (its catalog entry's ``family`` is ``"meal"``);
+    ``False`` for ids the catalog does not know. Kept for the configuration path until it
+    asks the catalog entry itself."""
+    from cl_suites.suites import find_suite
+
+    try:
+        return find_suite(str(suite)).family == "meal"
+    except UnknownSuiteError:
+        return False
 
 
 def _not_single_agent(name: str):

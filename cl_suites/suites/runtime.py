@@ -64,6 +64,7 @@ class EvalDefaults:
 EVAL_FROM_START = EvalDefaults()
 """CORA's protocol: evaluate at step 0, then every ``eval_every`` steps of the run."""
 
+
 class SuiteInstance(Protocol):
     """A suite built with a run's options: what the job and the recorder use."""
 

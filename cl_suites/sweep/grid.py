@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cl_suites.errors import ConfigError
 from cl_suites.meal.suite import is_meal_id
 
 if sys.version_info >= (3, 11):
@@ -50,7 +51,7 @@ _ALIASES = {"suite": "suites", "method": "methods", "learner": "learners", "seed
 _SEED_RANGE = re.compile(r"^\s*(-?\d+)\s*-\s*(-?\d+)\s*$")
 
 
-class SweepError(ValueError):
+class SweepError(ConfigError):
     """Bad sweep input (grid, sweep directory, cluster); the message names the value."""
 
 
