@@ -1,7 +1,28 @@
 """The suite catalog: every benchmark of the package, as data.
 
-Each entry names the module function that builds the suite's ``TaskSequence``; nothing
-here imports a simulator, so the catalog can be listed on any machine.
+Each entry (:class:`SuiteInfo`) names the module function that builds the suite's
+``TaskSequence``; nothing here imports a simulator, so the catalog can be listed on any
+machine. ``MEAL-<N>`` (any ``N >= 1``) is an entry like every other suite
+(:func:`meal_suite`, listed once in ``SUITE_TEMPLATES``): what makes MEAL different is
+held in its fields, never in "is this MEAL?" branches of the code that runs it:
+
+=================  ===============================  =====================================
+field              single-agent suites              ``MEAL-<N>``
+=================  ===============================  =====================================
+``family``         ``"cora"`` / ``"diagnostic"``    ``"meal"``
+``api``            ``"gymnasium"``                  ``"pettingzoo"``
+``step_unit``      ``AGENT_STEPS``                  ``ENV_STEPS`` (joint actions)
+``evaluation``     at step 0, global grid           not at step 0, per task
+``learners``       ``ppo``, ``vtrace``              ``ppo-jax`` (default), ``ppo``
+``methods``        all                              ``ft ewc online-ewc mas l2``
+``preset_key``     the name                         ``"MEAL"``
+``runtime``        ``VectorRuntime``                ``MealRuntime`` (batched JAX engine)
+=================  ===============================  =====================================
+
+The runtime (``cl_suites.suites.runtime``) builds the suite's *instance* (its sequence,
+agents per env, description and run metadata: MEAL's score normalisers and kitchens),
+the training env, its SB3 view and the evaluator's env source. :func:`parse_suite_id` is
+the one parser of suite ids.
 """
 
 from __future__ import annotations
