@@ -64,7 +64,7 @@ from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.video import VideoRecorder
-from cl_suites.errors import UnknownOptionError
+from cl_suites.errors import BadValueError, ConfigError, RunDirConflictError, UnknownOptionError
 from cl_suites.meal.suite import is_meal_id
 from cl_suites.suites import SuiteInfo, find_suite, meal_suite
 from cl_suites.suites.runtime import SingleAgentSuite, SuiteInstance
@@ -309,7 +309,7 @@ def _resolve_jax_learner(
     torch_only = torch_only_options(hp, presets.accepted_options(learner_class("ppo")))
     values = resolve_jax(hp, method)
     if "cl_method" in overrides:
-        raise ValueError("set the CL method with --method, not with the option cl_method")
+        raise UnknownOptionError("set the CL method with --method, not with the option cl_method")
     overrides = route_jax_overrides(values, overrides, torch_only)
     for key in ("multi_head", "task_id_input"):
         if key in job and key in values:
@@ -546,7 +546,7 @@ def resolve_seed_group(
     ]
     spec = specs[0]
     if spec.learner != JAX_LEARNER:  # the catalog offers ppo-jax on MEAL only
-        raise ValueError(
+        raise ConfigError(
             f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
             f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
             "one, e.g. with cl-suites sweep --seeds)"
@@ -580,7 +580,7 @@ def run_seed_group(
         overrides=overrides,
     )
     if len(run_dirs) != len(specs):
-        raise ValueError(
+        raise BadValueError(
             f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"
         )
     run_dirs = [Path(d) for d in run_dirs]
@@ -717,7 +717,7 @@ def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
     if json.dumps(old.get("schedule")) != json.dumps(metadata["schedule"]):
         diffs.append("schedule differs (other steps_per_task / cycles / num_envs)")
     if diffs:
-        raise ValueError(
+        raise RunDirConflictError(
             f"refusing to resume {run_dir}: it is a different run ({'; '.join(diffs)})"
         )
 

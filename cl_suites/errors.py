@@ -17,6 +17,7 @@ The tree (classes defined in other modules are re-parented onto the categories h
     |   |   +-- SweepError                      cl_suites.sweep.grid: bad sweep input
     |   |   +-- CLIError                        bad command-line input (cl_suites.cli)
     |   +-- RunDirConflictError (RunDirError)   a run directory the command cannot use
+    |   |   +-- RunDirExistsError (FileExistsError)  already holds a run (RunLog)
     |   +-- RunFileError                        run files that cannot be used:
     |   |   +-- CheckpointError                 cl_suites.core.checkpoint_files
     |   |   +-- CorruptRunLogError              cl_suites.core.runlog
@@ -87,6 +88,11 @@ class RunDirError(CLSuitesError):
 class RunDirConflictError(RunDirError, CLIError):
     """A ``--run-dir`` that does not fit the command: a run is already there (without
     ``--resume``), nothing to resume, a file, or a non-empty foreign directory. Exit 2."""
+
+
+class RunDirExistsError(RunDirConflictError, FileExistsError):
+    """A run directory that already holds a run, opened to start a new one (a
+    ``FileExistsError`` too, as ``RunLog`` raised before)."""
 
 
 class RunFileError(InputError):

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.errors import CLSuitesError
+from cl_suites.errors import CLSuitesError, MissingSimulatorError
 
 EnvFactory = Callable[..., gym.Env]
 """Builds one single-task environment (seeded later through ``reset(seed=...)``).
@@ -257,7 +257,7 @@ class TaskSequence:
         missing = [m for m in self.required_modules if importlib.util.find_spec(m) is None]
         if missing:
             hint = f'pip install "cl-suites[{self.extra}]"' if self.extra else "install them"
-            raise ImportError(
+            raise MissingSimulatorError(
                 f"{self.name} needs the module(s) {', '.join(missing)}, which are not installed; "
                 f"run: {hint}"
             )
