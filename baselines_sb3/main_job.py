@@ -10,13 +10,15 @@ MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
 ``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
 shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
 report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
-program, one run directory each. With ``learner="ppo"`` (SB3/torch)
-the multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
-(``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing,
-i.e. IPPO), MEAL's eval env source (all kitchens in one jitted call, sparse delivery
-returns) and the score normalisers in the metadata. Their steps are **env steps** (one
-joint action of all agents); every other suite counts **agent steps** (``env.step``
-calls summed over sub-envs).
+program, one run directory each. What differs between suites comes from the suite's
+catalog entry (``cl_suites.suites.SuiteInfo``), never from "is this MEAL?" tests here:
+its runtime builds the training env and its SB3 view (``MEAL-<N>``: the batched JAX env
+``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing, i.e.
+IPPO) and the evaluator's env source (MEAL: all kitchens in one jitted call); its
+instance gives the agents per env and the run metadata (MEAL: score normalisers); its
+fields give the evaluation defaults and the step unit: **env steps** (one joint action
+of all agents) for MEAL, **agent steps** (``env.step`` calls summed over sub-envs) for
+every other suite.
 """
 
 from __future__ import annotations
