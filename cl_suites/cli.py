@@ -146,7 +146,7 @@ def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[st
     lines = [
         info.description,
         f"defined in: {info.paper}; extra: {info.extra}",
-        f"{instance.num_agents} agent(s) per env; a step is one of the {info.step_unit.text}",
+        f"{instance.num_agents} agent(s) per env; steps are {info.step_unit.text}",
     ]
     return info.id, lines, instance.sequence, info.step_unit.name
 
