@@ -13,13 +13,14 @@ All step counts are agent steps (MEAL: env steps).
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 from baselines_sb3 import presets
 from baselines_sb3.cl import METHODS, method_class
 from baselines_sb3.factory import learner_class
 from baselines_sb3.keywords import accepted_options
+from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.suites import find_suite, parse_suite_id
 
 POLICY_OPTIONS: tuple[str, ...] = (
     "network",
@@ -39,24 +40,23 @@ POLICY_OPTIONS: tuple[str, ...] = (
 
 
 def suite_family(suite: str) -> str:
-    """``"cora"``, ``"meal"`` or ``"diagnostic"`` for a suite name or id."""
-    name = suite_name(suite)
-    if name == "MEAL" or re.fullmatch(r"MEAL-\d+", name):
+    """``"cora"``, ``"meal"`` or ``"diagnostic"`` for a suite name or id: its catalog
+    entry's ``family`` (``"MEAL"``, the presets' key of every ``MEAL-<N>``, is MEAL's)."""
+    if suite == "MEAL":
         return "meal"
-    if name in presets.CORA_SUITES:
-        return "cora"
-    if name == "Diagnostic":
-        return "diagnostic"
-    raise ValueError(
-        f"no preset for suite {suite!r}; presets exist for {', '.join(presets.CORA_SUITES)}, "
-        "Diagnostic, MEAL and MEAL-<N>"
-    )
+    try:
+        return find_suite(suite).family
+    except UnknownSuiteError:
+        raise UnknownSuiteError(
+            f"no preset for suite {suite!r}; presets exist for {', '.join(presets.CORA_SUITES)}, "
+            "Diagnostic, MEAL and MEAL-<N>"
+        ) from None
 
 
 def suite_name(suite: str) -> str:
-    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (names pass through)."""
-    name = str(suite).split(":")[-1].split("/")[-1]
-    return name[: -len("-v0")] if name.endswith("-v0") else name
+    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (``cl_suites.suites.parse_suite_id``;
+    the presets' key ``"MEAL"`` passes through)."""
+    return suite if suite == "MEAL" else parse_suite_id(suite)
 
 
 def _check_preset(preset: str) -> None:
@@ -70,8 +70,8 @@ def default_learner(suite: str, preset: str) -> str:
     PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under both presets
     (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO)."""
     _check_preset(preset)
-    family = suite_family(suite)
-    return {"cora": "vtrace", "meal": "ppo-jax"}.get(family, "ppo")
+    suite_family(suite)  # a suite without presets is refused here
+    return "ppo-jax" if suite == "MEAL" else find_suite(suite).default_learner
 
 
 def _chores(name: str) -> bool:
@@ -257,7 +257,7 @@ def route_overrides(
         elif key in POLICY_OPTIONS or key in ("multi_head", "task_id_input", "num_envs"):
             hp[key] = value
         elif key in foreign and key not in job_owned:
-            raise ValueError(
+            raise UnknownOptionError(
                 f"option {key!r} belongs to {foreign[key]}, not to learner {learner!r} / method "
                 f"{method!r}; valid learner options: {', '.join(sorted(learner_opts))}; valid "
                 f"method options: {', '.join(sorted(method_opts))}"

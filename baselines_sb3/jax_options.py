@@ -23,6 +23,7 @@ from typing import Any
 from baselines_sb3.factory import learner_class
 from baselines_sb3.hyperparameters import POLICY_OPTIONS
 from baselines_sb3.keywords import accepted_options
+from cl_suites.errors import UnknownOptionError
 
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``)."""
@@ -147,7 +148,7 @@ def route_jax_overrides(
         if key in values:
             values[key] = value
         elif key in torch_only:
-            raise ValueError(
+            raise UnknownOptionError(
                 f"option {key!r} belongs to the torch learner 'ppo', not to learner "
                 f"{JAX_LEARNER!r}; valid {JAX_LEARNER} options: {', '.join(sorted(values))} "
                 "(or run with --learner ppo)"
@@ -163,7 +164,7 @@ def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
     shared |= set(TORCH_TO_JAX)
     jax_only = sorted(k for k in overrides if k in set(jax_fields()) - shared)
     if jax_only:
-        raise ValueError(
+        raise UnknownOptionError(
             f"option(s) {', '.join(map(repr, jax_only))} belong to learner {JAX_LEARNER!r}, "
             f"not to learner {learner!r}; run with --learner {JAX_LEARNER} or use the torch "
             f"names ({', '.join(f'{t}={j}' for t, j in TORCH_TO_JAX.items() if j in jax_only)})"

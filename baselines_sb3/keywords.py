@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from cl_suites.errors import UnknownOptionError
+
 
 def accepted_options(cls: type) -> tuple[str, ...]:
     """Keyword arguments ``cls(...)`` accepts (through ``**kwargs`` to its bases)."""
@@ -30,11 +32,12 @@ def accepted_options(cls: type) -> tuple[str, ...]:
 
 
 def check_keywords(kind: str, name: str, cls: type, options: dict[str, Any]) -> None:
-    """``ValueError`` naming any key of ``options`` that ``cls`` does not accept."""
+    """``UnknownOptionError`` (a ``ValueError`` and ``TypeError``) naming any key of
+    ``options`` that ``cls`` does not accept."""
     valid = accepted_options(cls)
     bad = sorted(k for k in options if k not in valid)
     if bad:
-        raise ValueError(
+        raise UnknownOptionError(
             f"{kind} {name!r} does not support option(s) {', '.join(map(repr, bad))}; "
             f"valid: {', '.join(sorted(valid))}"
         )

@@ -10,13 +10,15 @@ MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
 ``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
 shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
 report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
-program, one run directory each. With ``learner="ppo"`` (SB3/torch)
-the multi-agent suites (``MEAL-<N>``) plug in three small pieces: the batched JAX env
-(``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing,
-i.e. IPPO), MEAL's eval env source (all kitchens in one jitted call, sparse delivery
-returns) and the score normalisers in the metadata. Their steps are **env steps** (one
-joint action of all agents); every other suite counts **agent steps** (``env.step``
-calls summed over sub-envs).
+program, one run directory each. What differs between suites comes from the suite's
+catalog entry (``cl_suites.suites.SuiteInfo``), never from "is this MEAL?" tests here:
+its runtime builds the training env and its SB3 view (``MEAL-<N>``: the batched JAX env
+``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing, i.e.
+IPPO) and the evaluator's env source (MEAL: all kitchens in one jitted call); its
+instance gives the agents per env and the run metadata (MEAL: score normalisers); its
+fields give the evaluation defaults and the step unit: **env steps** (one joint action
+of all agents) for MEAL, **agent steps** (``env.step`` calls summed over sub-envs) for
+every other suite.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment
 from cl_suites.core.video import VideoRecorder
+from cl_suites.errors import BadValueError, RunDirConflictError
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -204,7 +207,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         train_env,
         evaluator,
     )
-    unit = "env steps" if spec.meal is not None else "agent steps"
+    unit = spec.suite.step_unit.name
     start_step = train_env.cursor.total_step if state is not None else 0
     if job.progress:
         print(plan_text(schedule, unit, evaluator, start_step), flush=True)
@@ -285,7 +288,7 @@ def run_seed_group(
         overrides=overrides,
     )
     if len(run_dirs) != len(specs):
-        raise ValueError(
+        raise BadValueError(
             f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"
         )
     run_resolved(specs, seeds, run_dirs, resume)
@@ -295,7 +298,6 @@ def run_seed_group(
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
     """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
     from baselines_sb3.jax_job import run_jax_job
-    from cl_suites.meal.evaluation import MealEvalSource
 
     schedule = specs[0].sequence.schedule(specs[0].num_envs)
     if resume:
@@ -314,7 +316,7 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             tensorboard=job.tensorboard,
         )
         try:
-            source = MealEvalSource(spec.meal)
+            source = spec.suite.runtime.eval_source(spec.instance)
             evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, source)
             progress = RunProgress(
                 schedule,
@@ -357,20 +359,13 @@ def _evaluator(
 
 
 def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
-    """(the env that keeps the schedule, its SB3 view, the evaluator's env source)."""
-    if spec.meal is not None:
-        from cl_suites.meal.batched import MealBatchedEnv
-        from cl_suites.meal.evaluation import MealEvalSource
-        from cl_suites.meal.sb3_vec import MealSB3VecEnv
-
-        batched = MealBatchedEnv(spec.meal, spec.num_envs)
-        sb3_env = MealSB3VecEnv(batched)  # full 400-step episodes: terminal in wrap_env
-        return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
-    from cl_suites.core.sb3_adapter import SB3VecEnv
-    from cl_suites.core.vector import SequenceVectorEnv
-
-    venv = SequenceVectorEnv(spec.sequence, spec.num_envs, spec.options.vectorization_mode)
-    return venv, SB3VecEnv(venv), None
+    """(the env that keeps the schedule, its SB3 view, the evaluator's env source), from
+    the suite's catalog entry (``SequenceVectorEnv``; MEAL: its batched engine)."""
+    runtime = spec.suite.runtime
+    env, eval_source = runtime.vector_env(
+        spec.instance, spec.num_envs, spec.options.vectorization_mode
+    )
+    return env, runtime.sb3_view(env), eval_source
 
 
 def _video_recorder(
@@ -389,7 +384,7 @@ def _video_recorder(
 
 def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:
     sequence = spec.sequence
-    description = spec.meal.describe() if spec.meal is not None else sequence.describe()
+    description = spec.instance.describe()
     metadata = {
         "suite_id": spec.suite.id,
         "suite": spec.suite.name,
@@ -415,11 +410,7 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         },
         "step_unit": spec.step_unit,
     }
-    if spec.meal is not None:
-        metadata.update(
-            spec.meal.run_metadata(),
-            multi_agent="IPPO: one policy shared by every agent (parameter sharing)",
-        )
+    metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
 
 
@@ -433,7 +424,7 @@ def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
     if json.dumps(old.get("schedule")) != json.dumps(metadata["schedule"]):
         diffs.append("schedule differs (other steps_per_task / cycles / num_envs)")
     if diffs:
-        raise ValueError(
+        raise RunDirConflictError(
             f"refusing to resume {run_dir}: it is a different run ({'; '.join(diffs)})"
         )
 

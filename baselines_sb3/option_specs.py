@@ -135,20 +135,16 @@ def observation_bytes(space: Any) -> int | None:
 
 
 def job_size_warnings(spec: Any) -> list[str]:
-    """:func:`size_warnings` of a resolved run (``main_job.JobSpec``)."""
-    meal, learner = spec.meal is not None, spec.hp["learner"]
-    if meal:
-        obs = 4 * math.prod(spec.meal.obs_shape)
-    else:
-        obs = observation_bytes(spec.sequence.observation_space)
+    """:func:`size_warnings` of a resolved run (``run_spec.JobSpec``)."""
+    learner = spec.hp["learner"]
     return size_warnings(
         total_steps=spec.sequence.schedule(spec.num_envs)[-1].end_step,
-        step_unit="env steps" if meal else "agent steps",
+        step_unit=spec.suite.step_unit.name,
         num_envs=spec.num_envs,
         agents=spec.num_agents,
         n_steps=int(learner.get("n_steps", learner.get("num_steps", 1))),  # torch / ppo-jax
-        obs_bytes=obs,
-        cpu_bound=not meal,
+        obs_bytes=observation_bytes(spec.sequence.observation_space),
+        cpu_bound=spec.suite.runtime.steps_on_cpu,
     )
 
 

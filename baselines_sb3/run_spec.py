@@ -45,10 +45,10 @@ from baselines_sb3.jax_options import (
 from baselines_sb3.keywords import accepted_options
 from baselines_sb3.option_specs import Opt
 from cl_suites.config import argument_docs, check_names, keyword_defaults
-from cl_suites.core.task import TaskSequence, check_positive_int
-from cl_suites.errors import BadValueError
-from cl_suites.meal.suite import is_meal_id
-from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
+from cl_suites.core.task import TaskSequence
+from cl_suites.errors import BadValueError, ConfigError
+from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite, meal_suite
+from cl_suites.suites.runtime import SuiteInstance
 
 TORCH_THREADS = 1
 """The default of ``torch_threads`` (and so of ``update_threads``) for every suite: the one
@@ -295,12 +295,9 @@ OPTION_SPECS: dict[str, Opt] = {
 }
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
-MEAL_LEARNERS: tuple[str, ...] = (JAX_LEARNER, "ppo")
-"""Learners of MEAL suites: the JAX IPPO (default) and the SB3/torch IPPO."""
-MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
-"""Suite options of MEAL runs (unless overridden): MEAL's paper-time training code resets
-every episode to random agent positions, inventories and pot states (its Overcooked's
-``random_reset=True``, for training and evaluation envs alike)."""
+MEAL_LEARNERS: tuple[str, ...] = meal_suite(1).learners
+"""Learners of MEAL suites (their catalog entry's): the JAX IPPO (default) and the
+SB3/torch IPPO."""
 
 
 def check_option(name: str, value: Any) -> Any:
@@ -330,7 +327,8 @@ class JobSpec:
         options_set: the job options the run set (what ``config()`` lists).
         num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
         multi_head / task_id_input: policy options.
-        meal: the ``MealSuite`` (kitchens, agents) of a MEAL run, else ``None``.
+        instance: the suite as built for this run by its catalog entry's runtime
+            (``SingleAgentSuite``; MEAL: the ``MealSuite``, its kitchens and agents).
     """
 
     suite: SuiteInfo
@@ -345,7 +343,13 @@ class JobSpec:
     num_envs: int
     multi_head: bool
     task_id_input: bool
-    meal: Any = None
+    instance: SuiteInstance
+
+    @property
+    def meal(self) -> Any:
+        """The ``MealSuite`` of a MEAL run (what ``baselines_jax`` trains on), else
+        ``None``."""
+        return self.instance if self.suite.family == "meal" else None
 
     @property
     def job(self) -> dict[str, Any]:
@@ -355,13 +359,12 @@ class JobSpec:
     @property
     def num_agents(self) -> int:
         """Agents per env: SB3 slots per env (1 for single-agent suites)."""
-        return self.meal.num_agents if self.meal is not None else 1
+        return self.instance.num_agents
 
     @property
     def step_unit(self) -> str:
-        if self.meal is not None:
-            return "env steps (one joint action of all agents)"
-        return "agent steps (env.step calls summed over sub-envs)"
+        """The run metadata's ``step_unit`` (the catalog entry's)."""
+        return self.suite.step_unit.text
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration as JSON-ready data, the job options the run set
@@ -420,19 +423,13 @@ def resolve(
     overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
     _check_choice("method", method, list(METHODS))
     _check_choice("preset", preset, presets.PRESETS)
-    # MEAL's differences, each a candidate catalog field, are the lines marked "MEAL:" here
-    # and MEAL_LEARNERS, MEAL_RUN_SUITE and _resolve_meal_suite below
-    meal = is_meal_id(suite)  # MEAL: its own catalog entry and methods
-    if meal:
-        from cl_suites.meal.suite import suite_info
-
-        info = suite_info(str(suite).split(":", 1)[-1])
-        _check_choice("method for MEAL", method, presets.MEAL_METHODS)
-    else:
-        info = find_suite(suite)
-    preset_suite = "MEAL" if meal else info.name  # MEAL: one preset for every MEAL-<N>
+    # what differs between suites comes from the catalog entry (cl_suites.suites)
+    info = find_suite(suite)
+    if info.methods is not None:
+        _check_choice(f"method for {info.preset_key}", method, info.methods)
+    preset_suite = info.preset_key  # every MEAL-<N> shares the "MEAL" preset
     learner = learner or hyperparameters.default_learner(preset_suite, preset)
-    valid = MEAL_LEARNERS if meal else LEARNERS  # MEAL: its learners
+    valid = info.learners
     if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
         raise ValueError(
             f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
@@ -445,21 +442,20 @@ def resolve(
     if learner == JAX_LEARNER:
         hp, rest = _resolve_jax_learner(hp, method, given, overrides)
     else:
-        if meal:  # MEAL: the torch IPPO refuses the JAX IPPO's option names
+        if JAX_LEARNER in info.learners:  # the torch IPPO refuses the JAX IPPO's names
             check_no_jax_options(overrides, learner)
         rest = hyperparameters.route_overrides(hp, learner, method, overrides)
-    _check_suite_names(info, meal, rest, learner, method, hp)
+    _check_suite_names(info, rest, learner, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
     if learner == JAX_LEARNER:
         hp["learner"]["num_envs"] = n_envs
         make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
-    meal_suite = None
-    if meal:  # MEAL: kitchens from the seed, budgets in whole updates
-        meal_suite, suite_kwargs = _resolve_meal_suite(info, hp, suite_kwargs, n_envs, seed)
-        sequence = meal_suite.sequence
-    else:
-        sequence = info.build(**suite_kwargs)
+    # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
+    instance, suite_kwargs = info.runtime.run_instance(
+        info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
+    )
+    sequence = instance.sequence
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
     multi_head = bool(hp["multi_head"] if job.multi_head is None else job.multi_head)
     task_id_input = bool(hp["task_id_input"] if job.task_id_input is None else job.task_id_input)
@@ -468,8 +464,8 @@ def resolve(
         checkpoint_every=job.checkpoint_every or sequence.eval_every,
         multi_head=multi_head,
         task_id_input=task_id_input,
-        eval_at_start=not meal if job.eval_at_start is None else job.eval_at_start,  # MEAL: no
-        eval_per_task=meal if job.eval_per_task is None else job.eval_per_task,  # MEAL: yes
+        eval_at_start=info.evaluation.at_start if job.eval_at_start is None else job.eval_at_start,
+        eval_per_task=info.evaluation.per_task if job.eval_per_task is None else job.eval_per_task,
         update_threads=job.update_threads or job.torch_threads,
     )
     return JobSpec(
@@ -485,24 +481,21 @@ def resolve(
         num_envs=n_envs,
         multi_head=multi_head,
         task_id_input=task_id_input,
-        meal=meal_suite,
+        instance=instance,
     )
 
 
-def suite_options(info: SuiteInfo, meal: bool) -> dict[str, Any] | None:
+def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
     """The suite's options and their defaults (its builder's keywords), or ``None`` for a
     builder that forwards any keyword to its simulator."""
-    if meal:
-        from cl_suites.meal.suite import build_suite as builder
-    else:
-        builder = info.builder_function()
-    if meal:  # MEAL: the suite id first; other names are refused by the builder itself
+    builder = info.builder_function()
+    if info.family == "meal":  # the suite id first; other names are refused by the builder
         return keyword_defaults(builder, skip=("id_or_n",), refuses_others=True)
     return keyword_defaults(builder)
 
 
 def valid_options(
-    info: SuiteInfo, meal: bool, learner: str, method: str, hp: dict[str, Any]
+    info: SuiteInfo, learner: str, method: str, hp: dict[str, Any]
 ) -> dict[str, tuple[str, ...]]:
     """The option names a run takes, by section (``job``, ``learner``, ``method``,
     ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
@@ -519,19 +512,19 @@ def valid_options(
         method_names = ("variant", *accepted_options(method_class(method, variant)))
         policy = hyperparameters.POLICY_OPTIONS
         job = JOB_OPTIONS
-    suite = suite_options(info, meal) or {}
+    suite = suite_options(info) or {}
+    seeded = info.runtime.seeded_kwargs({}, 0)  # MEAL: the run seed decides the kitchens
     return {
         "job": job,
         "learner": tuple(n for n in learner_names if n not in job_owned),
         "method": tuple(dict.fromkeys(n for n in method_names if n not in job_owned)),
         "policy": policy,
-        "suite": tuple(n for n in suite if n != "seed" or not meal),
+        "suite": tuple(n for n in suite if n != "seed" or not seeded),
     }
 
 
 def _check_suite_names(
     info: SuiteInfo,
-    meal: bool,
     rest: Mapping[str, Any],
     learner: str,
     method: str,
@@ -539,11 +532,11 @@ def _check_suite_names(
 ) -> None:
     """The one name check: every option left after the job, learner, method and policy
     took theirs must be a suite option (``UnknownOptionError`` otherwise)."""
-    if suite_options(info, meal) is None:
+    if suite_options(info) is None:
         return  # the builder forwards any keyword to its simulator, which checks them
-    if meal and "seed" in rest:
-        return  # refused with its own message by _resolve_meal_suite
-    known = valid_options(info, meal, learner, method, hp)
+    if "seed" in rest and info.runtime.seeded_kwargs({}, 0):
+        return  # refused with its own message by the runtime (MEAL: use layout_seed)
+    known = valid_options(info, learner, method, hp)
     check_names(rest, known, f"--suite {info.name} --learner {learner} --method {method}")
 
 
@@ -588,32 +581,6 @@ def rollout_steps(hp: dict[str, Any]) -> int:
     return int(learner.get("n_steps", learner.get("num_steps", 1)))
 
 
-def _resolve_meal_suite(
-    info: SuiteInfo, hp: dict[str, Any], suite_kwargs: dict[str, Any], n_envs: int, seed: int
-) -> tuple[Any, dict[str, Any]]:
-    """MEAL's suite of a run: kitchens from the run seed unless ``layout_seed`` is set,
-    ``MEAL_RUN_SUITE``, budgets rounded down to whole PPO updates (env steps)."""
-    from cl_suites.meal.suite import PAPER_STEPS_PER_TASK, build_suite
-
-    if "seed" in suite_kwargs:
-        raise ValueError(
-            "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
-            f"layout_seed (got seed={suite_kwargs['seed']!r} as a suite option)"
-        )
-    kwargs = {"layout_seed": int(seed), **MEAL_RUN_SUITE, **suite_kwargs}
-    rollout = rollout_steps(hp) * n_envs
-    requested = check_positive_int(
-        "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
-    )
-    if requested < rollout:
-        raise ValueError(
-            f"steps_per_task {requested} is less than one PPO update of {rollout} env steps "
-            f"(n_steps x num_envs); use at least {rollout}"
-        )
-    kwargs["steps_per_task"] = requested // rollout * rollout
-    return build_suite(info.name, **kwargs), kwargs
-
-
 def resolve_seed_group(
     *,
     suite: str,
@@ -636,8 +603,7 @@ def resolve_seed_group(
 
     seeds = check_seeds(seeds)
     overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
-    if is_meal_id(suite):
-        overrides.setdefault("layout_seed", seeds[0])
+    overrides = find_suite(suite).runtime.seeded_kwargs(overrides, seeds[0])
     specs = [
         resolve(
             suite=suite,
@@ -651,8 +617,8 @@ def resolve_seed_group(
         for s in seeds
     ]
     spec = specs[0]
-    if spec.meal is None or spec.learner != JAX_LEARNER:
-        raise ValueError(
+    if spec.learner != JAX_LEARNER:  # the catalog offers ppo-jax on MEAL only
+        raise ConfigError(
             f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
             f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
             "one, e.g. with cl-suites sweep --seeds)"
@@ -663,8 +629,8 @@ def resolve_seed_group(
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     """Every option of the resolved run ``spec`` with its value and one-line doc, by
     section (what ``cl-suites options`` prints)."""
-    meal = spec.meal is not None
-    known = valid_options(spec.suite, meal, spec.learner, spec.method, spec.hp)
+    meal = spec.suite.family == "meal"
+    known = valid_options(spec.suite, spec.learner, spec.method, spec.hp)
     learner_defaults = _signature_defaults(
         None if spec.learner == JAX_LEARNER else learner_class(spec.learner)
     )
@@ -672,7 +638,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     if spec.learner != JAX_LEARNER:
         variant = spec.hp["method"].get("variant")
         method_defaults = _signature_defaults(method_class(spec.method, variant))
-    suite_defaults = {**(suite_options(spec.suite, meal) or {}), **spec.suite_kwargs}
+    suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = {} if meal else argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),

@@ -31,12 +31,14 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import KVWriter, Logger, TensorBoardOutputFormat
 
+from cl_suites.errors import CLSuitesError
+
 TB_DIR = "tb"
 WANDB_DIR = "wandb"
 WANDB_PROJECT = "cl-suites"
 
 
-class TrackingError(RuntimeError):
+class TrackingError(CLSuitesError, RuntimeError):
     """A tracking backend could not start (the message says how to fix it)."""
 
 

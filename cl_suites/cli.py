@@ -2,7 +2,8 @@
 
 Every subcommand is one entry of ``COMMANDS`` (a :class:`Command`: help line, a function
 adding its arguments, a function running it). ``main`` turns every error into one line on
-stderr and an exit code: 0 success, 1 the command failed (disk full, locked run
+stderr and an exit code chosen by the error's class (``EXIT_CODES``, over the
+``cl_suites.errors`` hierarchy): 0 success, 1 the command failed (disk full, locked run
 directory, an unexpected error), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM; an
 interrupted ``run`` prints the command that resumes it). ``--debug`` (or
 ``CL_SUITES_DEBUG=1``) shows the traceback instead.
@@ -44,8 +45,16 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
-from cl_suites.meal.suite import is_meal_id
-from cl_suites.suites import COMMON_KWARGS, SUITES, find_suite
+from cl_suites.errors import (
+    CLIError,
+    CLSuitesError,
+    InputError,
+    MissingSimulatorError,
+    RunDirConflictError,
+    RunInterrupted,
+    SimulatorSetupError,
+)
+from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite, parse_suite_id
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
@@ -56,14 +65,6 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 console = Console()  # the terminal's width (COLUMNS when piped; rich wraps table cells)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
-
-
-class CLIError(Exception):
-    """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
-
-
-class RunInterrupted(Exception):
-    """A ``run`` stopped by Ctrl-C / SIGTERM (the message says how to resume it)."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,11 @@ def _suite_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Every suite in two columns that fit any terminal width: id, extra and install
-    status; budget and tasks (the only text that wraps)."""
+    status; budget and tasks (the only text that wraps). Ids with a parameter
+    (``CLSuite/MEAL-<N>-v0``) get one row with their entry's unit and description."""
     table = Table(title="cl-suites benchmarks", box=box.SIMPLE_HEAD)
     table.add_column("suite (extra: installed)", no_wrap=True)
-    table.add_column("agent steps per task; tasks", ratio=1)
+    table.add_column("steps per task; tasks", ratio=1)
 
     def status(extra: str, installed: bool) -> str:
         return f"{extra}: " + ("[green]yes[/green]" if installed else "[red]no[/red]")
@@ -125,39 +127,30 @@ def cmd_list(args: argparse.Namespace) -> int:
         names = ", ".join(f"{i}-{t.name}" for i, t in enumerate(sequence.tasks))
         table.add_row(
             f"[bold]{suite.id}[/bold]\n{status(suite.extra, suite.installed)}",
-            f"{sequence.tasks[0].budget:,} x {sequence.cycles} "
+            f"{sequence.tasks[0].budget:,} {suite.step_unit.name} x {sequence.cycles} "
             f"cycle{'s' if sequence.cycles != 1 else ''}, eval every "
             f"{sequence.eval_every:,}\n{names}",
         )
-    if importlib.util.find_spec("cl_suites.meal") is not None:
+    for suite_id, entry in SUITE_TEMPLATES.items():
+        suite = entry(1)
         table.add_row(
-            f"[bold]CLSuite/MEAL-<N>-v0[/bold]\n"
-            f"{status('meal', importlib.util.find_spec('jax') is not None)}",
-            "env steps (one joint action of all agents)\n"
-            "N Overcooked layouts (PettingZoo; cl_suites.make_parallel)",
+            f"[bold]{escape(suite_id)}[/bold]\n{status(suite.extra, suite.installed)}",
+            f"{suite.step_unit.text}\n{escape(suite.description)}",
         )
     console.print(table)
     return EXIT_OK
 
 
 def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[str], Any, str]:
-    """``(id, description lines, TaskSequence, step unit)`` of a suite name (MEAL included)."""
-    if is_meal_id(suite):
-        from cl_suites.meal import build_suite
-        from cl_suites.meal.suite import parse_meal_id
-
-        n = parse_meal_id(suite)
-        meal = build_suite(n, **overrides)
-        lines = [
-            f"{n} Overcooked kitchens, {meal.num_agents} agents, episodes of "
-            f"{meal.episode_len} steps (PettingZoo: cl_suites.make_parallel)",
-            "defined in: MEAL (Tomilin et al.), sections 4-5; extra: meal",
-        ]
-        return f"CLSuite/MEAL-{n}-v0", lines, meal.sequence, "env steps"
+    """``(id, description lines, TaskSequence, step unit)`` of any catalog id."""
     info = find_suite(suite)
-    sequence = info.build(**overrides)
-    lines = [info.description, f"defined in: {info.paper}; extra: {info.extra}"]
-    return info.id, lines, sequence, "agent steps"
+    instance = info.instance(**overrides)
+    lines = [
+        info.description,
+        f"defined in: {info.paper}; extra: {info.extra}",
+        f"{instance.num_agents} agent(s) per env; steps are {info.step_unit.text}",
+    ]
+    return info.id, lines, instance.sequence, info.step_unit.name
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -249,17 +242,12 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         value = getattr(config, key)
         if value is not None and value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
-    if config.is_meal:
-        from cl_suites.meal.suite import parse_meal_id
-
-        parse_meal_id(config.suite)
-    else:
-        info = find_suite(config.suite)
-        if config.method == "random":  # the random agent takes no learner or method
-            suite = keyword_defaults(info.builder_function())
-            known = {"job": RANDOM_JOB_OPTIONS, "suite": tuple(suite or ())}
-            if suite is not None:
-                check_names(config.options, known, f"--suite {info.name} --method random")
+    info = find_suite(config.suite)
+    if config.method == "random":  # the random agent takes no learner or method
+        suite = keyword_defaults(info.builder_function())
+        known = {"job": RANDOM_JOB_OPTIONS, "suite": tuple(suite or ())}
+        if suite is not None:
+            check_names(config.options, known, f"--suite {info.name} --method random")
     if config.seeds is not None:
         _check_seeds_run(config)
     return config
@@ -271,7 +259,7 @@ def _check_seeds_run(config: RunConfig) -> None:
         raise ConfigError(
             f"give --seed ({config.seed}) or --seeds ({' '.join(map(str, config.seeds))}), not both"
         )
-    if config.method == "random" or not config.is_meal:
+    if config.method == "random" or "ppo-jax" not in find_suite(config.suite).learners:
         raise ConfigError(
             f"--seeds trains several seeds in one program with learner ppo-jax on MEAL suites; "
             f"for --suite {config.suite} --method {config.method} run the seeds one by one "
@@ -280,7 +268,7 @@ def _check_seeds_run(config: RunConfig) -> None:
 
 
 def _default_run_dir(config: RunConfig) -> Path:
-    suite_name = config.suite.split(":")[-1].split("/")[-1].removesuffix("-v0")
+    suite_name = parse_suite_id(config.suite)
     if config.seeds is not None:
         return Path(f"runs/{suite_name}-{config.method}-seeds")
     return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
@@ -302,39 +290,39 @@ def _check_run_dir(run_dir: Path, resume: bool) -> None:
     from cl_suites.core.runlog import METADATA_FILE, read_metadata
 
     if run_dir.exists() and not run_dir.is_dir():
-        raise CLIError(f"--run-dir {run_dir} is a file, not a directory")
+        raise RunDirConflictError(f"--run-dir {run_dir} is a file, not a directory")
     entries = []
     if run_dir.is_dir():
         entries = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
     has_run = (run_dir / METADATA_FILE).exists()
     if resume:
         if not run_dir.exists():
-            raise CLIError(f"cannot resume {run_dir}: the directory does not exist")
+            raise RunDirConflictError(f"cannot resume {run_dir}: the directory does not exist")
         if not entries:
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: the directory is empty (no run to continue); "
                 "drop --resume to start a new run there"
             )
         if not has_run:
             shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: it is not a cl-suites run directory (no "
                 f"{METADATA_FILE}; it holds {shown})"
             )
         metadata = read_metadata(run_dir)
         if not isinstance(metadata, dict) or "suite_id" not in metadata:
-            raise CLIError(
+            raise RunDirConflictError(
                 f"cannot resume {run_dir}: its {METADATA_FILE} is not a cl-suites run's "
                 "(no suite_id)"
             )
         return
     if has_run:
-        raise CLIError(
+        raise RunDirConflictError(
             f"run directory {run_dir} already holds a run; add --resume to continue it or "
             "choose another --run-dir"
         )
     if entries:
-        raise CLIError(
+        raise RunDirConflictError(
             f"refusing to start a run in {run_dir}: the directory is not empty and holds no "
             "cl-suites run; choose another --run-dir"
         )
@@ -759,7 +747,28 @@ def _setup_log_messages() -> None:
             log.addHandler(_NoteHandler())
 
 
-BAD_INPUT = (CLIError, ValueError, KeyError, FileExistsError, ImportError)
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+    (RunInterrupted, EXIT_INTERRUPTED),
+    (InputError, EXIT_BAD_INPUT),
+    (MissingSimulatorError, EXIT_BAD_INPUT),
+    (SimulatorSetupError, EXIT_BAD_INPUT),
+    (CLSuitesError, EXIT_FAILED),
+    *((legacy, EXIT_BAD_INPUT) for legacy in (ValueError, KeyError, ImportError, FileExistsError)),
+    (MemoryError, EXIT_FAILED),
+    (OSError, EXIT_FAILED),
+)
+"""The exit code of an error, by class (the first row it is an instance of; never by its
+message): the ``cl_suites.errors`` classes first, then the built-in types that library
+code still raises for bad values (``ValueError`` and kin: bad input, as before the
+hierarchy), then ``MemoryError`` and ``OSError`` (the command failed). Any other error
+(``TypeError``, ``AttributeError``, ...: a bug, not bad input) exits ``EXIT_FAILED`` as
+*unexpected*, with a hint to rerun with ``--debug``."""
+
+
+def exit_code(e: BaseException) -> int | None:
+    """``e``'s row of ``EXIT_CODES``, or ``None`` for an unexpected error."""
+    return next((code for cls, code in EXIT_CODES if isinstance(e, cls)), None)
 
 
 def _one_line(e: BaseException) -> str:
@@ -782,30 +791,21 @@ def _close_progress_bars() -> None:
 
 
 def report_error(e: BaseException) -> int:
-    """Print ``e`` as one line on stderr; the exit code."""
-    from cl_suites.core.fsutil import RunDiskError
-    from cl_suites.core.runlock import RunDirLockedError
-
+    """Print ``e`` as one line on stderr; the exit code (``EXIT_CODES``, by class)."""
     _close_progress_bars()
-    if isinstance(e, (KeyboardInterrupt, RunInterrupted)):
+    code = exit_code(e)
+    if code == EXIT_INTERRUPTED:
         text = _one_line(e) if isinstance(e, RunInterrupted) else "interrupted"
         err_console.print(f"[yellow]{escape(text)}[/yellow]")
-        return EXIT_INTERRUPTED
-    if isinstance(e, (RunDiskError, RunDirLockedError, MemoryError)):
-        code, text = EXIT_FAILED, _one_line(e)
-    elif isinstance(e, BAD_INPUT) or (
-        isinstance(e, TypeError) and "unexpected keyword argument" in str(e)
-    ):
-        code, text = EXIT_BAD_INPUT, _one_line(e)
-    elif isinstance(e, OSError):
-        code, text = EXIT_FAILED, _one_line(e)
-    else:
+        return code
+    text = _one_line(e)
+    if code is None:
         code = EXIT_FAILED
         text = (
-            f"unexpected {type(e).__name__}: {_one_line(e)} (rerun with --debug or "
+            f"unexpected {type(e).__name__}: {text} (rerun with --debug or "
             f"{DEBUG_ENV}=1 for the traceback)"
         )
-    if isinstance(e, MemoryError) and not str(e):
+    elif isinstance(e, MemoryError) and not str(e):
         text = "out of memory (MemoryError); use a smaller preset, budget or buffer"
     err_console.print(f"[red]error:[/red] {escape(text)}")
     return code

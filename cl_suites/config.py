@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.errors import ConfigError, UnknownOptionError
-from cl_suites.meal.suite import is_meal_id
 
 try:
     import tomllib
@@ -109,10 +108,6 @@ class RunConfig:
     options: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     seeds: list[int] | None = None
-
-    @property
-    def is_meal(self) -> bool:
-        return is_meal_id(self.suite)
 
 
 def check_seed(value: Any) -> int:

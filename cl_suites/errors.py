@@ -2,8 +2,39 @@
 
 Every error of the package derives from :class:`CLSuitesError`; each subclass also
 derives from the built-in type code caught before the hierarchy existed (``ValueError``,
-``TypeError``, ``KeyError``, ``ImportError``, ...), so existing ``except`` clauses keep
-working. The CLI maps these classes, never message text, to its exit codes.
+``TypeError``, ``KeyError``, ``ImportError``, ``FileNotFoundError``, ``RuntimeError``,
+``MemoryError``), so existing ``except`` clauses keep working. The CLI maps these
+classes, never message text, to its exit codes (``cl_suites.cli.EXIT_CODES``).
+
+The tree (classes defined in other modules are re-parented onto the categories here)::
+
+    CLSuitesError                               expected failure (CLI exit 1)
+    +-- InputError (ValueError)                 input the user can fix (CLI exit 2)
+    |   +-- ConfigError                         a run configuration that cannot be used
+    |   |   +-- UnknownOptionError (TypeError)  an option name nothing accepts
+    |   |   +-- BadValueError                   an option value out of type or range
+    |   |   +-- UnknownSuiteError (KeyError)    a suite id not in the catalog
+    |   |   +-- SweepError                      cl_suites.sweep.grid: bad sweep input
+    |   |   +-- CLIError                        bad command-line input (cl_suites.cli)
+    |   +-- RunDirConflictError (RunDirError)   a run directory the command cannot use
+    |   |   +-- RunDirExistsError (FileExistsError)  already holds a run (RunLog)
+    |   +-- RunFileError                        run files that cannot be used:
+    |   |   +-- CheckpointError                 cl_suites.core.checkpoint_files
+    |   |   +-- CorruptRunLogError              cl_suites.core.runlog
+    |   |   +-- UnsafeEnvStateError             cl_suites.core.env_state
+    |   +-- MetricsInputError                   cl_suites.metrics.runs
+    +-- MissingSimulatorError (ImportError)     a simulator package not installed (exit 2)
+    +-- SimulatorSetupError (FileNotFoundError) a simulator's build or data missing (exit 2)
+    |   +-- ChoresSetupError (and its three)    cl_suites.envs.chores.errors
+    +-- RunDirError                             run-directory conflicts:
+    |   +-- RunDirLockedError (RuntimeError)    cl_suites.core.runlock (exit 1)
+    +-- RunDiskError (RuntimeError)             cl_suites.core.fsutil: disk full (exit 1)
+    +-- EnvStateError                           cl_suites.core.env_state
+    +-- SequenceDoneError (RuntimeError)        cl_suites.core.task
+    +-- LayoutGenerationError (RuntimeError)    cl_suites.meal.layouts
+    +-- ReplayMemoryError (MemoryError)         baselines_sb3.cl.clear
+    +-- TrackingError (RuntimeError)            baselines_sb3.tracking
+    +-- RunInterrupted                          cl_suites.cli: Ctrl-C / SIGTERM (exit 130)
 
 >>> from cl_suites.errors import CLSuitesError, UnknownOptionError
 >>> issubclass(UnknownOptionError, (CLSuitesError, ValueError, TypeError))
@@ -17,10 +48,16 @@ from types import ModuleType
 
 
 class CLSuitesError(Exception):
-    """Root of every error cl-suites raises on purpose."""
+    """Root of every error cl-suites raises on purpose (the CLI: one line, exit 1, unless
+    a subclass says otherwise)."""
 
 
-class ConfigError(CLSuitesError, ValueError):
+class InputError(CLSuitesError, ValueError):
+    """Input the user can fix (arguments, config and sweep files, run directories, run
+    files); the message names the bad value and the valid ones. CLI exit 2."""
+
+
+class ConfigError(InputError):
     """A run configuration that cannot be used (the message names the value and why)."""
 
 
@@ -33,12 +70,57 @@ class BadValueError(ConfigError):
     """An option value outside its declared type or range (the message names both)."""
 
 
+class UnknownSuiteError(ConfigError, KeyError):
+    """A suite id that is not in the catalog (a ``KeyError`` too, as ``find_suite``
+    raised before; the message lists the valid ids)."""
+
+    __str__ = BaseException.__str__  # the message as written, not KeyError's repr
+
+
+class CLIError(ConfigError):
+    """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
+
+
+class RunDirError(CLSuitesError):
+    """A run directory the command cannot use as it is (conflicts between runs)."""
+
+
+class RunDirConflictError(RunDirError, CLIError):
+    """A ``--run-dir`` that does not fit the command: a run is already there (without
+    ``--resume``), nothing to resume, a file, or a non-empty foreign directory. Exit 2."""
+
+
+class RunDirExistsError(RunDirConflictError, FileExistsError):
+    """A run directory that already holds a run, opened to start a new one (a
+    ``FileExistsError`` too, as ``RunLog`` raised before)."""
+
+
+class RunFileError(InputError):
+    """Files of a run directory (checkpoint, logs, saved env state) that cannot be used."""
+
+
+class MissingSimulatorError(CLSuitesError, ImportError):
+    """A simulator (or other optional) package that is not installed; the message names
+    the ``pip install "cl-suites[extra]"`` that provides it. CLI exit 2."""
+
+
+class SimulatorSetupError(CLSuitesError, FileNotFoundError):
+    """A simulator that is installed but misses what it needs at run time (a build, data
+    files); the message says how to fix it. CLI exit 2."""
+
+
+class RunInterrupted(CLSuitesError):
+    """A ``run`` stopped by Ctrl-C / SIGTERM (the message says how to resume it). CLI
+    exit 130."""
+
+
 def require(module: str, extra: str) -> ModuleType:
-    """Import ``module``, or raise ``ImportError`` naming the cl-suites extra that provides it."""
+    """Import ``module``, or raise :class:`MissingSimulatorError` (an ``ImportError``)
+    naming the cl-suites extra that provides it."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(
+        raise MissingSimulatorError(
             f"{module!r} is not installed (or failed to import: {e}); "
             f'install it with: pip install "cl-suites[{extra}]"'
         ) from e

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.api import make_sequence
 from cl_suites.core.evaluation import Evaluator, Policy
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import RunLog
-from cl_suites.core.vector import SequenceVectorEnv, VectorizationMode
-from cl_suites.meal.suite import is_meal_id
+from cl_suites.core.vector import VectorizationMode
+from cl_suites.suites import find_suite
 from cl_suites.training import episode_records, run_metadata
 
 
@@ -78,24 +77,14 @@ class Recorder:
         **env_kwargs: Any,
     ):
         self.run_dir = Path(run_dir)
-        extra: dict[str, Any] = {}
-        source = None
-        if is_meal_id(suite):
-            from cl_suites.meal.batched import MealBatchedEnv
-            from cl_suites.meal.evaluation import MealEvalSource
-            from cl_suites.meal.suite import build_suite
-
-            env_kwargs = {"layout_seed": int(seed), **env_kwargs}
-            meal = build_suite(str(suite).split(":", 1)[-1], **env_kwargs)
-            self.envs: Any = MealBatchedEnv(meal, num_envs)
-            source = MealEvalSource(meal, self.envs.engine)
-            extra = meal.run_metadata()
-            unit = "env steps"
-            sequence = meal.sequence
-        else:
-            sequence = make_sequence(suite, **env_kwargs)
-            self.envs = SequenceVectorEnv(sequence, num_envs, vectorization_mode)
-            unit = "agent steps"
+        info = find_suite(suite)
+        env_kwargs = info.runtime.seeded_kwargs(env_kwargs, seed)
+        instance = info.instance(**env_kwargs)
+        self.envs: Any
+        self.envs, source = info.runtime.vector_env(instance, num_envs, vectorization_mode)
+        extra = instance.run_metadata()
+        unit = info.step_unit.name
+        sequence = instance.sequence
         self.sequence = sequence
         evaluation = {"at_start": eval_at_start, "max_episode_steps": eval_max_episode_steps}
         metadata = run_metadata(

@@ -15,8 +15,6 @@ import numpy as np
 
 from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
 from cl_suites.core.vector import VectorizationMode
-from cl_suites.meal.suite import is_meal_id
-from cl_suites.meal.suite import suite_info as meal_suite_info
 from cl_suites.suites import find_suite
 
 
@@ -32,7 +30,7 @@ def run_metadata(
 ) -> dict[str, Any]:
     """The ``metadata.json`` content of a run: suite id and kwargs, seed, method, the
     schedule with this number of sub-envs, and the suite's metric settings."""
-    info = meal_suite_info(str(suite).split(":", 1)[-1]) if is_meal_id(suite) else find_suite(suite)
+    info = find_suite(suite)
     description = sequence.describe()
     return {
         "suite_id": info.id,

@@ -30,6 +30,7 @@ from baselines_sb3.cl.regularizers import (
     QuadraticPenalty,
 )
 from baselines_sb3.keywords import check_keywords
+from cl_suites.errors import UnknownOptionError
 
 METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
     "ft": {"cora": ContinualMethod, "meal": ContinualMethod},
@@ -65,7 +66,7 @@ def make_method(
     check_keywords("method", name, cls, kwargs)
     if cls is ContinualMethod:
         if kwargs:
-            raise ValueError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
+            raise UnknownOptionError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
         return ContinualMethod()
     kwargs.setdefault("seed", seed)
     return cls(**kwargs)

@@ -64,6 +64,7 @@ from stable_baselines3.common.preprocessing import get_obs_shape
 from baselines_sb3.cl.base import ContinualMethod, Rollout, logits_and_values
 from baselines_sb3.vtrace import vtrace_targets
 from cl_suites.core.fsutil import format_bytes, free_bytes
+from cl_suites.errors import CLSuitesError
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ RAM_FRACTION = 0.75
 the memory still available to the process."""
 
 
-class ReplayMemoryError(MemoryError):
+class ReplayMemoryError(CLSuitesError, MemoryError):
     """The replay buffer fits neither in memory nor on disk as configured (the message gives
     the sizes and the options to change)."""
 

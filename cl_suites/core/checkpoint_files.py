@@ -37,6 +37,7 @@ import numpy as np
 import torch as th
 
 from cl_suites.core.fsutil import atomic_write, write_text_atomic
+from cl_suites.errors import RunFileError
 
 _ARRAY = "__cl_suites_ndarray__"
 _SCALAR = "__cl_suites_npscalar__"
@@ -46,7 +47,7 @@ _PLAIN = (str, int, float, bool, complex, bytes, type(None))
 _CHUNK = 1 << 20
 
 
-class CheckpointError(ValueError):
+class CheckpointError(RunFileError):
     """A checkpoint that cannot be used (corrupt, crafted, or of an unknown format); the
     message is one line naming the file."""
 

@@ -34,12 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cl_suites.errors import CLSuitesError, RunFileError
 
-class EnvStateError(Exception):
+
+class EnvStateError(CLSuitesError):
     """The env holds something whose state cannot be saved (the message says what)."""
 
 
-class UnsafeEnvStateError(ValueError):
+class UnsafeEnvStateError(RunFileError):
     """A saved env state names a global outside the allow-list (a crafted or foreign
     state); nothing of it was run."""
 

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from cl_suites.errors import CLSuitesError
+
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 NOT_WRITABLE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _UMASK = os.umask(0o022)
@@ -35,7 +37,7 @@ _NEW_FILE_MODE = 0o666 & ~_UMASK
 RESUME_HINT = "the last good checkpoint is intact; fix this and rerun with --resume to continue"
 
 
-class RunDiskError(RuntimeError):
+class RunDiskError(CLSuitesError, RuntimeError):
     """A run file could not be written (disk full, directory not writable, size limit).
 
     Attributes:

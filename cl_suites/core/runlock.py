@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.core.fsutil import RunDiskError, disk_error
+from cl_suites.errors import RunDirError
 
 LOCK_FILE = ".lock"
 _UNTOUCHED = "nothing in it was changed; make it writable or choose another --run-dir"
 logger = logging.getLogger(__name__)
 
 
-class RunDirLockedError(RuntimeError):
+class RunDirLockedError(RunDirError, RuntimeError):
     """Another live process holds the run directory's lock (the message names it)."""
 
     def __init__(self, run_dir: Path, holder: dict[str, Any]):

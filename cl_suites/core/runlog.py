@@ -37,6 +37,7 @@ import pandas as pd
 
 from cl_suites.core.fsutil import append_text, disk_error, write_text_atomic
 from cl_suites.core.runlock import RunDirLock
+from cl_suites.errors import MissingSimulatorError, RunDirExistsError, RunFileError
 
 EVAL_COLUMNS: tuple[str, ...] = (
     "total_step",
@@ -79,7 +80,7 @@ _VERSIONED_PACKAGES = (
 )
 
 
-class CorruptRunLogError(ValueError):
+class CorruptRunLogError(RunFileError):
     """A run directory whose files are missing, unreadable or have the wrong columns."""
 
 
@@ -356,7 +357,7 @@ class RunLog:
         try:
             meta_path = self.run_dir / METADATA_FILE
             if meta_path.exists() and not resume:
-                raise FileExistsError(
+                raise RunDirExistsError(
                     f"run directory {self.run_dir} already holds a run; pass resume=True "
                     "(CLI: --resume) to continue it or choose another directory"
                 )
@@ -393,7 +394,7 @@ class RunLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as e:
-            raise ImportError(
+            raise MissingSimulatorError(
                 "RunLog(tensorboard=True) needs the tensorboard package: "
                 'pip install "cl-suites[baselines]"'
             ) from e

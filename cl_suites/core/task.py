@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from cl_suites.errors import CLSuitesError, MissingSimulatorError
+
 EnvFactory = Callable[..., gym.Env]
 """Builds one single-task environment (seeded later through ``reset(seed=...)``).
 Called ``factory()``, or ``factory(render_mode="rgb_array")`` when frames are wanted."""
@@ -44,7 +46,7 @@ EPISODE_KEYS: tuple[str, ...] = ("episode", TASK_EPISODE_KEY)
 ``l``, ``t``, ``task_id`` under both, each with its ``_``-prefixed bool ``(N,)`` mask)."""
 
 
-class SequenceDoneError(RuntimeError):
+class SequenceDoneError(CLSuitesError, RuntimeError):
     """A sequence env was stepped after its last task spent its budget."""
 
 
@@ -255,7 +257,7 @@ class TaskSequence:
         missing = [m for m in self.required_modules if importlib.util.find_spec(m) is None]
         if missing:
             hint = f'pip install "cl-suites[{self.extra}]"' if self.extra else "install them"
-            raise ImportError(
+            raise MissingSimulatorError(
                 f"{self.name} needs the module(s) {', '.join(missing)}, which are not installed; "
                 f"run: {hint}"
             )

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cl_suites.errors import CLSuitesError
+
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extreme")
 STRATEGIES: tuple[str, ...] = ("generate", "ordered", "random", "curriculum")
 GENERATORS: tuple[str, ...] = ("paper", "meal-bench")
@@ -43,7 +45,7 @@ REWARD_PER_SOUP = 20.0
 _LAYOUT_KEYS = ("wall_idx", "agent_idx", "goal_idx", "plate_pile_idx", "onion_pile_idx", "pot_idx")
 
 
-class LayoutGenerationError(RuntimeError):
+class LayoutGenerationError(CLSuitesError, RuntimeError):
     """meal-bench's generator found no solvable kitchen within its attempts."""
 
 

@@ -7,7 +7,6 @@ summed over agents. A batched env with ``M`` envs counts ``M`` steps per call.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -17,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
-from cl_suites.errors import require
+from cl_suites.errors import BadValueError, UnknownOptionError, UnknownSuiteError, require
 from cl_suites.meal.dynamics import DYNAMICS
 from cl_suites.meal.layouts import (
     DIFFICULTIES,
@@ -42,22 +41,28 @@ PAPER_EVAL_EPISODES = 10
 MAX_LAYOUT_SEED = 2**31 - 1
 PAPER_SHAPING_HORIZON = 2_500_000
 OBS_PADDINGS = ("zeros", "walls")
-_ID = re.compile(r"^(?:cl_suites:)?(?:CLSuite/)?MEAL-(\d+)(?:-v0)?$")
 
 
 def parse_meal_id(id_or_n: str | int) -> int:
-    """The number of tasks of ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20``."""
+    """The number of tasks of ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20`` (ids are
+    parsed by ``cl_suites.suites.parse_suite_id``); ``UnknownSuiteError`` (a
+    ``ValueError``) otherwise."""
+    from cl_suites.suites import parse_suite_id
+
     if isinstance(id_or_n, (int, np.integer)) and not isinstance(id_or_n, bool):
         n = int(id_or_n)
-    elif isinstance(id_or_n, str) and (m := _ID.match(id_or_n.strip())):
-        n = int(m.group(1))
-    else:
-        raise ValueError(
+        if n < 1:
+            raise UnknownSuiteError(f"a MEAL sequence needs N >= 1 tasks, got {n}")
+        return n
+    try:
+        name = parse_suite_id(id_or_n)
+    except UnknownSuiteError:
+        name = ""
+    if not name.startswith("MEAL-"):
+        raise UnknownSuiteError(
             f"{id_or_n!r} is not a MEAL id; use 'CLSuite/MEAL-<N>-v0', 'MEAL-<N>' or N (int >= 1)"
         )
-    if n < 1:
-        raise ValueError(f"a MEAL sequence needs N >= 1 tasks, got {n}")
-    return n
+    return int(name.removeprefix("MEAL-"))
 
 
 def _single_agent_refused(name: str, **_: Any) -> gym.Env:
@@ -77,7 +82,7 @@ def check_layout_seed(layout_seed: object, num_tasks: int) -> int:
         or not isinstance(layout_seed, (int, np.integer))
         or not 0 <= layout_seed <= top
     ):
-        raise ValueError(
+        raise BadValueError(
             f"layout_seed {layout_seed!r} is out of range; valid: an int in 0..{top} "
             f"(kitchen i uses layout_seed + i, for {num_tasks} task(s))"
         )
@@ -93,34 +98,23 @@ def suite_option_names() -> tuple[str, ...]:
 
 
 def suite_info(id_or_n: str | int):
-    """A catalog entry (``cl_suites.suites.SuiteInfo``) for ``MEAL-{N}``, so the main job and
-    ``--print-config`` treat MEAL like every other suite; its ``build(**kwargs)`` returns
-    the sequence of ``build_suite(N, **kwargs)``."""
-    from cl_suites.suites import SuiteInfo
+    """The catalog entry of ``MEAL-{N}`` (``cl_suites.suites.find_suite`` does the same
+    for its ids)."""
+    from cl_suites.suites import meal_suite
 
-    n = parse_meal_id(id_or_n)
-
-    @dataclass(frozen=True)
-    class MealSuiteInfo(SuiteInfo):
-        def build(self, **kwargs: Any) -> TaskSequence:
-            return build_suite(n, **kwargs).sequence
-
-    return MealSuiteInfo(
-        name=f"MEAL-{n}",
-        builder="cl_suites.meal.suite:build_suite",
-        extra="meal",
-        modules=("meal", "jax", "pettingzoo"),
-        paper="MEAL (Tomilin et al.), sections 4-5",
-        description=f"{n} Overcooked kitchens in a row (PettingZoo; cl_suites.make_parallel)",
-        api="pettingzoo",
-    )
+    return meal_suite(parse_meal_id(id_or_n))
 
 
 def is_meal_id(suite: object) -> bool:
-    """Whether ``suite`` names a MEAL sequence: ``"MEAL-20"``, ``"CLSuite/MEAL-20-v0"``,
-    ``"cl_suites:CLSuite/MEAL-20-v0"`` (any name starting with ``MEAL``, so that
-    ``parse_meal_id`` reports a malformed one with MEAL's own message)."""
-    return str(suite).strip().split(":")[-1].split("/")[-1].startswith("MEAL")
+    """Whether ``suite`` is a MEAL id (its catalog entry's ``family`` is ``"meal"``);
+    ``False`` for ids the catalog does not know. Kept for the configuration path until it
+    asks the catalog entry itself."""
+    from cl_suites.suites import find_suite
+
+    try:
+        return find_suite(str(suite)).family == "meal"
+    except UnknownSuiteError:
+        return False
 
 
 def _not_single_agent(name: str):
@@ -243,11 +237,11 @@ def build_suite(
     require("jax", extra="meal")
     n = parse_meal_id(id_or_n)
     if unknown:
-        raise ValueError(
+        raise UnknownOptionError(
             f"unknown MEAL option(s) {sorted(unknown)}; valid: {', '.join(suite_option_names())}"
         )
     if seed is not None and layout_seed is not None and seed != layout_seed:
-        raise ValueError(
+        raise BadValueError(
             f"seed={seed!r} and layout_seed={layout_seed!r} disagree; pass only layout_seed "
             "(seed is its old name)"
         )
@@ -259,19 +253,19 @@ def build_suite(
     if difficulty is not None:
         check_choice("difficulty", difficulty, DIFFICULTIES)
     elif strategy == "generate":
-        raise ValueError(
+        raise BadValueError(
             f"difficulty None needs a preset strategy; with strategy 'generate' use one of "
             f"{DIFFICULTIES}"
         )
     if layout_names is not None:
         if isinstance(layout_names, str) or not all(isinstance(x, str) for x in layout_names):
-            raise ValueError(
+            raise BadValueError(
                 f"layout_names must be a list of preset names, got {layout_names!r}; "
                 f"available: {sorted(preset_names())}"
             )
         unknown_names = [x for x in layout_names if x not in preset_names()]
         if unknown_names or not layout_names:
-            raise ValueError(
+            raise BadValueError(
                 f"unknown preset layout(s) {unknown_names or list(layout_names)}; "
                 f"available: {sorted(preset_names())}"
             )
@@ -285,13 +279,15 @@ def build_suite(
     ):
         check_positive_int(name, value)
     if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)):
-        raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (an int), got {num_agents!r}")
+        raise BadValueError(f"num_agents must be in 1..{MAX_AGENTS} (an int), got {num_agents!r}")
     if not 1 <= num_agents <= MAX_AGENTS:
-        raise ValueError(f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}")
+        raise BadValueError(
+            f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}"
+        )
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, (int, np.integer)):
-        raise ValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
+        raise BadValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
     if max_attempts < 0:
-        raise ValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
+        raise BadValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
     flags = {
         "sparse_rewards": sparse_rewards,
         "individual_rewards": individual_rewards,
@@ -305,9 +301,9 @@ def build_suite(
     }
     for name, value in flags.items():
         if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {value!r}")
+            raise BadValueError(f"{name} must be True or False, got {value!r}")
     if sparse_rewards and individual_rewards:
-        raise ValueError("sparse_rewards and individual_rewards cannot both be set (as in MEAL)")
+        raise BadValueError("sparse_rewards and individual_rewards cannot both be set (as in MEAL)")
     layouts = build_layouts(
         n,
         strategy=strategy,

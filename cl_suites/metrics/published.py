@@ -29,7 +29,9 @@ from typing import Any
 
 import pandas as pd
 
+from cl_suites.errors import UnknownSuiteError
 from cl_suites.metrics.runs import RunData
+from cl_suites.suites import parse_suite_id
 
 PAPERS = ("cora", "meal")
 AGREEMENT_Z = 2.0
@@ -199,8 +201,12 @@ def reference_finals(suite: str, methods: Sequence[str], names: Mapping[int, str
 
 
 def suite_name(suite: str) -> str:
-    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (names pass through)."""
-    return str(suite).split("/")[-1].removesuffix("-v0")
+    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (``cl_suites.suites.parse_suite_id``);
+    names the catalog does not know (an own loop's suite) pass through."""
+    try:
+        return parse_suite_id(suite)
+    except UnknownSuiteError:
+        return str(suite)
 
 
 def protocol(suite: str) -> tuple[str, dict[str, Any]] | None:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from cl_suites.core.runlog import CorruptRunLogError, read_episodes, read_eval, read_metadata
+from cl_suites.errors import InputError
 
 SCHEDULE_COLUMNS = ("index", "cycle", "task_id", "task_name", "start_step", "end_step")
 MAX_ABS_RETURN = 1e100
@@ -32,7 +33,7 @@ MAX_ABS_RETURN = 1e100
 finite (a return of 1e308 would overflow every mean to inf)."""
 
 
-class MetricsInputError(ValueError):
+class MetricsInputError(InputError):
     """Input that no metric can be computed from; the message names the bad value."""
 
 

@@ -1,7 +1,28 @@
 """The suite catalog: every benchmark of the package, as data.
 
-Each entry names the module function that builds the suite's ``TaskSequence``; nothing
-here imports a simulator, so the catalog can be listed on any machine.
+Each entry (:class:`SuiteInfo`) names the module function that builds the suite's
+``TaskSequence``; nothing here imports a simulator, so the catalog can be listed on any
+machine. ``MEAL-<N>`` (any ``N >= 1``) is an entry like every other suite
+(:func:`meal_suite`, listed once in ``SUITE_TEMPLATES``): what makes MEAL different is
+held in its fields, never in "is this MEAL?" branches of the code that runs it:
+
+=================  ===============================  =====================================
+field              single-agent suites              ``MEAL-<N>``
+=================  ===============================  =====================================
+``family``         ``"cora"`` / ``"diagnostic"``    ``"meal"``
+``api``            ``"gymnasium"``                  ``"pettingzoo"``
+``step_unit``      ``AGENT_STEPS``                  ``ENV_STEPS`` (joint actions)
+``evaluation``     at step 0, global grid           not at step 0, per task
+``learners``       ``ppo``, ``vtrace``              ``ppo-jax`` (default), ``ppo``
+``methods``        all                              ``ft ewc online-ewc mas l2``
+``preset_key``     the name                         ``"MEAL"``
+``runtime``        ``VectorRuntime``                ``MealRuntime`` (batched JAX engine)
+=================  ===============================  =====================================
+
+The runtime (``cl_suites.suites.runtime``) builds the suite's *instance* (its sequence,
+agents per env, description and run metadata: MEAL's score normalisers and kitchens),
+the training env, its SB3 view and the evaluator's env source. :func:`parse_suite_id` is
+the one parser of suite ids.
 """
 
 from __future__ import annotations
@@ -10,28 +31,62 @@ import difflib
 import importlib
 import importlib.util
 import inspect
-from dataclasses import dataclass
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from cl_suites.core.task import TaskSequence, check_positive_int
+from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.suites.runtime import (
+    AGENT_STEPS,
+    ENV_STEPS,
+    EVAL_FROM_START,
+    VECTOR_RUNTIME,
+    EvalDefaults,
+    StepUnit,
+    SuiteInstance,
+    SuiteRuntime,
+)
 
 NAMESPACE = "CLSuite"
 COMMON_KWARGS: tuple[str, ...] = ("steps_per_task", "cycles", "eval_every", "eval_episodes")
 """Keyword arguments every suite builder takes (all counts in agent steps or episodes)."""
+TORCH_LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
+"""The stable-baselines3/torch learners (``baselines_sb3.factory.LEARNERS``)."""
+JAX_LEARNER = "ppo-jax"
+"""MEAL's JAX IPPO (``baselines_jax``)."""
+MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
+"""The CL methods MEAL's baselines define (``baselines_sb3.presets.MEAL_METHODS``)."""
+MEAL_ID = "CLSuite/MEAL-<N>-v0"
+"""MEAL's ids: one suite per number of tasks ``N >= 1``."""
 
 
 @dataclass(frozen=True)
 class SuiteInfo:
-    """One registered suite.
+    """One catalog entry: a suite as data, and the small pieces that make it run.
 
     Attributes:
-        name: short name (``"Procgen6"``); the gymnasium id is ``CLSuite/<name>-v0``.
+        name: short name (``"Procgen6"``, ``"MEAL-20"``); the gymnasium id is
+            ``CLSuite/<name>-v0``.
         builder: ``"module:function"`` returning the ``TaskSequence`` for given kwargs.
         extra: the pip extra that installs the simulator.
         modules: modules that must be importable to run it.
         paper: where the benchmark is defined.
-        description: one line for ``cl-suites list``.
+        description: one line for ``cl-suites list`` / ``info``.
         api: ``"gymnasium"`` (``gym.make``) or ``"pettingzoo"`` (``make_parallel``).
+        family: ``"cora"``, ``"meal"`` or ``"diagnostic"``: whose protocol (presets,
+            metrics) the suite follows.
+        step_unit: what one step of its budgets and cadences is (``AGENT_STEPS``;
+            MEAL: ``ENV_STEPS``, one joint action of all agents).
+        evaluation: evaluation defaults (MEAL: no step-0 evaluation, cadence per task).
+        learners: the learners the main job trains it with; ``default_learner`` the one
+            a run uses when it names none (under every preset).
+        methods: the CL methods it supports (``None``: all of ``baselines_sb3.cl``).
+        preset_key: the suite key of ``baselines_sb3.presets`` (``None``: ``name``;
+            every ``MEAL-<N>`` shares ``"MEAL"``).
+        runtime: builds its instance, training env, SB3 view and evaluation source
+            (``cl_suites.suites.runtime``).
     """
 
     name: str
@@ -41,10 +96,23 @@ class SuiteInfo:
     paper: str
     description: str
     api: str = "gymnasium"
+    family: str = "cora"
+    step_unit: StepUnit = AGENT_STEPS
+    evaluation: EvalDefaults = EVAL_FROM_START
+    learners: tuple[str, ...] = TORCH_LEARNERS
+    default_learner: str = "vtrace"
+    methods: tuple[str, ...] | None = None
+    preset_name: str | None = None
+    runtime: SuiteRuntime = field(default=VECTOR_RUNTIME, compare=False, repr=False)
 
     @property
     def id(self) -> str:
         return f"{NAMESPACE}/{self.name}-v0"
+
+    @property
+    def preset_key(self) -> str:
+        """The suite key of ``baselines_sb3.presets`` (``"MEAL"`` for every MEAL-N)."""
+        return self.preset_name or self.name
 
     @property
     def installed(self) -> bool:
@@ -54,8 +122,18 @@ class SuiteInfo:
         """The suite's task sequence; ``kwargs`` override the paper defaults.
 
         The common overrides (``steps_per_task``, ``cycles``, ``eval_every``,
-        ``eval_episodes``) must be positive integers (``ValueError`` naming the argument).
+        ``eval_episodes``) must be positive integers (``ValueError`` naming the argument);
+        an unknown keyword raises ``UnknownOptionError`` (a ``TypeError``).
         """
+        return self.instance(**kwargs).sequence
+
+    def instance(self, **kwargs: Any) -> SuiteInstance:
+        """The suite built with ``kwargs``: its sequence, agents per env, description
+        and run metadata (``SingleAgentSuite``; MEAL: ``MealSuite``)."""
+        return self.runtime.instance(self, kwargs)
+
+    def build_sequence(self, **kwargs: Any) -> TaskSequence:
+        """The ``TaskSequence`` of ``builder`` (``kwargs`` checked first)."""
         builder = self.builder_function()
         self.check_options(builder, kwargs)
         for name in COMMON_KWARGS:
@@ -68,8 +146,9 @@ class SuiteInfo:
         return getattr(importlib.import_module(module_name), func_name)
 
     def check_options(self, builder: Any, kwargs: dict[str, Any]) -> None:
-        """``TypeError`` naming each keyword the builder does not take, with the valid ones
-        (builders that forward any keyword to their simulator accept everything)."""
+        """``UnknownOptionError`` (a ``TypeError``) naming each keyword the builder does
+        not take, with the valid ones (builders that forward any keyword to their
+        simulator accept everything)."""
         params = inspect.signature(builder).parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
             return
@@ -78,7 +157,7 @@ class SuiteInfo:
             if name not in valid:
                 close = difflib.get_close_matches(name, valid, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise TypeError(
+                raise UnknownOptionError(
                     f"{self.id} has no option {name!r}{hint}; its options are: {', '.join(valid)}"
                 )
 
@@ -128,6 +207,8 @@ SUITES: dict[str, SuiteInfo] = {
             modules=(),
             paper="none: a diagnostic for testing CL code, not a paper benchmark",
             description="3 tiny conflicting cue->action tasks a CPU learns in seconds",
+            family="diagnostic",
+            default_learner="ppo",
         ),
         _chores("VaryRoom", "AI2-THOR: hand towel into bathtub in 3 bathrooms"),
         _chores("VaryTask", "AI2-THOR: 3 toilet-paper tasks in bathroom 402"),
@@ -137,17 +218,69 @@ SUITES: dict[str, SuiteInfo] = {
 }
 
 
-def find_suite(suite: str) -> SuiteInfo:
-    """The catalog entry of ``suite`` (``"Procgen6"``, ``"CLSuite/Procgen6-v0"`` or
-    ``"cl_suites:CLSuite/Procgen6-v0"``); ``KeyError`` lists the valid ids otherwise."""
-    name = suite.split(":", 1)[-1]
+_MEAL = re.compile(r"MEAL-(\d+)")
+
+
+def parse_suite_id(suite: object) -> str:
+    """The catalog name of a suite id: the one suite-id parser of the package.
+
+    Accepts the short name (``"Procgen6"``, ``"MEAL-20"``), the gymnasium id
+    (``"CLSuite/Procgen6-v0"``, ``"CLSuite/MEAL-20-v0"``) and gymnasium's module-qualified
+    form (``"cl_suites:CLSuite/Procgen6-v0"``). ``MEAL-<N>`` is any ``N >= 1``
+    (``"MEAL-020"`` -> ``"MEAL-20"``). Anything else raises ``UnknownSuiteError`` (a
+    ``KeyError`` and a ``ValueError``) listing the valid ids.
+    """
+    name = str(suite).strip().split(":", 1)[-1]
     if name.startswith(NAMESPACE + "/"):
         name = name[len(NAMESPACE) + 1 :]
-    if name.endswith("-v0"):
-        name = name[: -len("-v0")]
+    name = name.removesuffix("-v0")
+    if name in SUITES:
+        return name
+    if name.startswith("MEAL"):
+        match = _MEAL.fullmatch(name)
+        if match is None or int(match.group(1)) < 1:
+            raise UnknownSuiteError(
+                f"{suite!r} is not a MEAL id; use {MEAL_ID!r} or 'MEAL-<N>' with N >= 1 tasks"
+            )
+        return f"MEAL-{int(match.group(1))}"
+    raise UnknownSuiteError(
+        f"unknown suite {suite!r}; available: {', '.join(s.id for s in SUITES.values())}"
+        f" and {MEAL_ID} (N >= 1)"
+    )
+
+
+def meal_suite(num_tasks: int) -> SuiteInfo:
+    """The catalog entry of ``MEAL-<num_tasks>`` (``num_tasks >= 1``)."""
+    from cl_suites.meal.runtime import MealRuntime
+
+    return SuiteInfo(
+        name=f"MEAL-{int(num_tasks)}",
+        builder="cl_suites.meal.suite:build_suite",
+        extra="meal",
+        modules=("meal", "jax", "pettingzoo"),
+        paper="MEAL (Tomilin et al.), sections 4-5",
+        description="Overcooked kitchens in a row, one per task (PettingZoo; "
+        "cl_suites.make_parallel)",
+        api="pettingzoo",
+        family="meal",
+        step_unit=ENV_STEPS,
+        evaluation=EvalDefaults(at_start=False, per_task=True),
+        learners=(JAX_LEARNER, "ppo"),
+        default_learner=JAX_LEARNER,
+        methods=MEAL_METHODS,
+        preset_name="MEAL",
+        runtime=MealRuntime(num_tasks),
+    )
+
+
+def find_suite(suite: str) -> SuiteInfo:
+    """The catalog entry of ``suite`` (any id :func:`parse_suite_id` accepts, MEAL-N
+    included); ``UnknownSuiteError`` (a ``KeyError``) lists the valid ids otherwise."""
+    name = parse_suite_id(suite)
     if name in SUITES:
         return SUITES[name]
-    raise KeyError(
-        f"unknown suite {suite!r}; available: {', '.join(s.id for s in SUITES.values())}"
-        " (and CLSuite/MEAL-<N>-v0 through cl_suites.make_parallel)"
-    )
+    return meal_suite(int(name.removeprefix("MEAL-")))
+
+
+SUITE_TEMPLATES: dict[str, Callable[[int], SuiteInfo]] = {MEAL_ID: meal_suite}
+"""Ids with a parameter: one catalog entry per value (``MEAL-<N>``: ``meal_suite(N)``)."""

@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int, check_render_mode
+from cl_suites.errors import BadValueError
 
 TASK_NAMES: tuple[str, ...] = ("cue-identity", "cue-shift-1", "cue-shift-2")
 CELL = 32
@@ -145,7 +146,7 @@ def build(
     n_actions = check_positive_int("n_actions", n_actions)
     check_positive_int("episode_length", episode_length)
     if n_actions < 2 or n_tasks > n_actions:
-        raise ValueError(
+        raise BadValueError(
             f"Diagnostic needs 2 <= n_actions and n_tasks <= n_actions (distinct tasks), "
             f"got n_tasks={n_tasks}, n_actions={n_actions}"
         )

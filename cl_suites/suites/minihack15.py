@@ -30,6 +30,7 @@ from cl_suites.envs.minihack import (
     task_family,
     valid_actions,
 )
+from cl_suites.errors import BadValueError
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("Room-Random-5x5", "Room-Random-15x15"),
@@ -67,7 +68,7 @@ def resolve_pairs(pairs: PairsOption) -> tuple[tuple[str, str], ...]:
     """``pairs`` as (train, test) names: each item is an index into ``PAIRS`` (0-14) or a
     (train, test) pair of MiniHack names. Raises ``ValueError`` listing the 15 pairs."""
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
-        raise ValueError(
+        raise BadValueError(
             f"pairs must be a non-empty list of pair indices or (train, test) names, got "
             f"{pairs!r}; the pairs are {_listing()}"
         )
@@ -75,7 +76,7 @@ def resolve_pairs(pairs: PairsOption) -> tuple[tuple[str, str], ...]:
     for item in pairs:
         if isinstance(item, int) and not isinstance(item, bool):
             if not 0 <= item < len(PAIRS):
-                raise ValueError(
+                raise BadValueError(
                     f"MiniHack15 has no pair {item}; the {len(PAIRS)} pairs are {_listing()}"
                 )
             resolved.append(PAIRS[item])
@@ -86,13 +87,13 @@ def resolve_pairs(pairs: PairsOption) -> tuple[tuple[str, str], ...]:
         ):
             train, test = item
             if task_family(train) != task_family(test):
-                raise ValueError(
+                raise BadValueError(
                     f"pair {train!r} -> {test!r} mixes action sets ({task_family(train)} "
                     f"and {task_family(test)}); both envs of a pair must share one"
                 )
             resolved.append((train, test))
         else:
-            raise ValueError(
+            raise BadValueError(
                 f"pair {item!r} is neither an index (0-{len(PAIRS) - 1}) nor a (train, test) "
                 f"pair of MiniHack names; the pairs are {_listing()}"
             )
@@ -126,7 +127,7 @@ def build(
     """
     pairs = resolve_pairs(pairs)
     if crop not in CROPS:
-        raise ValueError(f"crop {crop!r} is unknown; use one of {tuple(CROPS)}")
+        raise BadValueError(f"crop {crop!r} is unknown; use one of {tuple(CROPS)}")
     if all(importlib.util.find_spec(m) is not None for m in ("minihack", "nle")):
         for name in env_names(pairs):
             minihack_env_id(name)  # raises early, naming the id and the installed version

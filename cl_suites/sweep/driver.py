@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from cl_suites.errors import CLSuitesError
 from cl_suites.sweep.cluster import (
     Connection,
     check_cluster,
@@ -86,7 +87,7 @@ def preflight(runs: list[RunSpec]) -> None:
         seen.add(key)
         try:
             _check_run(run)
-        except (KeyError, ValueError, TypeError, ImportError) as e:
+        except (CLSuitesError, KeyError, ValueError, ImportError) as e:  # bad input, by class
             message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             problems.setdefault(str(message), []).append(run.name)
     if problems:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_suites.meal.suite import is_meal_id
+from cl_suites.errors import ConfigError
+from cl_suites.suites import parse_suite_id
 
 GRID_KEYS: tuple[str, ...] = (
     "suites",
@@ -44,7 +45,7 @@ _ALIASES = {"suite": "suites", "method": "methods", "learner": "learners", "seed
 _SEED_RANGE = re.compile(r"^\s*(-?\d+)\s*-\s*(-?\d+)\s*$")
 
 
-class SweepError(ValueError):
+class SweepError(ConfigError):
     """Bad sweep input (grid, sweep directory, cluster); the message names the value."""
 
 
@@ -185,7 +186,7 @@ def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     groups: dict[tuple[Any, ...], list[RunSpec]] = {}
     for run in runs:
         together = (
-            run.learner == "ppo-jax" and is_meal_id(run.suite) and "layout_seed" in run.overrides
+            run.learner == "ppo-jax" and "layout_seed" in run.overrides  # ppo-jax: MEAL only
         )
         key: tuple[Any, ...] = (run.name,)
         if together:
@@ -259,22 +260,13 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def short_suite_name(suite: str) -> str:
-    """``"Procgen6"`` for ``"CLSuite/Procgen6-v0"``; ``"MEAL-20"`` for ``"CLSuite/MEAL-20-v0"``.
-    Unknown names are returned as given (the preflight check reports them)."""
-    text = str(suite).split(":")[-1]
-    if is_meal_id(text):
-        from cl_suites.meal.suite import parse_meal_id
-
-        try:
-            return f"MEAL-{parse_meal_id(text.split('/')[-1].removesuffix('-v0'))}"
-        except ValueError:
-            return text
-    from cl_suites.suites import find_suite
-
+    """``"Procgen6"`` for ``"CLSuite/Procgen6-v0"``; ``"MEAL-20"`` for ``"CLSuite/MEAL-20-v0"``
+    (``cl_suites.suites.parse_suite_id``). Unknown names are returned as given (the
+    preflight check reports them)."""
     try:
-        return find_suite(text).name
+        return parse_suite_id(suite)
     except KeyError:
-        return text
+        return str(suite)
 
 
 def default_learner(suite: str, preset: str) -> str:

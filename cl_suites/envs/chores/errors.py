@@ -6,8 +6,10 @@ or unusable), raised when an env is constructed, with what failed and how to fix
 
 from __future__ import annotations
 
+from cl_suites.errors import SimulatorSetupError
 
-class ChoresSetupError(FileNotFoundError):
+
+class ChoresSetupError(SimulatorSetupError):
     """Something CHORES needs (simulator build, demonstrations) is missing or unusable."""
 
 

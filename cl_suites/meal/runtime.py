@@ -1,0 +1,96 @@
+"""MEAL's run-time pieces for its catalog entry (``cl_suites.suites.find_suite("MEAL-20")``).
+
+The main job, the recorder and ``cl-suites info`` build MEAL through this object like any
+suite (see ``cl_suites.suites.runtime``): the instance is a ``MealSuite``, the training
+env MEAL's batched JAX engine (``MealBatchedEnv``; SB3 view ``MealSB3VecEnv``: one slot
+per agent, parameter sharing, i.e. IPPO), evaluation MEAL's ``MealEvalSource`` (every
+kitchen in one jitted call). Steps are **env steps** (one joint action of all agents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from cl_suites.core.task import check_positive_int
+
+if TYPE_CHECKING:
+    from cl_suites.meal.suite import MealSuite
+    from cl_suites.suites import SuiteInfo
+
+MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
+"""Suite options of MEAL training runs (unless overridden): MEAL's paper-time training
+code resets every episode to random agent positions, inventories and pot states (its
+Overcooked's ``random_reset=True``, for training and evaluation envs alike)."""
+
+
+class MealRuntime:
+    """The runtime of ``MEAL-<num_tasks>`` (``cl_suites.suites.runtime.SuiteRuntime``)."""
+
+    training_metadata: Mapping[str, Any] = MappingProxyType(
+        {"multi_agent": "IPPO: one policy shared by every agent (parameter sharing)"}
+    )
+    steps_on_cpu = False
+
+    def __init__(self, num_tasks: int):
+        self.num_tasks = int(num_tasks)
+
+    def instance(self, info: SuiteInfo, kwargs: dict[str, Any]) -> MealSuite:
+        from cl_suites.meal.suite import build_suite
+
+        return build_suite(self.num_tasks, **kwargs)
+
+    def seeded_kwargs(self, kwargs: dict[str, Any], seed: int) -> dict[str, Any]:
+        """The kitchens follow the run seed unless ``layout_seed`` fixes them (MEAL trains
+        its seeds on different generated sequences)."""
+        return {"layout_seed": int(seed), **kwargs}
+
+    def run_instance(
+        self, info: SuiteInfo, kwargs: dict[str, Any], *, seed: int, rollout: int
+    ) -> tuple[MealSuite, dict[str, Any]]:
+        """A training run's sequence: kitchens from the run seed, ``MEAL_RUN_SUITE``'s
+        random resets, and budgets in whole PPO updates, as in MEAL's code (each task
+        trains ``steps_per_task // rollout`` updates of ``rollout`` env steps)."""
+        from cl_suites.errors import BadValueError
+        from cl_suites.meal.suite import PAPER_STEPS_PER_TASK
+
+        if "seed" in kwargs:
+            raise BadValueError(
+                "MEAL's kitchens follow the run seed; to fix them whatever the run seed, pass "
+                f"layout_seed (got seed={kwargs['seed']!r} as a suite option)"
+            )
+        kwargs = self.seeded_kwargs({**MEAL_RUN_SUITE, **kwargs}, seed)
+        requested = check_positive_int(
+            "steps_per_task", kwargs.get("steps_per_task", PAPER_STEPS_PER_TASK)
+        )
+        if requested < rollout:
+            raise BadValueError(
+                f"steps_per_task {requested} is less than one PPO update of {rollout} env "
+                f"steps (n_steps x num_envs); use at least {rollout}"
+            )
+        kwargs["steps_per_task"] = requested // rollout * rollout
+        return self.instance(info, kwargs), kwargs
+
+    def vector_env(
+        self, instance: MealSuite, num_envs: int, vectorization_mode: str
+    ) -> tuple[Any, Any]:
+        """MEAL's batched engine (``vectorization_mode`` does not apply: one jitted call)
+        and its eval source on the same engine."""
+        from cl_suites.meal.batched import MealBatchedEnv
+        from cl_suites.meal.evaluation import MealEvalSource
+
+        batched = MealBatchedEnv(instance, num_envs)
+        return batched, MealEvalSource(instance, batched.engine)
+
+    def sb3_view(self, env: Any) -> Any:
+        """One SB3 slot per agent per env; full 400-step episodes (terminal in
+        ``baselines_sb3.factory.wrap_env``)."""
+        from cl_suites.meal.sb3_vec import MealSB3VecEnv
+
+        return MealSB3VecEnv(env)
+
+    def eval_source(self, instance: MealSuite) -> Any:
+        from cl_suites.meal.evaluation import MealEvalSource
+
+        return MealEvalSource(instance)
