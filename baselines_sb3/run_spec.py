@@ -629,7 +629,6 @@ def resolve_seed_group(
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     """Every option of the resolved run ``spec`` with its value and one-line doc, by
     section (what ``cl-suites options`` prints)."""
-    meal = spec.suite.family == "meal"
     known = valid_options(spec.suite, spec.learner, spec.method, spec.hp)
     learner_defaults = _signature_defaults(
         None if spec.learner == JAX_LEARNER else learner_class(spec.learner)
@@ -639,7 +638,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         variant = spec.hp["method"].get("variant")
         method_defaults = _signature_defaults(method_class(spec.method, variant))
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
-    suite_docs = {} if meal else argument_docs(spec.suite.builder_function())
+    suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),
         "learner": {**learner_defaults, **spec.hp["learner"]},

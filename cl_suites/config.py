@@ -345,18 +345,22 @@ def keyword_defaults(
 
 
 def argument_docs(func: Any) -> dict[str, str]:
-    """The first line of each argument's entry in the ``Args:`` section of ``func``'s
-    docstring (``a / b: text`` documents ``a`` and ``b``)."""
+    """Each argument's entry in the ``Args:`` section of ``func``'s docstring, its lines
+    joined (``a / b: text`` and ``a, b: text`` document ``a`` and ``b``)."""
     docs: dict[str, str] = {}
+    names: list[str] = []
     inside = False
     for line in (inspect.getdoc(func) or "").splitlines():
         if line.strip() == "Args:":
             inside = True
-        elif inside and line and not line.startswith(" "):
+        elif inside and line.strip() and not line.startswith(" "):
             break
         elif inside and line.startswith("    ") and not line.startswith("     "):
-            names, sep, text = line.strip().partition(": ")
-            if sep:
-                for name in names.split(" / "):
-                    docs[name.strip()] = text.strip()
+            head, sep, text = line.strip().partition(": ")
+            names = [n.strip() for n in head.replace(" / ", ",").split(",")] if sep else []
+            for name in names:
+                docs[name] = text.strip()
+        elif inside and names and line.startswith("     "):
+            for name in names:
+                docs[name] += " " + line.strip()
     return docs

@@ -324,9 +324,15 @@ def test_killed_at_a_fixed_moment_then_resumed_loses_and_repeats_nothing(
     full, tmp_path, capsys, kill
 ):
     cut = tmp_path / "cut"
-    with pytest.MonkeyPatch.context() as mp:
-        kill(mp)
-        assert main([*CLI, "--run-dir", str(cut)]) == 130
+    # Ctrl-C as in a fresh process: an earlier test in this worker (Ray, JAX) may have
+    # left its own SIGINT handler installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            kill(mp)
+            assert main([*CLI, "--run-dir", str(cut)]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert "interrupted; the run in" in capsys.readouterr().err
     names = sorted(p.name for p in (cut / "checkpoint").iterdir())
     assert not [n for n in names if n.endswith(".tmp")]  # no temporary file left

@@ -226,12 +226,49 @@ def build_suite(
     seed: int | None = None,
     **unknown: Any,
 ) -> MealSuite:
-    """Build ``CLSuite/MEAL-{N}-v0`` (see ``cl_suites.meal.make_parallel`` for the kwargs).
+    """Build ``CLSuite/MEAL-{N}-v0``: its kitchens, agents and task sequence.
 
-    ``layout_seed`` fixes the kitchens (task ``i`` of ``strategy="generate"`` is generated
-    with seed ``layout_seed + i``); ``seed`` is an alias kept for older code. Every
-    argument is checked before any kitchen is generated or any JAX function compiled: a
-    bad value raises ``ValueError`` naming it and the valid ones.
+    Every argument is checked before any kitchen is generated or any JAX function
+    compiled: a bad value raises an error naming it and the valid ones.
+
+    Args:
+        id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20``.
+        difficulty: ``"easy"`` (7x7, 15% walls), ``"medium"`` (9x9, 25%), ``"hard"``
+            (11x11, 35%), ``"extreme"`` (13x13, 45%); default ``"easy"``.
+        strategy: ``"generate"`` (default; task ``i`` generated with seed
+            ``layout_seed + i``), ``"curriculum"`` (generated, easy -> medium -> hard
+            thirds), ``"ordered"`` / ``"random"`` (handmade presets of ``difficulty`` or
+            ``layout_names``).
+        layout_seed: seed of the kitchens (default 0; ``seed`` is its old name). Dynamics
+            are seeded by ``reset(seed=)``. ``cl-suites run`` takes it from the run seed
+            unless given.
+        num_agents: 1..5 (default 2).
+        steps_per_task: budget per task in env steps (default 10M, the paper's).
+        cycles: plays of the whole sequence (MEAL's ``repeat_sequence``; default 1).
+        eval_every / eval_episodes: evaluation cadence in env steps (default 204,800 =
+            100 PPO updates of 16 x 128) and episodes per task (10).
+        episode_len: steps per episode (400).
+        sparse_rewards: delivery reward only (default False: dense shaping annealed).
+        individual_rewards: each agent gets its own delivery reward (default: the team's
+            delivery reward, as MEAL). Shaping is always the agent's own.
+        shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (2.5M).
+        random_reset: every episode starts with random agent positions, inventories and
+            pot states (meal-bench's ``random_reset``; default False as meal-bench; MEAL's
+            paper-time training code used True, and so does ``cl-suites run``).
+        partial_observability, sticky_actions, slippery_tiles, random_pot_size,
+            random_cook_time: meal-bench's options (probabilities and view sizes from
+            ``difficulty``).
+        separated_agents: generator only accepts kitchens whose agents are separated.
+        obs_padding: ``"walls"`` (default: the paper's text and MEAL's paper-time code,
+            padded cells read as counters) or ``"zeros"`` (meal-bench's ``PadObsToMax``).
+        generator: ``"paper"`` (default: the paper's generator, the kitchens MEAL's
+            paper-time code generates for a seed; easy/medium/hard) or ``"meal-bench"``
+            (meal-bench 0.3.1's later generator: fixed grid size per level).
+        dynamics: ``"paper"`` (default: MEAL's paper-time movement rule, one agent may
+            follow another) or ``"meal-bench"`` (meal-bench 0.3.1's: it may not).
+        layout_names: handmade kitchens by name (``strategy`` ``"ordered"`` / ``"random"``).
+        max_attempts: tries of the generator per kitchen before it gives up.
+        seed: the old name of ``layout_seed``, kept for older code.
     """
     require("meal", extra="meal")
     require("jax", extra="meal")
