@@ -668,7 +668,8 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         from cl_suites.meal.evaluation import MealEvalSource
         from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
-        batched = MealBatchedEnv(spec.meal, spec.num_envs)
+        # shaping held per PPO update, as MEAL's trainer and ppo-jax
+        batched = MealBatchedEnv(spec.meal, spec.num_envs, rollout_steps=rollout_steps(spec.hp))
         sb3_env = MealSB3VecEnv(batched)  # full 400-step episodes: terminal in wrap_env
         return batched, sb3_env, MealEvalSource(spec.meal, batched.engine)
     from cl_suites.core.sb3_adapter import SB3VecEnv

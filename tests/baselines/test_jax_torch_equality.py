@@ -381,3 +381,43 @@ def test_importance_combination_equal():
         old = {"w": th.full((2,), 2.0)}
         torch_values[name] = float(method.combine(old, {"w": th.full((2,), 10.0)})["w"][0])
     assert torch_values == pytest.approx(expected)
+
+
+# --------------------------------------------------------------------------- reward shaping
+def test_shaping_coefficient_held_per_update_as_ppo_jax():
+    """MEAL 7d81858 ``IPPO_CL.py:657``: the shaping weight of every step of update ``u``
+    is ``1 - u * num_envs * num_steps / horizon`` (the task's env steps before the update),
+    counted from each task's start. The torch job's env gives, step by step over a whole
+    task and into the next, the weight ppo-jax uses for the update that step belongs to."""
+    from baselines_jax import JaxIPPO
+    from baselines_sb3.jax_options import make_config
+    from baselines_sb3.main_job import _training_env, resolve_job, rollout_steps
+
+    overrides = {"steps_per_task": 320, "shaping_horizon": 200, "episode_len": 100}
+    torch_spec = resolve_job(
+        suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
+        overrides=overrides, seed=0,
+    )  # fmt: skip
+    env, _, _ = _training_env(torch_spec)
+    num_steps = rollout_steps(torch_spec.hp)
+    per_update = 4 * num_steps
+    assert torch_spec.meal.sequence.tasks[0].budget == 5 * per_update  # 5 whole updates
+    jax_spec = resolve_job(
+        suite="MEAL-2", method="ft", learner="ppo-jax", preset="small", num_envs=4,
+        overrides=overrides, seed=0,
+    )  # fmt: skip
+    assert jax_spec.hp["learner"]["num_steps"] == num_steps
+    learner = JaxIPPO(jax_spec.meal, make_config(jax_spec.hp["learner"]), [0])
+    jax_coef = np.asarray(learner.shaping_coef(jnp.arange(5)))
+    hand = [1.0, 1 - 64 / 200, 1 - 128 / 200, 1 - 192 / 200, 0.0]  # 64 env steps per update
+    np.testing.assert_allclose(jax_coef, hand, atol=1e-7)
+
+    env.reset(seed=0)
+    seen = []
+    for _ in range(7 * num_steps):  # task 0 (5 updates), then 2 updates of task 1
+        seen.append((env.cursor.segment.task_id, env.shaping_coef()))
+        env.step(np.zeros((4, 2), np.int64))
+    tasks, coefs = np.array(seen).T
+    expected = np.concatenate([np.repeat(jax_coef, num_steps), np.repeat(jax_coef[:2], num_steps)])
+    np.testing.assert_array_equal(tasks, np.repeat([0, 1], [5 * num_steps, 2 * num_steps]))
+    np.testing.assert_allclose(coefs, expected, atol=1e-7)
