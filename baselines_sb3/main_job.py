@@ -448,7 +448,9 @@ def run_main_job(
     evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, eval_source)
     if cl.needs_fresh_episodes:  # e.g. MEAL's Fisher: 5 fresh episodes x 500 steps
         cl.set_episode_source(
-            make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
+            make_episode_source(
+                evaluator, model, lambda: train_env.cursor.total_step, spec.num_agents
+            )
         )
     if state is not None:
         cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)

@@ -421,3 +421,85 @@ def test_shaping_coefficient_held_per_update_as_ppo_jax():
     expected = np.concatenate([np.repeat(jax_coef, num_steps), np.repeat(jax_coef[:2], num_steps)])
     np.testing.assert_array_equal(tasks, np.repeat([0, 1], [5 * num_steps, 2 * num_steps]))
     np.testing.assert_allclose(coefs, expected, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- Fisher episodes
+def test_ewc_fisher_episodes_equal_from_the_same_parameters(monkeypatch):
+    """MEAL 7d81858 ``cl_methods/EWC.py:131-174``: fresh episodes in which every agent
+    plays the action sampled from agent 0's observation, each step's score of that
+    observation and action, running on through the episode end. From the same parameters
+    and kitchen, the torch job's episode source + ``MealEWC`` and ppo-jax's ``_fisher``
+    play the same episodes and give the same Fisher. Sampling is made greedy on both sides
+    (the same draw without shared random numbers) and every episode of both sides starts
+    from one PRNG key (agents' start cells are random)."""
+    import stable_baselines3.common.distributions as sb3_dist
+
+    from baselines_jax import JaxIPPO
+    from baselines_sb3.callbacks import make_episode_source
+    from cl_suites.meal.evaluation import meal_evaluator
+    from cl_suites.meal.suite import build_suite
+
+    monkeypatch.setattr(sb3_dist.CategoricalDistribution, "sample", _greedy_torch)
+    monkeypatch.setattr(jax.random, "categorical", _greedy_jax)
+    suite = build_suite("MEAL-2", steps_per_task=4096, episode_len=100, layout_seed=0)
+    episodes, steps, task = 2, 110, 1  # through the 100-step episode end
+    policy = _torch_policy_for(suite.obs_shape, num_tasks=2)
+    params = params_from_torch(policy)
+
+    cfg = IPPOConfig(cl_method="ewc", importance_episodes=episodes, importance_steps=steps)
+    learner = JaxIPPO(suite, cfg, [0])
+    key = jax.random.PRNGKey(3)
+    monkeypatch.setattr(learner.engine, "env_keys", lambda seed, n: jnp.tile(key, (n, 1)))
+    start = jax.vmap(lambda k: learner.engine.reset_batch(task, k[None]))
+    monkeypatch.setattr(learner, "_importance_envs", lambda t, keys: start(jnp.tile(key, (1, 1))))
+
+    model = type("Model", (), {"policy": policy})()
+    source = make_episode_source(meal_evaluator(suite), model, lambda: 0, suite.num_agents)
+    played = source(task, episodes, steps, lead_agent=True)
+    assert played.actions.shape == (episodes * steps, 2)
+    np.testing.assert_array_equal(played.actions[:, 1], played.actions[:, 0])
+    assert len(np.unique(played.actions[:, 0])) > 1  # the agents move
+    method = MealEWC(lam=1.0, episodes=episodes, max_steps=steps)
+    method.bind(policy, _fake_model(policy))
+    method.set_episode_source(source)
+    fisher_t = method.compute_importance(
+        method.fresh_episodes(task), list(policy.named_parameters())
+    )
+
+    stacked = jax.tree.map(lambda x: x[None], params)
+    fisher_j = learner._fisher(stacked, jnp.zeros((1, 2), jnp.uint32), task)
+    fisher_j = jax.tree.map(lambda x: x[0], fisher_j)
+    _assert_tree_matches_torch(fisher_j, fisher_t, policy, rtol=1e-3, atol=1e-9)
+    assert sum(float(v.sum()) for v in fisher_t.values()) > 0
+
+
+def _greedy_torch(self):
+    return self.distribution.probs.argmax(dim=-1)
+
+
+def _greedy_jax(key, logits, axis=-1, shape=None, replace=True):
+    return jnp.argmax(logits, axis=axis)
+
+
+def _torch_policy_for(obs_shape: tuple[int, ...], num_tasks: int) -> ContinualPolicy:
+    th.manual_seed(0)
+    space = gym.spaces.Dict(
+        {
+            "obs": gym.spaces.Box(0, 255, obs_shape, np.uint8),
+            "task_id": gym.spaces.Discrete(num_tasks),
+        }
+    )
+    return ContinualPolicy(
+        space,
+        gym.spaces.Discrete(N_ACTIONS),
+        lambda _: CFG.learning_rate,
+        num_tasks=num_tasks,
+        multi_head=True,
+        task_id_input=True,
+        trunk_layer_norm=True,
+        net_arch=[128, 128],
+        activation_fn=th.nn.ReLU,
+        ortho_init=True,
+        normalize_images=False,
+        optimizer_kwargs={"eps": 1e-5, "fused": True},
+    )
