@@ -131,16 +131,17 @@ def _batch(policy: ContinualPolicy, n: int = 256, seed: int = 0):
     return obs, actions, old_log_prob, old_values, advantages, returns
 
 
-def _torch_learner(policy: ContinualPolicy) -> ContinualPPO:
+def _torch_learner(policy: ContinualPolicy, cfg: IPPOConfig = CFG) -> ContinualPPO:
     """A ContinualPPO with the MEAL preset's loss settings around ``policy`` (no env:
     only its minibatch loss is used)."""
     learner = object.__new__(ContinualPPO)
-    learner.policy, learner.ent_coef, learner.vf_coef = policy, CFG.ent_coef, CFG.vf_coef
-    learner.value_loss, learner.advantage_normalization = "clipped-max", "minibatch-biased"
+    learner.policy, learner.ent_coef, learner.vf_coef = policy, cfg.ent_coef, cfg.vf_coef
+    learner.value_loss = "clipped-max"
+    learner.advantage_normalization = cfg.advantage_normalization
     return learner
 
 
-def _torch_loss(policy, batch):
+def _torch_loss(policy, batch, cfg: IPPOConfig = CFG):
     obs, actions, old_log_prob, old_values, advantages, returns = batch
     data = type("Minibatch", (), {})()
     data.observations = _torch_obs(obs)
@@ -149,7 +150,7 @@ def _torch_loss(policy, batch):
     data.advantages = th.as_tensor(advantages, dtype=th.float32)
     data.returns = th.as_tensor(returns, dtype=th.float32)
     acts = th.as_tensor(actions).long()
-    return _torch_learner(policy).minibatch_loss(data, acts, CFG.clip_eps, None)
+    return _torch_learner(policy, cfg).minibatch_loss(data, acts, cfg.clip_eps, None)
 
 
 def _jax_loss_fn(batch, cl_state=None, mask=None, cfg=CFG):
@@ -179,16 +180,28 @@ def _jax_loss_fn(batch, cl_state=None, mask=None, cfg=CFG):
     return loss_fn
 
 
-def test_ppo_loss_and_gradients_equal():
+@pytest.mark.parametrize("normalization", ["minibatch-biased", "none"])
+def test_ppo_loss_and_gradients_equal(normalization):
+    """MEAL's per-minibatch normalisation (the paper preset) and none (``small``)."""
+    cfg = IPPOConfig(advantage_normalization=normalization)
     policy = _torch_policy()
     params = params_from_torch(policy)
     batch = _batch(policy)
-    loss_t, pg_t, value_t, entropy_t, _, _ = _torch_loss(policy, batch)
+    loss_t, pg_t, value_t, entropy_t, _, _ = _torch_loss(policy, batch, cfg)
     policy.optimizer.zero_grad()
     loss_t.backward()
     (loss_j, (value_j, actor_j, entropy_j, _)), grads = jax.value_and_grad(
-        _jax_loss_fn(batch), has_aux=True
+        _jax_loss_fn(batch, cfg=cfg), has_aux=True
     )(params)
+    obs, actions, old_log_prob, _, advantages, _ = batch
+    with th.no_grad():
+        log_pi = th.log_softmax(policy.logits_and_values(_torch_obs(obs))[0], -1).numpy()
+    ratio = np.exp(log_pi[np.arange(len(actions)), actions] - old_log_prob)
+    adv = advantages
+    if normalization == "minibatch-biased":
+        adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    by_hand = -np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv).mean()
+    _close(actor_j, by_hand, rtol=1e-4, atol=1e-5)
     _close(loss_j, float(loss_t.detach()), atol=1e-5)
     _close(actor_j, float(pg_t), atol=1e-5)
     _close(value_j, float(value_t), atol=1e-5)
