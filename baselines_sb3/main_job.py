@@ -58,7 +58,7 @@ from baselines_sb3.jax_options import (
     torch_only_options,
 )
 from baselines_sb3.option_specs import check_options, job_size_warnings
-from baselines_sb3.tracking import configure_logger
+from baselines_sb3.tracking import configure_logger, track_run_log
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
@@ -105,7 +105,8 @@ override those.
 * ``eval_deterministic``: greedy (default) or sampled actions in evaluation.
 * ``device``, ``vectorization_mode``, ``replay_on_disk``, ``torch_threads``,
   ``update_threads``: options of the torch learners only (refused with ``ppo-jax``,
-  which takes its device from JAX, ``JAX_PLATFORMS``); ``wandb`` too for now.
+  which takes its device from JAX, ``JAX_PLATFORMS``). With ``ppo-jax``, ``tensorboard``
+  and ``wandb`` get the run log's eval and episode returns (no learner losses).
 * ``eval_max_episode_steps``: an evaluation-only episode cap, in steps of one eval env
   (default ``None``: whole episodes, the papers' protocol; CORA evaluates Atari on whole
   games). Training episodes keep the suite's own cap.
@@ -289,11 +290,6 @@ def _resolve_jax_learner(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
     ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
-    if job.get("wandb"):
-        raise ValueError(
-            f"option 'wandb' is not available with learner {JAX_LEARNER!r} yet (eval and "
-            "episode returns go to TensorBoard with --tensorboard); run with --learner ppo"
-        )
     torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
     if torch_job:
         raise ValueError(
@@ -621,6 +617,7 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             tensorboard=bool(job.get("tensorboard")),
         )
         try:
+            track_run_log(run_log, run_dir, job)  # --wandb: eval and episode returns
             source = MealEvalSource(spec.meal)
             evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, source)
             progress = RunProgress(

@@ -191,6 +191,28 @@ def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
 
 
 @pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_wandb_offline_gets_each_seeds_eval_and_episode_returns(tmp_path, monkeypatch):
+    """``--wandb`` with ppo-jax: the run log's scalars (as TensorBoard gets them) go to one
+    W&B run per seed's run dir, two runs in one process (``--seeds 0 3``), offline."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    overrides = {**OVERRIDES, "layout_seed": 0, "wandb": "cl-suites-test"}
+    run_main_job(**JOB, seed=0, run_dir=tmp_path, resume=False, overrides=overrides,
+                 seeds=[0, 3])  # fmt: skip
+    ids = set()
+    for seed in (0, 3):
+        run = tmp_path / f"seed-{seed}"
+        run_id = (run / "wandb" / "run-id").read_text().strip()
+        ids.add(run_id)
+        (offline,) = (run / "wandb").glob(f"offline-run-*-{run_id}")
+        records = (offline / f"run-{run_id}.wandb").read_bytes()  # protobuf records
+        for key in (b"eval/0-", b"eval/1-", b"train/episode_return/0", b"global_step"):
+            assert key in records, (seed, key)
+    assert len(ids) == 2
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
 def test_resume_after_a_kill_reproduces_the_uninterrupted_run(seed3, tmp_path_factory):
     cut = _run(tmp_path_factory, "cut", seed=3, kill_at=640)  # after the checkpoint at 640
     assert read_eval(cut).total_step.max() == 512
