@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh")
+ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch-biased", "none")
 DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc" default)
     "ft": 0.0,
     "ewc": 1e11,
@@ -48,6 +49,10 @@ class IPPOConfig:
     """Value-loss coefficient (Table 4)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip (Table 4)."""
+    advantage_normalization: str = "minibatch-biased"
+    """``minibatch-biased``: advantages normalised per minibatch with the biased std + 1e-8
+    (IPPO_CL.py:799; MEAL has no other); ``none``: raw advantages (our option, the torch
+    learner's value of the same name: the ``small`` preset's)."""
     adam_eps: float = 1e-5
     """Adam epsilon (IPPO_CL.py)."""
     hidden_sizes: tuple[int, ...] = (128, 128)
@@ -84,6 +89,11 @@ class IPPOConfig:
         if self.cl_method not in CL_METHODS:
             raise ValueError(
                 f"unknown cl_method {self.cl_method!r}; valid: {', '.join(CL_METHODS)}"
+            )
+        if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
+            raise ValueError(
+                f"unknown advantage_normalization {self.advantage_normalization!r}; valid: "
+                f"{', '.join(ADVANTAGE_NORMALIZATIONS)}"
             )
         if self.activation not in ACTIVATIONS:
             raise ValueError(

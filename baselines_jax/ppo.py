@@ -65,7 +65,8 @@ def ppo_loss(
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
     """MEAL's minibatch loss without the CL penalty: ``actor + vf_coef * value -
     ent_coef * entropy`` with the value clipped around the old value by ``clip_eps``
-    (``0.5 max(...)``), advantages normalised over the minibatch (biased std + 1e-8).
+    (``0.5 max(...)``), advantages normalised over the minibatch (biased std + 1e-8;
+    raw with ``advantage_normalization="none"``).
     Returns ``(loss, (value_loss, actor_loss, entropy))``."""
     log_pi = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_pi, batch.action[:, None].astype(jnp.int32), 1)[:, 0]
@@ -74,7 +75,9 @@ def ppo_loss(
         0.5 * jnp.maximum(jnp.square(values - targets), jnp.square(clipped - targets)).mean()
     )
     ratio = jnp.exp(log_prob - batch.log_prob)
-    adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    adv = advantages
+    if cfg.advantage_normalization == "minibatch-biased":
+        adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     actor_loss = -jnp.minimum(
         ratio * adv, jnp.clip(ratio, 1.0 - cfg.clip_eps, 1.0 + cfg.clip_eps) * adv
     ).mean()

@@ -56,25 +56,44 @@ def make_eval_policy(
 
 
 def make_episode_source(
-    evaluator: Evaluator, model: BaseAlgorithm, current_step: Callable[[], int]
+    evaluator: Evaluator,
+    model: BaseAlgorithm,
+    current_step: Callable[[], int],
+    num_agents: int = 1,
 ) -> EpisodeSource:
     """The fresh-episode source of CL methods that estimate importances from fresh
     episodes of the finished task (``ContinualMethod.set_episode_source``, interface 11).
 
     ``episodes`` envs of the task's training split play ``max_steps`` steps each (an
-    episode that ends restarts), every agent acting with the model's sampled policy; the
-    result holds every observation the policy saw as the policy takes it (``{"obs",
-    "task_id"}`` when it is task-aware), one "step" per (time step, env), with each step's
-    index in its chunk and whether the env's first episode was still running. The envs are
-    the evaluator's, seeded from the run seed, the task and ``current_step()``.
+    episode that ends restarts) with the model's sampled policy: each of the ``num_agents``
+    agents of an env on its own observation, or with ``lead_agent=True`` every agent
+    playing the action sampled from agent 0's observation (MEAL 7d81858's Fisher
+    episodes, ``cl_methods/EWC.py:131-174``). The result holds every observation the
+    policy saw as the policy takes it (``{"obs", "task_id"}`` when it is task-aware) and
+    the actions played, one "step" per (time step, env), with each step's index in its
+    chunk and whether the env's first episode was still running. The envs are the
+    evaluator's, seeded from the run seed, the task and ``current_step()``.
     """
     act = make_eval_policy(model, None, deterministic=False)
+    agents = int(num_agents)
 
-    def source(task_id: int, episodes: int, max_steps: int) -> FreshEpisodes:
+    def source(
+        task_id: int, episodes: int, max_steps: int, lead_agent: bool = False
+    ) -> FreshEpisodes:
+        played: list[np.ndarray] = []
+
+        def policy(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+            if lead_agent:  # rows are env by env, then agent by agent
+                actions = np.repeat(np.asarray(act(obs[::agents], task_ids[::agents])), agents)
+            else:
+                actions = np.asarray(act(obs, task_ids))
+            played.append(actions)
+            return actions
+
         training = model.policy.training
         try:
             obs, task_ids, ended = evaluator.rollout_observations(
-                task_id, episodes, max_steps, act, current_step()
+                task_id, episodes, max_steps, policy, current_step()
             )
         finally:  # SB3's predict leaves the policy in evaluation mode
             model.policy.set_training_mode(training)
@@ -87,6 +106,7 @@ def make_episode_source(
             num_agents=len(task_ids) // (steps * envs),
             step_in_episode=np.repeat(np.arange(steps), envs),
             alive=~ended_before.reshape(-1),
+            actions=np.concatenate(played).reshape(steps * envs, -1),
         )
 
     return source

@@ -17,6 +17,10 @@ Several seeds (``seeds``) train vmapped in one program on one set of kitchens an
 one ordinary run directory each (its own run log, evaluator, progress file and
 checkpoint); each equals the single-seed run of that seed with the same kitchens.
 
+Training episodes (``episodes.csv``): every finished one, and at each task's end the
+episodes still running, with their return and length so far (as the torch job logs a
+game cut by a switch).
+
 Checkpoints (``baselines_sb3.jax_checkpoint``): every ``checkpoint_every`` env steps and
 at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
 (parameters, optimizer and CL state, env state and PRNG keys are in the state).
@@ -110,6 +114,28 @@ def episode_rows(
             "episode_length": int(episode_len),
         }
         for j, e in zip(steps, envs, strict=True)
+    ]
+
+
+def cut_episode_rows(state: Any, seed_index: int, step: int, task_id: int) -> list[dict[str, Any]]:
+    """``episodes.csv`` rows of the episodes one seed was playing when task ``task_id``
+    ended at env step ``step`` (``JaxIPPO`` restarts its envs at the next task, as MEAL):
+    one row per env with the return and length so far (``state.ep_return (K, M)``,
+    ``state.t (K,)``), logged at the switch step under the old task, as the torch job's
+    ``MealBatchedEnv`` and the other suites' vector envs report a game cut by a switch.
+    None when the episodes had just ended (``t == 0``)."""
+    length = int(np.asarray(state.t)[seed_index])
+    if length == 0:
+        return []
+    returns = np.asarray(state.ep_return)[seed_index]
+    return [
+        {
+            "total_step": int(step),
+            "task_id": int(task_id),
+            "episode_return": float(r),
+            "episode_length": length,
+        }
+        for r in returns
     ]
 
 
@@ -212,11 +238,14 @@ class _Loop:
             self.state, metrics = learner.train(self.state, seg.task_id, updates, cycle=seg.cycle)
             start = self.step
             self.step += updates * self.rollout
-            if self.step >= seg.end_step:
-                self.state = learner.end_task(self.state, seg.task_id)
+            ended = self.step >= seg.end_step
             for i, run in enumerate(self.runs):
                 rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
+                if ended:  # the running episodes, cut by the switch
+                    rows += cut_episode_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
+            if ended:
+                self.state = learner.end_task(self.state, seg.task_id)
             self.evaluate(due_only=True)
             compile_s = learner.compile_seconds - compiled
             for run in self.runs:

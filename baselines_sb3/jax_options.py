@@ -40,6 +40,7 @@ TORCH_TO_JAX: dict[str, str] = {
     "ent_coef": "ent_coef",
     "vf_coef": "vf_coef",
     "max_grad_norm": "max_grad_norm",
+    "advantage_normalization": "advantage_normalization",
     # policy
     "net_arch": "hidden_sizes",
     "activation": "activation",

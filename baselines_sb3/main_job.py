@@ -57,8 +57,9 @@ from baselines_sb3.run_spec import (
     JobSpec,
     resolve,
     resolve_seed_group,
+    rollout_steps,
 )
-from baselines_sb3.tracking import configure_logger
+from baselines_sb3.tracking import configure_logger, track_run_log
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
@@ -195,7 +196,9 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, eval_source)
     if cl.needs_fresh_episodes:  # e.g. MEAL's Fisher: 5 fresh episodes x 500 steps
         cl.set_episode_source(
-            make_episode_source(evaluator, model, lambda: train_env.cursor.total_step)
+            make_episode_source(
+                evaluator, model, lambda: train_env.cursor.total_step, spec.num_agents
+            )
         )
     if state is not None:
         cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
@@ -316,13 +319,14 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             tensorboard=job.tensorboard,
         )
         try:
+            track_run_log(run_log, run_dir, {"wandb": job.wandb})  # eval and episode returns
             source = spec.suite.runtime.eval_source(spec.instance)
             evaluator = _evaluator(spec, seed, run_log, run_dir, schedule, source)
             progress = RunProgress(
                 schedule,
                 run_dir=run_dir,
                 show=job.progress and run_dir == run_dirs[0],
-                unit="env steps",
+                unit=spec.suite.step_unit.name,
                 initial_step=initial_step,
             )
         except BaseException:
@@ -363,7 +367,10 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
     the suite's catalog entry (``SequenceVectorEnv``; MEAL: its batched engine)."""
     runtime = spec.suite.runtime
     env, eval_source = runtime.vector_env(
-        spec.instance, spec.num_envs, spec.options.vectorization_mode
+        spec.instance,
+        spec.num_envs,
+        spec.options.vectorization_mode,
+        rollout_steps=rollout_steps(spec.hp),
     )
     return env, runtime.sb3_view(env), eval_source
 

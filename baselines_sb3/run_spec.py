@@ -111,7 +111,8 @@ class JobOptions:
     wandb: bool | str | None = _opt(
         None,
         Opt("bool|str", none_ok=True),
-        "the same scalars to Weights & Biases; a string names the project (torch learners)",
+        "the same scalars to Weights & Biases; a string names the project (ppo-jax: eval and "
+        "episode returns only)",
     )
     capture_video: bool = _opt(
         False,
@@ -545,11 +546,6 @@ def _resolve_jax_learner(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
     ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
-    if job.get("wandb"):
-        raise ValueError(
-            f"option 'wandb' is not available with learner {JAX_LEARNER!r} yet (eval and "
-            "episode returns go to TensorBoard with --tensorboard); run with --learner ppo"
-        )
     torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
     if torch_job:
         raise ValueError(

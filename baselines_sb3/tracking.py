@@ -15,7 +15,9 @@ penalty (``train/cl_loss``), ``time/fps`` (agent steps per second) and
 ``rollout/ep_rew_mean``, at the agent step of each dump. With ``run_log=`` the run log's
 scalars (eval returns per task and split, ``eval/<id>-<name>/<split>``, and training
 returns per task, ``train/episode_return/<id>``) go to the same writers, so a run has one
-TensorBoard event stream and one W&B run.
+TensorBoard event stream and one W&B run. Learners without an SB3 logger (``ppo-jax``)
+send the run log's scalars to W&B with :func:`track_run_log` (TensorBoard: ``RunLog(...,
+tensorboard=True)``); several runs of one process (``--seeds``) are separate W&B runs.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def _start_wandb(run_dir: Path, project: str) -> Any:
             resume="allow",
             dir=str(run_dir),
             config=config,
+            reinit="create_new",  # one W&B run per run dir, several in one process
         )
     except Exception as e:  # no login, no network in online mode, bad settings
         message = " ".join(str(e).split())
@@ -138,6 +141,18 @@ def configure_logger(
     if run_log is not None:
         run_log.add_scalar_sink(_sink(formats), logger.close)
     return logger
+
+
+def track_run_log(run_log: Any, run_dir: str | os.PathLike[str], job: Mapping[str, Any]) -> None:
+    """Send ``run_log``'s scalars (eval returns, training-episode returns, at env or agent
+    steps) to a W&B run when ``job["wandb"]`` asks for one (see ``configure_logger``);
+    closed with the run log. For learners without an SB3 logger (``ppo-jax``)."""
+    wandb_option = job.get("wandb")
+    if not wandb_option:
+        return
+    project = wandb_option if isinstance(wandb_option, str) else WANDB_PROJECT
+    fmt = WandbOutputFormat(_start_wandb(Path(run_dir), project))
+    run_log.add_scalar_sink(_sink([fmt]), fmt.close)
 
 
 def _sink(formats: list[KVWriter]):

@@ -35,6 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from busy import busy_processes
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 2.5
 WORKLOADS: dict[str, list[str]] = {
@@ -69,10 +73,6 @@ def _timed_run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def _busy(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", choices=list(WORKLOADS), default=["demo", "meal"])
@@ -102,14 +102,9 @@ def main() -> None:
             print(f"  {name} alone: {alone:.1f} s wall, {alone_cpu:.1f} s CPU (load {load:.1f})")
             if args.busy == 0:
                 continue
-            procs = _busy(args.busy)
-            try:
+            with busy_processes(args.busy):
                 load = os.getloadavg()[0]
                 busy, busy_cpu = _timed_run(_command(name, args, Path(tmp) / f"{name}-b"), env)
-            finally:
-                for p in procs:
-                    p.kill()
-                    p.wait()
             ratio = busy / alone
             met = "yes" if ratio <= TARGET else "NO"
             print(

@@ -30,6 +30,11 @@ compile time is reported apart:
   rollout compiles the next kitchen's reset, is not timed). Evaluation and checkpoints
   fall outside the timed updates.
 
+``--busy N``: every comparison runs once more next to ``N`` processes that each spin a
+core (``busy.py``; started before the first side, stopped after the last), and the script
+prints each side's slowdown and the ratios to MEAL alone and busy (issue 20 item 7: next
+to two busy processes the ratio no worse than alone, i.e. no bigger slowdown than MEAL's).
+
 The script also prints each side's seconds per update, ours split into the rollout and the
 PPO epochs, and the ratio a rollout that cost nothing would give (MEAL's update / our
 epochs).
@@ -39,6 +44,7 @@ MEAL's code is never copied into this project; get a checkout of it and pass its
     git clone https://github.com/TTomilin/MEAL /tmp/meal && git -C /tmp/meal checkout 7d81858
     python benchmarks/bench_meal.py --meal-repo /tmp/meal [--num-envs 16 256 1024]
         [--updates 8 4 2] [--repeats 3] [--sides meal jax jax-seeds ours] [--seeds 5]
+        [--busy 2]
     python benchmarks/bench_meal.py --sides jax jax-seeds --num-envs 16 --updates 2 \
         --repeats 1     # our JAX sides alone, no MEAL checkout needed
 
@@ -69,6 +75,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from busy import busy_processes
 from meal_reference import check_meal_repo, load_meal_trainer, meal_argv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,25 +287,65 @@ SIDES: dict[str, str] = {
 """The sides of the training comparison (``--sides``)."""
 
 
+def _best_of(args: argparse.Namespace, num_envs: int, n_updates: int, label: str) -> dict:
+    """Each side's best run of ``--repeats`` (sides alternate in order)."""
+    best: dict[str, dict | None] = {side: None for side in args.sides}
+    for repeat in range(args.repeats):
+        order = args.sides if repeat % 2 == 0 else args.sides[::-1]
+        for side in order:
+            result = _child(side, args, num_envs, n_updates)
+            rate = _rate(result, num_envs)
+            print(
+                f"  {num_envs:5d} envs  {side:9s} {label}run {repeat + 1}: {rate:9,.0f} "
+                f"env-steps/s (compile {result['tasks'][0]['compile_s']:.1f} s, "
+                f"load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+            if best[side] is None or rate > _rate(best[side], num_envs):
+                best[side] = result
+    return best
+
+
 def bench_training(args: argparse.Namespace) -> None:
+    """Every side at every ``--num-envs``; with ``--busy N`` each comparison runs again
+    next to ``N`` spinning processes (started for both sides, stopped after them)."""
     updates = list(args.updates) + [args.updates[-1]] * (len(args.num_envs) - len(args.updates))
-    rows = []
+    rows, busy_rows = [], []
     for num_envs, n_updates in zip(args.num_envs, updates, strict=False):
-        best: dict[str, dict | None] = {side: None for side in args.sides}
-        for repeat in range(args.repeats):
-            order = args.sides if repeat % 2 == 0 else args.sides[::-1]
-            for side in order:
-                result = _child(side, args, num_envs, n_updates)
-                rate = _rate(result, num_envs)
-                print(
-                    f"  {num_envs:5d} envs  {side:9s} run {repeat + 1}: {rate:9,.0f} env-steps/s "
-                    f"(compile {result['tasks'][0]['compile_s']:.1f} s)",
-                    flush=True,
-                )
-                if best[side] is None or rate > _rate(best[side], num_envs):
-                    best[side] = result
-        rows.append((num_envs, best))
+        rows.append((num_envs, _best_of(args, num_envs, n_updates, "")))
+        if args.busy:
+            with busy_processes(args.busy):
+                label = f"next to {args.busy} busy, "
+                busy_rows.append((num_envs, _best_of(args, num_envs, n_updates, label)))
     _print_training(args, rows)
+    if args.busy:
+        print(f"\nNEXT TO {args.busy} BUSY PROCESSES (each spins a core)")
+        _print_training(args, busy_rows)
+        _print_busy(args, rows, busy_rows)
+
+
+def _print_busy(args: argparse.Namespace, rows: list, busy_rows: list) -> None:
+    """Each side's slowdown (alone / busy rate) and its ratio to MEAL alone and busy
+    (target: the busy ratio no worse than the ratio alone, i.e. no bigger slowdown than
+    MEAL's own)."""
+    print(f"\nalone vs next to {args.busy} busy processes: slowdown (alone / busy rate)")
+    print(" envs | " + " | ".join(f"{s} slowdown" for s in args.sides))
+    for (num_envs, alone), (_, busy) in zip(rows, busy_rows, strict=True):
+        cells = [
+            f"{_rate(alone[s], num_envs) / _rate(busy[s], num_envs):5.2f}x" for s in args.sides
+        ]
+        print(f" {num_envs:4d} | " + " | ".join(cells))
+    if "meal" not in args.sides:
+        return
+    print("ratio to MEAL alone -> next to busy (target: busy ratio >= alone ratio)")
+    for (num_envs, alone), (_, busy) in zip(rows, busy_rows, strict=True):
+        cells = []
+        for side in (s for s in args.sides if s != "meal"):
+            before = _rate(alone[side], num_envs) / _rate(alone["meal"], num_envs)
+            after = _rate(busy[side], num_envs) / _rate(busy["meal"], num_envs)
+            met = "met" if after >= before else "NOT met"
+            cells.append(f"{side} {before:5.2f} -> {after:5.2f} ({met})")
+        print(f" {num_envs:4d} | " + " | ".join(cells))
 
 
 def _print_training(args: argparse.Namespace, rows: list[tuple[int, dict]]) -> None:
@@ -466,6 +513,12 @@ def main() -> None:
         help="what to time: " + "; ".join(f"{k}: {v}" for k, v in SIDES.items()),
     )
     parser.add_argument("--seeds", type=int, default=5, help="K of the jax-seeds side")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="also time every comparison next to N processes that each spin a core",
+    )
     parser.add_argument("--child", choices=tuple(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -489,6 +542,8 @@ def main() -> None:
             parser.error(f"{err}; see this script's docstring")
     if args.tasks not in (1, 2):
         parser.error(f"--tasks must be 1 or 2, got {args.tasks}")
+    if args.busy < 0:
+        parser.error(f"--busy must be >= 0, got {args.busy}")
     bench_training(args)
 
 

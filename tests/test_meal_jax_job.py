@@ -109,12 +109,15 @@ def test_ppo_jax_is_meals_default_learner_and_ppo_the_torch_one():
     assert values["update_epochs"] == torch.hp["learner"]["n_epochs"]
     assert values["clip_eps"] == torch.hp["learner"]["clip_range"]
     assert values["learning_rate"] == torch.hp["learner"]["learning_rate"]
+    assert values["advantage_normalization"] == "none"  # small; carried from the torch preset
+    assert torch.hp["learner"]["advantage_normalization"] == "none"
     assert values["hidden_sizes"] == torch.hp["net_arch"] == [64]
     assert values["cl_method"] == "ft"
     jax_options.make_config(values)  # every value is a field of the learner's config
     paper = resolve_job(**{**JOB, "preset": "paper", "num_envs": None}, overrides={}, seed=0)
     assert (paper.hp["learner"]["num_steps"], paper.num_envs) == (128, 16)
     assert paper.hp["learner"]["anneal_lr"] is True  # Table 4
+    assert paper.hp["learner"]["advantage_normalization"] == "minibatch-biased"  # IPPO_CL.py
     assert paper.hp["learner"]["hidden_sizes"] == [128, 128]
     ewc = resolve_job(**{**JOB, "method": "ewc", "preset": "paper"}, overrides={}, seed=0)
     assert ewc.hp["learner"]["reg_coef"] == 1e11 and ewc.hp["learner"]["cl_method"] == "ewc"
@@ -139,11 +142,15 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
         "max_episode_steps": None,
     }
     assert meta["seed"] == 0 and meta["env_kwargs"]["layout_seed"] == 0
-    # 100-step episodes of 4 envs, one row per env; a task's envs start at its first step
+    # 100-step episodes of 4 envs, one row per env; a task's envs start at its first step;
+    # the episodes running at a task's end (28 of 128 steps per env) are logged at the
+    # switch under the old task, as the torch job logs them
     episodes = read_episodes(run)
-    assert sorted(set(episodes.total_step)) == [400, 512 + 400]
-    assert (episodes.episode_length == 100).all() and len(episodes) == 2 * 4
-    assert episodes.groupby("total_step").task_id.first().tolist() == [0, 1]
+    assert sorted(set(episodes.total_step)) == [400, 512, 512 + 400, 1024]
+    by_step = episodes.groupby("total_step")
+    assert by_step.task_id.first().tolist() == [0, 0, 1, 1]
+    assert by_step.episode_length.unique().tolist() == [[100], [28], [100], [28]]
+    assert (by_step.size() == 4).all() and (episodes.episode_return >= 0).all()
     progress = read_progress(run)
     assert progress["state"] == "finished" and progress["total_step"] == 1024
     assert progress["compile_s"] > 0 and progress["steps_per_s"] > 0
@@ -181,6 +188,28 @@ def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
         np.testing.assert_array_equal(x[key], y[key], err_msg=key)
     z = _checkpoint(group / "seed-0")  # the two seeds did train differently
     assert any(not np.array_equal(x[k], z[k]) for k in x if "params" in k)
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_wandb_offline_gets_each_seeds_eval_and_episode_returns(tmp_path, monkeypatch):
+    """``--wandb`` with ppo-jax: the run log's scalars (as TensorBoard gets them) go to one
+    W&B run per seed's run dir, two runs in one process (``--seeds 0 3``), offline."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    overrides = {**OVERRIDES, "layout_seed": 0, "wandb": "cl-suites-test"}
+    run_main_job(**JOB, seed=0, run_dir=tmp_path, resume=False, overrides=overrides,
+                 seeds=[0, 3])  # fmt: skip
+    ids = set()
+    for seed in (0, 3):
+        run = tmp_path / f"seed-{seed}"
+        run_id = (run / "wandb" / "run-id").read_text().strip()
+        ids.add(run_id)
+        (offline,) = (run / "wandb").glob(f"offline-run-*-{run_id}")
+        records = (offline / f"run-{run_id}.wandb").read_bytes()  # protobuf records
+        for key in (b"eval/0-", b"eval/1-", b"train/episode_return/0", b"global_step"):
+            assert key in records, (seed, key)
+    assert len(ids) == 2
 
 
 @pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
@@ -282,6 +311,20 @@ def test_sweep_trains_the_seeds_of_one_meal_configuration_together():
     assert groups[1:] == [[f"Diagnostic-ft-ppo-s{s}"] for s in (0, 1, 2)]
     own = SweepSpec(suites=("MEAL-2",), methods=("ft",), seeds=(0, 1))  # kitchens per seed
     assert [len(g) for g in seed_groups(own.runs())] == [1, 1]
+
+
+def test_episodes_running_at_a_task_end_are_logged_as_cut():
+    """One row per env with the return and length so far, at the switch step, under the
+    old task (``episodes.csv`` columns); nothing when the episodes had just ended."""
+    state = type("State", (), {})()
+    state.t = np.array([28, 0])
+    state.ep_return = np.array([[3.0, 0.0, 6.5], [1.0, 1.0, 1.0]], np.float32)
+    rows = jax_job.cut_episode_rows(state, 0, 512, 0)
+    assert rows == [
+        {"total_step": 512, "task_id": 0, "episode_return": r, "episode_length": 28}
+        for r in (3.0, 0.0, 6.5)
+    ]
+    assert jax_job.cut_episode_rows(state, 1, 512, 0) == []
 
 
 def test_eval_policy_acts_per_task_and_samples_from_its_own_keys():

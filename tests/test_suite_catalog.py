@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines_sb3 import hyperparameters, main_job, presets, run_spec
+from baselines_sb3 import hyperparameters, presets, run_spec
 from baselines_sb3.factory import LEARNERS
 from cl_suites.errors import ConfigError, UnknownSuiteError
 from cl_suites.suites import (

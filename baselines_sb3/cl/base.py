@@ -93,24 +93,29 @@ class FreshEpisodes:
         step_in_episode: ``(S,)`` index of each step within its episode chunk (0, 1, ...).
         alive: ``(S,)`` True for the steps before the first end of an episode in the chunk
             (a chunk of ``max_steps`` steps continues through auto-resets).
+        actions: ``(S, A)`` the action each agent played at each step, or ``None`` when
+            not recorded (stored training states).
     """
 
     observations: Any
     num_agents: int
     step_in_episode: np.ndarray
     alive: np.ndarray
+    actions: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
         return len(self.step_in_episode)
 
 
-EpisodeSource = Callable[[int, int, int], FreshEpisodes]
-"""``fn(task_id, episodes, max_steps) -> FreshEpisodes``: play ``episodes`` chunks of
-``max_steps`` env steps each (auto-resetting) of task ``task_id`` with the current policy
-(sampled actions), on envs separate from the training env (interface 11; MEAL's Fisher:
-5 x 500). The job provides it; without one the method falls back to stored training states
-with a warning."""
+EpisodeSource = Callable[..., FreshEpisodes]
+"""``fn(task_id, episodes, max_steps, lead_agent=False) -> FreshEpisodes``: play
+``episodes`` chunks of ``max_steps`` env steps each (auto-resetting) of task ``task_id``
+with the current policy (sampled actions), on envs separate from the training env
+(interface 11; MEAL's Fisher: 5 x 500). Every agent samples from its own observation, or,
+with ``lead_agent``, every agent plays the action sampled from agent 0's observation (MEAL
+7d81858's Fisher episodes). The job provides it; without one the method falls back to
+stored training states with a warning."""
 
 
 class ContinualMethod:

@@ -664,6 +664,8 @@ class _FreshEpisodeImportance(QuadraticPenalty):
 
     needs_fresh_episodes = True
     modes: tuple[str, ...] = ("multi", "online", "last")
+    lead_agent = False
+    """Ask the source for episodes where every agent plays agent 0's sampled action."""
 
     def __init__(
         self,
@@ -696,7 +698,9 @@ class _FreshEpisodeImportance(QuadraticPenalty):
 
     def fresh_episodes(self, task_id: int) -> FreshEpisodes | None:
         if self.episode_source is not None:
-            return self.episode_source(task_id, self.episodes, self.max_steps)
+            return self.episode_source(
+                task_id, self.episodes, self.max_steps, lead_agent=self.lead_agent
+            )
         if not self._warned:
             warnings.warn(
                 f"{self.name}: no fresh-episode source (set_episode_source); estimating the "
@@ -770,9 +774,10 @@ class _FreshEpisodeImportance(QuadraticPenalty):
 class MealEWC(_FreshEpisodeImportance):
     """EWC as MEAL's ``cl_methods/EWC.py``: ``mode="multi"`` sums the Fishers (``ewc``),
     ``mode="online"`` with ``decay=0.9`` is MEAL's online EWC; Fisher = :func:`score_fisher`
-    of 5 fresh episodes x 500 steps, of agent 0's observation and action
-    (``fisher_agents="first"``, MEAL 7d81858) or the joint log-probability (``"joint"``,
-    057f862)."""
+    of 5 fresh episodes x 500 steps: ``fisher_agents="first"`` (MEAL 7d81858, as ppo-jax):
+    episodes where every agent plays the action sampled from agent 0's observation, the
+    score of that observation and that action at every step; ``"joint"`` (057f862): each
+    agent acting on its own observation, the joint log-probability of resampled actions."""
 
     name = "ewc"
 
@@ -783,12 +788,22 @@ class MealEWC(_FreshEpisodeImportance):
                 f"unknown fisher_agents {fisher_agents!r}; valid: {', '.join(FISHER_AGENTS)}"
             )
         self.fisher_agents = fisher_agents
+        self.lead_agent = fisher_agents == "first"
 
     def compute_importance(
         self, episodes: FreshEpisodes, params: list[tuple[str, th.nn.Parameter]]
     ) -> Importance:
+        played = None  # "first": the actions played (sampled once, as MEAL); else resampled
+        if self.lead_agent and episodes.actions is not None:
+            played = th.as_tensor(np.asarray(episodes.actions), dtype=th.long)
         return score_fisher(
-            self.policy, self._forward(), params, episodes, self.generator, self.fisher_agents
+            self.policy,
+            self._forward(),
+            params,
+            episodes,
+            self.generator,
+            self.fisher_agents,
+            actions=played,
         )
 
 

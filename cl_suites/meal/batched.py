@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.task import TASK_EPISODE_KEY, ScheduleAccessors, SequenceCursor
+from cl_suites.core.task import (
+    TASK_EPISODE_KEY,
+    ScheduleAccessors,
+    SequenceCursor,
+    check_positive_int,
+)
 from cl_suites.meal.engine import BatchState, MealEngine, jax
 from cl_suites.meal.suite import NUM_ACTIONS, MealSuite
 
@@ -100,7 +105,12 @@ class MealBatchedEnv(ScheduleAccessors):
 
     Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
     shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
-    annealed linearly from 1 to 0 over ``shaping_horizon`` steps of each task. Each agent
+    annealed linearly from 1 to 0 over ``shaping_horizon`` env steps of each task and held
+    for each block of ``rollout_steps`` calls (one learner update of ``M * rollout_steps``
+    env steps) from the task's start: ``1 - u * M * rollout_steps / shaping_horizon`` in
+    update ``u``, MEAL's ``rew_shaping_anneal(update_step * num_steps * num_envs)``
+    (``TTomilin/MEAL@7d81858 baselines/IPPO_CL.py:657``) and ppo-jax's; ``rollout_steps=1``
+    anneals per call. Each agent
     gets the team's delivery reward (its own with ``individual_rewards``) plus its own
     shaping, as MEAL's trainer (``TTomilin/MEAL@7d81858 baselines/IPPO_CL.py:673-682``).
 
@@ -116,6 +126,7 @@ class MealBatchedEnv(ScheduleAccessors):
         *,
         autoreset: bool = True,
         engine: MealEngine | None = None,
+        rollout_steps: int = 1,
     ):
         self.suite = suite
         self.sequence = suite.sequence
@@ -124,6 +135,7 @@ class MealBatchedEnv(ScheduleAccessors):
         self.num_agents = suite.num_agents
         self.agents = suite.agents
         self.autoreset = autoreset
+        self.rollout_steps = check_positive_int("rollout_steps", rollout_steps)
         self.render_mode = None
         self.engine = engine or shared_engine(suite)
         self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
@@ -138,11 +150,15 @@ class MealBatchedEnv(ScheduleAccessors):
         self._yes = np.ones((self.num_envs, self.num_agents), dtype=bool)
 
     def shaping_coef(self) -> float:
-        """Weight of the shaped reward at the current step (0 with sparse rewards)."""
+        """Weight of the shaped reward in the next ``step`` call: the task's env steps
+        before the current update (blocks of ``num_envs * rollout_steps`` from the task's
+        start) over ``shaping_horizon``, from 1 down to 0; 0 with sparse rewards."""
         opts = self.suite.options
         if opts["sparse_rewards"]:
             return 0.0
-        return max(0.0, 1.0 - self.cursor.task_step / opts["shaping_horizon"])
+        update = self.num_envs * self.rollout_steps
+        steps = self.cursor.task_step // update * update
+        return max(0.0, 1.0 - steps / opts["shaping_horizon"])
 
     # -- API ------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:

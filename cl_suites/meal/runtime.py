@@ -73,14 +73,19 @@ class MealRuntime:
         return self.instance(info, kwargs), kwargs
 
     def vector_env(
-        self, instance: MealSuite, num_envs: int, vectorization_mode: str
+        self,
+        instance: MealSuite,
+        num_envs: int,
+        vectorization_mode: str,
+        rollout_steps: int | None = None,
     ) -> tuple[Any, Any]:
         """MEAL's batched engine (``vectorization_mode`` does not apply: one jitted call)
-        and its eval source on the same engine."""
+        and its eval source on the same engine; the shaping weight is held for each
+        ``rollout_steps`` steps (one PPO update), as MEAL's trainer and ppo-jax hold it."""
         from cl_suites.meal.batched import MealBatchedEnv
         from cl_suites.meal.evaluation import MealEvalSource
 
-        batched = MealBatchedEnv(instance, num_envs)
+        batched = MealBatchedEnv(instance, num_envs, rollout_steps=rollout_steps or 1)
         return batched, MealEvalSource(instance, batched.engine)
 
     def sb3_view(self, env: Any) -> Any:

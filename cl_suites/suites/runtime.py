@@ -126,11 +126,16 @@ class SuiteRuntime(Protocol):
         ...
 
     def vector_env(
-        self, instance: SuiteInstance, num_envs: int, vectorization_mode: str
+        self,
+        instance: SuiteInstance,
+        num_envs: int,
+        vectorization_mode: str,
+        rollout_steps: int | None = None,
     ) -> tuple[Any, Any]:
         """``(env, eval source)``: the env of ``num_envs`` envs that keeps the schedule
         (``.cursor``, ``.step``) and the evaluator's env source (``None``: the core
-        ``Evaluator`` builds envs from the tasks' factories)."""
+        ``Evaluator`` builds envs from the tasks' factories). ``rollout_steps``: steps per
+        env of one learner update (MEAL holds its shaping weight for a whole update)."""
         ...
 
     def sb3_view(self, env: Any) -> Any:
@@ -160,7 +165,11 @@ class VectorRuntime:
         return dict(kwargs)
 
     def vector_env(
-        self, instance: SuiteInstance, num_envs: int, vectorization_mode: str
+        self,
+        instance: SuiteInstance,
+        num_envs: int,
+        vectorization_mode: str,
+        rollout_steps: int | None = None,
     ) -> tuple[Any, None]:
         from cl_suites.core.vector import SequenceVectorEnv
 

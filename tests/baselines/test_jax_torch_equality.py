@@ -131,16 +131,17 @@ def _batch(policy: ContinualPolicy, n: int = 256, seed: int = 0):
     return obs, actions, old_log_prob, old_values, advantages, returns
 
 
-def _torch_learner(policy: ContinualPolicy) -> ContinualPPO:
+def _torch_learner(policy: ContinualPolicy, cfg: IPPOConfig = CFG) -> ContinualPPO:
     """A ContinualPPO with the MEAL preset's loss settings around ``policy`` (no env:
     only its minibatch loss is used)."""
     learner = object.__new__(ContinualPPO)
-    learner.policy, learner.ent_coef, learner.vf_coef = policy, CFG.ent_coef, CFG.vf_coef
-    learner.value_loss, learner.advantage_normalization = "clipped-max", "minibatch-biased"
+    learner.policy, learner.ent_coef, learner.vf_coef = policy, cfg.ent_coef, cfg.vf_coef
+    learner.value_loss = "clipped-max"
+    learner.advantage_normalization = cfg.advantage_normalization
     return learner
 
 
-def _torch_loss(policy, batch):
+def _torch_loss(policy, batch, cfg: IPPOConfig = CFG):
     obs, actions, old_log_prob, old_values, advantages, returns = batch
     data = type("Minibatch", (), {})()
     data.observations = _torch_obs(obs)
@@ -149,7 +150,7 @@ def _torch_loss(policy, batch):
     data.advantages = th.as_tensor(advantages, dtype=th.float32)
     data.returns = th.as_tensor(returns, dtype=th.float32)
     acts = th.as_tensor(actions).long()
-    return _torch_learner(policy).minibatch_loss(data, acts, CFG.clip_eps, None)
+    return _torch_learner(policy, cfg).minibatch_loss(data, acts, cfg.clip_eps, None)
 
 
 def _jax_loss_fn(batch, cl_state=None, mask=None, cfg=CFG):
@@ -179,16 +180,28 @@ def _jax_loss_fn(batch, cl_state=None, mask=None, cfg=CFG):
     return loss_fn
 
 
-def test_ppo_loss_and_gradients_equal():
+@pytest.mark.parametrize("normalization", ["minibatch-biased", "none"])
+def test_ppo_loss_and_gradients_equal(normalization):
+    """MEAL's per-minibatch normalisation (the paper preset) and none (``small``)."""
+    cfg = IPPOConfig(advantage_normalization=normalization)
     policy = _torch_policy()
     params = params_from_torch(policy)
     batch = _batch(policy)
-    loss_t, pg_t, value_t, entropy_t, _, _ = _torch_loss(policy, batch)
+    loss_t, pg_t, value_t, entropy_t, _, _ = _torch_loss(policy, batch, cfg)
     policy.optimizer.zero_grad()
     loss_t.backward()
     (loss_j, (value_j, actor_j, entropy_j, _)), grads = jax.value_and_grad(
-        _jax_loss_fn(batch), has_aux=True
+        _jax_loss_fn(batch, cfg=cfg), has_aux=True
     )(params)
+    obs, actions, old_log_prob, _, advantages, _ = batch
+    with th.no_grad():
+        log_pi = th.log_softmax(policy.logits_and_values(_torch_obs(obs))[0], -1).numpy()
+    ratio = np.exp(log_pi[np.arange(len(actions)), actions] - old_log_prob)
+    adv = advantages
+    if normalization == "minibatch-biased":
+        adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    by_hand = -np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv).mean()
+    _close(actor_j, by_hand, rtol=1e-4, atol=1e-5)
     _close(loss_j, float(loss_t.detach()), atol=1e-5)
     _close(actor_j, float(pg_t), atol=1e-5)
     _close(value_j, float(value_t), atol=1e-5)
@@ -381,3 +394,125 @@ def test_importance_combination_equal():
         old = {"w": th.full((2,), 2.0)}
         torch_values[name] = float(method.combine(old, {"w": th.full((2,), 10.0)})["w"][0])
     assert torch_values == pytest.approx(expected)
+
+
+# --------------------------------------------------------------------------- reward shaping
+def test_shaping_coefficient_held_per_update_as_ppo_jax():
+    """MEAL 7d81858 ``IPPO_CL.py:657``: the shaping weight of every step of update ``u``
+    is ``1 - u * num_envs * num_steps / horizon`` (the task's env steps before the update),
+    counted from each task's start. The torch job's env gives, step by step over a whole
+    task and into the next, the weight ppo-jax uses for the update that step belongs to."""
+    from baselines_jax import JaxIPPO
+    from baselines_sb3.jax_options import make_config
+    from baselines_sb3.main_job import _training_env, resolve_job, rollout_steps
+
+    overrides = {"steps_per_task": 320, "shaping_horizon": 200, "episode_len": 100}
+    torch_spec = resolve_job(
+        suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
+        overrides=overrides, seed=0,
+    )  # fmt: skip
+    env, _, _ = _training_env(torch_spec)
+    num_steps = rollout_steps(torch_spec.hp)
+    per_update = 4 * num_steps
+    assert torch_spec.meal.sequence.tasks[0].budget == 5 * per_update  # 5 whole updates
+    jax_spec = resolve_job(
+        suite="MEAL-2", method="ft", learner="ppo-jax", preset="small", num_envs=4,
+        overrides=overrides, seed=0,
+    )  # fmt: skip
+    assert jax_spec.hp["learner"]["num_steps"] == num_steps
+    learner = JaxIPPO(jax_spec.meal, make_config(jax_spec.hp["learner"]), [0])
+    jax_coef = np.asarray(learner.shaping_coef(jnp.arange(5)))
+    hand = [1.0, 1 - 64 / 200, 1 - 128 / 200, 1 - 192 / 200, 0.0]  # 64 env steps per update
+    np.testing.assert_allclose(jax_coef, hand, atol=1e-7)
+
+    env.reset(seed=0)
+    seen = []
+    for _ in range(7 * num_steps):  # task 0 (5 updates), then 2 updates of task 1
+        seen.append((env.cursor.segment.task_id, env.shaping_coef()))
+        env.step(np.zeros((4, 2), np.int64))
+    tasks, coefs = np.array(seen).T
+    expected = np.concatenate([np.repeat(jax_coef, num_steps), np.repeat(jax_coef[:2], num_steps)])
+    np.testing.assert_array_equal(tasks, np.repeat([0, 1], [5 * num_steps, 2 * num_steps]))
+    np.testing.assert_allclose(coefs, expected, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- Fisher episodes
+def test_ewc_fisher_episodes_equal_from_the_same_parameters(monkeypatch):
+    """MEAL 7d81858 ``cl_methods/EWC.py:131-174``: fresh episodes in which every agent
+    plays the action sampled from agent 0's observation, each step's score of that
+    observation and action, running on through the episode end. From the same parameters
+    and kitchen, the torch job's episode source + ``MealEWC`` and ppo-jax's ``_fisher``
+    play the same episodes and give the same Fisher. Sampling is made greedy on both sides
+    (the same draw without shared random numbers) and every episode of both sides starts
+    from one PRNG key (agents' start cells are random)."""
+    import stable_baselines3.common.distributions as sb3_dist
+
+    from baselines_jax import JaxIPPO
+    from baselines_sb3.callbacks import make_episode_source
+    from cl_suites.meal.evaluation import meal_evaluator
+    from cl_suites.meal.suite import build_suite
+
+    monkeypatch.setattr(sb3_dist.CategoricalDistribution, "sample", _greedy_torch)
+    monkeypatch.setattr(jax.random, "categorical", _greedy_jax)
+    suite = build_suite("MEAL-2", steps_per_task=4096, episode_len=100, layout_seed=0)
+    episodes, steps, task = 2, 110, 1  # through the 100-step episode end
+    policy = _torch_policy_for(suite.obs_shape, num_tasks=2)
+    params = params_from_torch(policy)
+
+    cfg = IPPOConfig(cl_method="ewc", importance_episodes=episodes, importance_steps=steps)
+    learner = JaxIPPO(suite, cfg, [0])
+    key = jax.random.PRNGKey(3)
+    monkeypatch.setattr(learner.engine, "env_keys", lambda seed, n: jnp.tile(key, (n, 1)))
+    start = jax.vmap(lambda k: learner.engine.reset_batch(task, k[None]))
+    monkeypatch.setattr(learner, "_importance_envs", lambda t, keys: start(jnp.tile(key, (1, 1))))
+
+    model = type("Model", (), {"policy": policy})()
+    source = make_episode_source(meal_evaluator(suite), model, lambda: 0, suite.num_agents)
+    played = source(task, episodes, steps, lead_agent=True)
+    assert played.actions.shape == (episodes * steps, 2)
+    np.testing.assert_array_equal(played.actions[:, 1], played.actions[:, 0])
+    assert len(np.unique(played.actions[:, 0])) > 1  # the agents move
+    method = MealEWC(lam=1.0, episodes=episodes, max_steps=steps)
+    method.bind(policy, _fake_model(policy))
+    method.set_episode_source(source)
+    fisher_t = method.compute_importance(
+        method.fresh_episodes(task), list(policy.named_parameters())
+    )
+
+    stacked = jax.tree.map(lambda x: x[None], params)
+    fisher_j = learner._fisher(stacked, jnp.zeros((1, 2), jnp.uint32), task)
+    fisher_j = jax.tree.map(lambda x: x[0], fisher_j)
+    _assert_tree_matches_torch(fisher_j, fisher_t, policy, rtol=1e-3, atol=1e-9)
+    assert sum(float(v.sum()) for v in fisher_t.values()) > 0
+
+
+def _greedy_torch(self):
+    return self.distribution.probs.argmax(dim=-1)
+
+
+def _greedy_jax(key, logits, axis=-1, shape=None, replace=True):
+    return jnp.argmax(logits, axis=axis)
+
+
+def _torch_policy_for(obs_shape: tuple[int, ...], num_tasks: int) -> ContinualPolicy:
+    th.manual_seed(0)
+    space = gym.spaces.Dict(
+        {
+            "obs": gym.spaces.Box(0, 255, obs_shape, np.uint8),
+            "task_id": gym.spaces.Discrete(num_tasks),
+        }
+    )
+    return ContinualPolicy(
+        space,
+        gym.spaces.Discrete(N_ACTIONS),
+        lambda _: CFG.learning_rate,
+        num_tasks=num_tasks,
+        multi_head=True,
+        task_id_input=True,
+        trunk_layer_norm=True,
+        net_arch=[128, 128],
+        activation_fn=th.nn.ReLU,
+        ortho_init=True,
+        normalize_images=False,
+        optimizer_kwargs={"eps": 1e-5, "fused": True},
+    )

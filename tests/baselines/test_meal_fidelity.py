@@ -142,7 +142,7 @@ def test_ewc_sums_fishers_and_online_ewc_decays(monkeypatch):
     """EWC.update_state: multi F = F + F_new; online F = 0.9 F + 0.1 F_new; anchor = latest."""
     values = iter([1.0, 3.0, 1.0, 3.0])
 
-    def fake_fisher(policy, forward, params, episodes, generator, agents):
+    def fake_fisher(policy, forward, params, episodes, generator, agents, actions=None):
         value = next(values)
         return {n: th.full_like(p, value) for n, p in params}
 
@@ -152,7 +152,7 @@ def test_ewc_sums_fishers_and_online_ewc_decays(monkeypatch):
         policy = _meal_policy()
         method = cls(lam=1.0)
         method.bind(policy, _FakeModel(policy))
-        method.set_episode_source(lambda task, episodes, steps: _episodes())
+        method.set_episode_source(lambda task, episodes, steps, **_: _episodes())
         method.on_task_switch(_switch(0, 100))
         with th.no_grad():
             policy.mlp_extractor.policy_net[0].bias.add_(1.0)
@@ -173,13 +173,18 @@ def test_fresh_episode_source_is_asked_for_the_finished_task():
     method.bind(policy, _FakeModel(policy))
     calls = []
 
-    def source(task_id, episodes, max_steps):
-        calls.append((task_id, episodes, max_steps))
+    def source(task_id, episodes, max_steps, lead_agent=False):
+        calls.append((task_id, episodes, max_steps, lead_agent))
         return _episodes()
 
     method.set_episode_source(source)
     method.on_task_switch(_switch(0))
-    assert calls == [(0, 5, 500)] and "all" in method.terms
+    assert calls == [(0, 5, 500, True)] and "all" in method.terms  # agent 0 leads (7d81858)
+    mas = MealMAS(lam=1.0)
+    mas.bind(policy, _FakeModel(policy))
+    mas.set_episode_source(source)
+    mas.on_task_switch(_switch(0))
+    assert calls[-1] == (0, 5, 500, False)  # MAS: every agent on its own observation
     fallback = MealEWC(lam=1.0)
     fallback.bind(policy, _FakeModel(policy))
     fallback.samples.items = [{"obs": np.zeros(OBS, np.float32), "task_id": np.int64(0)}] * 3
@@ -285,7 +290,7 @@ def test_mas_replaced_per_task_and_normalised_over_the_whole_tree(monkeypatch):
     policy = _meal_policy()
     method = MealMAS(lam=1.0)
     method.bind(policy, _FakeModel(policy))
-    method.set_episode_source(lambda task, episodes, steps: _episodes())
+    method.set_episode_source(lambda task, episodes, steps, **_: _episodes())
     method.on_task_switch(_switch(0, 100))
     method.on_task_switch(_switch(1, 200))
     f, _ = method.terms["all"]
@@ -295,7 +300,7 @@ def test_mas_replaced_per_task_and_normalised_over_the_whole_tree(monkeypatch):
     values = iter([2.0])
     normalised = MealMAS(lam=1.0, normalize_task=True)
     normalised.bind(policy, _FakeModel(policy))
-    normalised.set_episode_source(lambda task, episodes, steps: _episodes())
+    normalised.set_episode_source(lambda task, episodes, steps, **_: _episodes())
     normalised.on_task_switch(_switch(0, 100))
     f, _ = normalised.terms["all"]
     named = dict(policy.named_parameters())
