@@ -446,6 +446,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         specs = _resolve(config)  # every bad value fails here, before the run dir exists
         if specs[0].method == "clear":
             _check_replay_memory(specs[0], run_dir)
+        if len(specs) > 1 and "layout_seed" not in config.options:
+            err_console.print(_shared_kitchens_note(config.seeds or [], specs[0]))
     try:
         with _sigterm_as_interrupt():
             _start(config, specs, run_dir, args.resume)
@@ -462,6 +464,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
     console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
     return EXIT_OK
+
+
+def _shared_kitchens_note(seeds: list[int], spec: Any) -> str:
+    """The line a ``--seeds`` run prints when it chose the kitchens itself."""
+    return (
+        f"note: seeds {' '.join(map(str, seeds))} train in one program on one set of kitchens "
+        f"(layout_seed={spec.suite_kwargs['layout_seed']}, the first seed's); MEAL's protocol "
+        "gives each seed its own kitchens: for that, run them one by one (cl-suites sweep "
+        "--seeds)"
+    )
 
 
 def _start(config: RunConfig, specs: list[Any] | None, run_dir: Path, resume: bool) -> None:

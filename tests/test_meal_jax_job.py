@@ -395,3 +395,19 @@ def test_resuming_several_seeds_needs_one_started_run_dir(tmp_path):
     _check_run_dirs(dirs, resume=True)  # seed-1 had not started: it starts with the rest
     with pytest.raises(CLIError, match="seed-0 already holds a run"):
         _check_run_dirs(dirs, resume=False)
+
+
+def test_seeds_without_layout_seed_say_they_share_one_set_of_kitchens(
+    monkeypatch, tmp_path, capsys
+):
+    """``--seeds`` trains every seed on the first seed's kitchens unless ``layout_seed`` is
+    given; the run says so before training (MEAL's protocol gives each seed its own)."""
+    from cl_suites import cli
+
+    monkeypatch.setattr(cli, "_start", lambda *args: None)  # resolve and check only
+    run = ["run", "--suite", "MEAL-2", "--method", "ft", "--preset", "small", "--seeds", "4", "7"]
+    assert main([*run, "--run-dir", str(tmp_path / "a")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "seeds 4 7 train in one program on one set of kitchens (layout_seed=4" in err
+    assert main([*run, "--set", "layout_seed=9", "--run-dir", str(tmp_path / "b")]) == 0
+    assert "one set of kitchens" not in capsys.readouterr().err
