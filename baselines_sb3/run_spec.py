@@ -23,10 +23,12 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from baselines_sb3 import hyperparameters, presets
@@ -301,6 +303,113 @@ MEAL_LEARNERS: tuple[str, ...] = meal_suite(1).learners
 SB3/torch IPPO."""
 
 
+def _read_only(value: Any) -> Any:
+    """``value`` with every mapping inside it read-only (lists stay lists)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping inside it a ``dict`` again (JSON-ready)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """The policy and env-wrapper options of a torch-learner run (``OPTIONS``'s ``policy``
+    section documents each; the preset's values after the run's overrides)."""
+
+    network: str
+    net_arch: list[int]
+    activation: str
+    cnn_features_dim: int | None
+    ortho_init: bool
+    trunk_layer_norm: bool
+    normalize_images: bool
+    action_mask_mode: str
+    previous_action_reward: bool
+    reward_clip: tuple[float, float] | list[float] | None
+    reward_sign: bool
+    time_limit_terminal: bool
+    optimizer_kwargs: Mapping[str, Any] | None = None
+    """Extra optimizer keywords (MEAL: Adam's ``eps``); not a run option."""
+
+
+@dataclass(frozen=True)
+class Hyperparameters(Mapping):
+    """The resolved learner, method and policy settings of a run, frozen.
+
+    Attributes:
+        learner: the learner's constructor keywords (``n_steps`` and other step counts in
+            agent steps; MEAL: env steps); ``ppo-jax``: every ``IPPOConfig`` field.
+        method: the CL method's keywords (``variant`` included; ``ppo-jax``: empty, its
+            CL settings are ``IPPOConfig`` fields).
+        policy: ``PolicyOptions`` (``None`` for ``ppo-jax``, whose network settings are
+            ``IPPOConfig`` fields).
+        num_envs: the preset's number of envs (the run's is ``JobSpec.num_envs``).
+        multi_head / task_id_input: the preset's policy heads and task-id input.
+        suite_defaults: suite options the preset sets unless the run does.
+
+    Also a read-only mapping with ``hyperparameters.resolve``'s keys (``hp["learner"]``,
+    ``hp["net_arch"]``, ...), what the learner factory and the env wrappers read.
+    """
+
+    learner: Mapping[str, Any]
+    method: Mapping[str, Any]
+    policy: PolicyOptions | None
+    num_envs: int
+    multi_head: bool
+    task_id_input: bool
+    suite_defaults: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, hp: Mapping[str, Any]) -> Hyperparameters:
+        """Freeze the dict of ``hyperparameters.resolve`` (after the overrides)."""
+        fields = {f.name for f in dataclasses.fields(PolicyOptions)}
+        policy = {k: _read_only(v) for k, v in hp.items() if k in fields}
+        return cls(
+            learner=_read_only(hp["learner"]),
+            method=_read_only(hp["method"]),
+            policy=PolicyOptions(**policy) if policy else None,
+            num_envs=int(hp["num_envs"]),
+            multi_head=bool(hp["multi_head"]),
+            task_id_input=bool(hp["task_id_input"]),
+            suite_defaults=_read_only(hp["suite_defaults"]),
+        )
+
+    def _items(self) -> dict[str, Any]:
+        policy = {}
+        if self.policy is not None:
+            policy = {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(self.policy)}
+            if policy["optimizer_kwargs"] is None:
+                del policy["optimizer_kwargs"]
+        return {
+            "learner": self.learner,
+            "method": self.method,
+            "num_envs": self.num_envs,
+            **policy,
+            "multi_head": self.multi_head,
+            "task_id_input": self.task_id_input,
+            "suite_defaults": self.suite_defaults,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-ready data (``dict`` copies)."""
+        return _plain(self._items())
+
+
 def check_option(name: str, value: Any) -> Any:
     """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
     option; an integral float as an ``int`` for an integer option); ``BadValueError``
@@ -322,8 +431,8 @@ class JobSpec:
         suite: the catalog entry; ``sequence`` the suite's task sequence with the run's
             kwargs (``suite_kwargs``), built without touching a simulator.
         method / learner / preset: the resolved names (``learner`` never ``None``).
-        hp: the hyperparameters after the overrides (``learner``, ``method``, ``network``,
-            ``net_arch``, ``reward_clip``, ...; ``hyperparameters.resolve``'s keys).
+        hp: the frozen ``Hyperparameters`` after the overrides (``hp.learner``,
+            ``hp.method``, ``hp.policy``; also read as ``hyperparameters.resolve``'s keys).
         options: the job options, typed, every field resolved.
         options_set: the job options the run set (what ``config()`` lists).
         num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
@@ -336,7 +445,7 @@ class JobSpec:
     method: str
     learner: str
     preset: str
-    hp: dict[str, Any]
+    hp: Hyperparameters
     options: JobOptions
     options_set: tuple[str, ...]
     suite_kwargs: dict[str, Any]
@@ -387,7 +496,11 @@ class JobSpec:
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
-            **{k: v for k, v in self.hp.items() if k not in ("suite_defaults", "num_envs")},
+            **{
+                k: v
+                for k, v in self.hp.to_dict().items()
+                if k not in ("suite_defaults", "num_envs")
+            },
             "multi_head": self.multi_head,
             "task_id_input": self.task_id_input,
         }
@@ -474,7 +587,7 @@ def resolve(
         method=method,
         learner=learner,
         preset=preset,
-        hp=hp,
+        hp=Hyperparameters.from_dict(hp),
         options=options,
         options_set=tuple(given),
         suite_kwargs=suite_kwargs,

@@ -224,3 +224,38 @@ def test_the_sweep_resolves_every_run_as_the_golden_file_records():
                 assert got == expected, (suite, run.method, preset)
                 checked += 1
     assert checked == 4 * (len(SUITES) + len(MEAL_SUITES))
+
+
+def test_the_resolved_hyperparameters_are_frozen_and_typed():
+    """``JobSpec.hp`` is a frozen ``Hyperparameters``: typed attributes (learner, method,
+    policy options), a read-only mapping view for the factory, plain data for JSON."""
+    import dataclasses
+
+    from baselines_sb3.run_spec import Hyperparameters, PolicyOptions, resolve
+
+    spec = resolve(
+        suite="Diagnostic",
+        method="ewc",
+        learner="ppo",
+        preset="small",
+        num_envs=None,
+        overrides={"lam": 3.0, "net_arch": [32, 32]},
+    )
+    hp = spec.hp
+    assert isinstance(hp, Hyperparameters) and isinstance(hp.policy, PolicyOptions)
+    assert hp.method["lam"] == 3.0 and hp["method"]["lam"] == 3.0
+    assert hp.policy.net_arch == [32, 32] == hp["net_arch"]
+    assert hp.learner["n_steps"] == 16 and hp.num_envs == 8
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hp.method = {}
+    with pytest.raises(TypeError):
+        hp["method"]["lam"] = 1.0  # read-only: a resolved run cannot drift
+    with pytest.raises(TypeError):
+        hp["learner"]["n_steps"] = 1
+    plain = hp.to_dict()
+    assert type(plain["method"]) is dict and json.loads(json.dumps(plain)) == plain
+    plain["method"]["lam"] = 0.0  # a copy
+    assert hp.method["lam"] == 3.0
+    jax = resolve(suite="MEAL-2", method="ewc", learner=None, preset="small", num_envs=None,
+                  overrides=None)  # fmt: skip
+    assert jax.hp.policy is None and jax.hp.learner["cl_method"] == "ewc"
