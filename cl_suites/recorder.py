@@ -49,6 +49,8 @@ class Recorder:
         hyperparameters: recorded in ``metadata.json`` (e.g. ``vars(args)``).
         progress: draw the progress bar and print the pre-run summary.
         vectorization_mode: ``"sync"`` or ``"async"`` for simulators without native batching.
+        rollout_steps: steps per env of one update of your learner; MEAL holds its reward
+            shaping weight for each such block, as MEAL's trainer (``None``: per step).
         eval_at_start: evaluate at step 0 (the default; MEAL's protocol does not).
         eval_max_episode_steps: evaluation-only episode cap (``None``: whole episodes).
         tensorboard: also write the returns as TensorBoard scalars.
@@ -71,6 +73,7 @@ class Recorder:
         hyperparameters: dict[str, Any] | None = None,
         progress: bool = False,
         vectorization_mode: VectorizationMode = "sync",
+        rollout_steps: int | None = None,
         eval_at_start: bool = True,
         eval_max_episode_steps: int | None = None,
         tensorboard: bool = False,
@@ -81,7 +84,9 @@ class Recorder:
         env_kwargs = info.runtime.seeded_kwargs(env_kwargs, seed)
         instance = info.instance(**env_kwargs)
         self.envs: Any
-        self.envs, source = info.runtime.vector_env(instance, num_envs, vectorization_mode)
+        self.envs, source = info.runtime.vector_env(
+            instance, num_envs, vectorization_mode, rollout_steps=rollout_steps
+        )
         extra = instance.run_metadata()
         unit = info.step_unit.name
         sequence = instance.sequence

@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> str:
     rec = cl_suites.Recorder(
         args.run_dir, args.suite, num_envs=args.num_envs, seed=args.seed,
         method="cleanrl-ppo", hyperparameters=vars(args), progress=args.progress,
+        rollout_steps=args.num_steps,  # shaping weight held per update, as MEAL's trainer
         steps_per_task=args.steps_per_task, eval_every=args.eval_every,
         eval_episodes=args.eval_episodes, eval_max_episode_steps=args.eval_max_episode_steps,
     )  # fmt: skip

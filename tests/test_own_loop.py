@@ -83,3 +83,28 @@ def test_example_script_runs_end_to_end_into_a_report(tmp_path, name, argv):
     assert read_progress(run_dir)["state"] == "finished"
     res = build_report([run_dir], tmp_path / "report", bootstrap_reps=20)
     assert res.html.is_file()
+
+
+def test_a_meal_recorder_holds_the_shaping_weight_per_update_of_the_own_learner(tmp_path):
+    """``Recorder(rollout_steps=T)`` on MEAL: the shaping weight stays fixed for each block
+    of T steps (one update of the own learner), as MEAL's trainer holds it; the default
+    (``None``) anneals it every step."""
+    rec = cl_suites.Recorder(tmp_path / "held", "MEAL-2", num_envs=2, seed=0, method="mine",
+                             rollout_steps=4, steps_per_task=64, shaping_horizon=32)  # fmt: skip
+    envs = rec.envs
+    envs.reset(seed=0)
+    actions = np.zeros((2, envs.num_agents), dtype=np.int64)
+    weights = []
+    for _ in range(8):
+        weights.append(envs.shaping_coef())
+        envs.step(actions)
+    # blocks of 2 envs x 4 steps = 8 env steps of a 32-step horizon: 1, 0.75 per block
+    assert weights == [1.0] * 4 + [0.75] * 4
+    rec.close()
+    per_step = cl_suites.Recorder(tmp_path / "per-step", "MEAL-2", num_envs=2, seed=0,
+                                  method="mine", steps_per_task=64, shaping_horizon=32)  # fmt: skip
+    per_step.envs.reset(seed=0)
+    first = per_step.envs.shaping_coef()
+    per_step.envs.step(actions)
+    assert (first, per_step.envs.shaping_coef()) == (1.0, 1 - 2 / 32)
+    per_step.close()
