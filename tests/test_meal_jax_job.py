@@ -194,12 +194,15 @@ def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
 def test_wandb_offline_gets_each_seeds_eval_and_episode_returns(tmp_path, monkeypatch):
     """``--wandb`` with ppo-jax: the run log's scalars (as TensorBoard gets them) go to one
     W&B run per seed's run dir, two runs in one process (``--seeds 0 3``), offline."""
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     overrides = {**OVERRIDES, "layout_seed": 0, "wandb": "cl-suites-test"}
     run_main_job(**JOB, seed=0, run_dir=tmp_path, resume=False, overrides=overrides,
                  seeds=[0, 3])  # fmt: skip
+    # W&B's service process writes the offline files; at process exit it is torn down and
+    # flushes them: do that here (otherwise the file may still hold only its header)
+    wandb.teardown()
     ids = set()
     for seed in (0, 3):
         run = tmp_path / f"seed-{seed}"
