@@ -31,19 +31,21 @@ D = int(np.prod(OBS_SHAPE))
 CFG = IPPOConfig()
 
 
-def _torch_policy(seed: int = 0) -> ContinualPolicy:
+def _torch_policy(
+    seed: int = 0, obs_shape: tuple[int, ...] = OBS_SHAPE, num_tasks: int = N_TASKS
+) -> ContinualPolicy:
     th.manual_seed(seed)
     space = gym.spaces.Dict(
         {
-            "obs": gym.spaces.Box(0, 255, OBS_SHAPE, np.uint8),
-            "task_id": gym.spaces.Discrete(N_TASKS),
+            "obs": gym.spaces.Box(0, 255, obs_shape, np.uint8),
+            "task_id": gym.spaces.Discrete(num_tasks),
         }
     )
     return ContinualPolicy(  # the MEAL preset's policy (presets._resolve_meal)
         space,
         gym.spaces.Discrete(N_ACTIONS),
         lambda _: CFG.learning_rate,
-        num_tasks=N_TASKS,
+        num_tasks=num_tasks,
         multi_head=True,
         task_id_input=True,
         trunk_layer_norm=True,
@@ -456,7 +458,7 @@ def test_ewc_fisher_episodes_equal_from_the_same_parameters(monkeypatch):
     monkeypatch.setattr(jax.random, "categorical", _greedy_jax)
     suite = build_suite("MEAL-2", steps_per_task=4096, episode_len=100, layout_seed=0)
     episodes, steps, task = 2, 110, 1  # through the 100-step episode end
-    policy = _torch_policy_for(suite.obs_shape, num_tasks=2)
+    policy = _torch_policy(obs_shape=suite.obs_shape, num_tasks=2)
     params = params_from_torch(policy)
 
     cfg = IPPOConfig(cl_method="ewc", importance_episodes=episodes, importance_steps=steps)
@@ -492,27 +494,3 @@ def _greedy_torch(self):
 
 def _greedy_jax(key, logits, axis=-1, shape=None, replace=True):
     return jnp.argmax(logits, axis=axis)
-
-
-def _torch_policy_for(obs_shape: tuple[int, ...], num_tasks: int) -> ContinualPolicy:
-    th.manual_seed(0)
-    space = gym.spaces.Dict(
-        {
-            "obs": gym.spaces.Box(0, 255, obs_shape, np.uint8),
-            "task_id": gym.spaces.Discrete(num_tasks),
-        }
-    )
-    return ContinualPolicy(
-        space,
-        gym.spaces.Discrete(N_ACTIONS),
-        lambda _: CFG.learning_rate,
-        num_tasks=num_tasks,
-        multi_head=True,
-        task_id_input=True,
-        trunk_layer_norm=True,
-        net_arch=[128, 128],
-        activation_fn=th.nn.ReLU,
-        ortho_init=True,
-        normalize_images=False,
-        optimizer_kwargs={"eps": 1e-5, "fused": True},
-    )
