@@ -71,6 +71,15 @@ def _env(steps, n_envs):
     return env
 
 
+def _learn_rate(model, env, steps: int, method=None) -> float:
+    """Agent steps per CPU second of ``model.learn`` on ``env`` (with ``method`` attached)
+    over all but the last two rollouts of the ``steps`` budget."""
+    cb = attach_method(model, method, env) if method else None
+    t = time.process_time()
+    model.learn(steps - 2 * model.n_envs * model.n_steps, callback=cb)
+    return model.num_timesteps / (time.process_time() - t)
+
+
 def ppo_rate(method_name: str | None, steps: int, n_envs: int = 8) -> float:
     env = _env(steps, n_envs)
     method = make_method(method_name, lam=10.0) if method_name else None
@@ -85,10 +94,7 @@ def ppo_rate(method_name: str | None, steps: int, n_envs: int = 8) -> float:
         seed=0,
         device="cpu",
     )
-    cb = attach_method(model, method, env) if method else None
-    t = time.process_time()
-    model.learn(steps - 2 * n_envs * 64, callback=cb)
-    return model.num_timesteps / (time.process_time() - t)
+    return _learn_rate(model, env, steps, method)
 
 
 def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) -> float:
@@ -101,9 +107,7 @@ def ac_rate(cls, steps: int, n_envs: int = 8, policy: object = ContinualPolicy) 
         device="cpu",
     )
     model = cls(policy, env, **kw)
-    t = time.process_time()
-    model.learn(steps - 2 * n_envs * 20)
-    return model.num_timesteps / (time.process_time() - t)
+    return _learn_rate(model, env, steps)
 
 
 class _FrameEnv(gym.Env):
@@ -156,9 +160,7 @@ def cora_inputs_rate(new: bool, kind: str, steps: int, n_envs: int = 32) -> floa
         seed=0,
         device="cpu",
     )
-    t = time.process_time()
-    model.learn(steps - 2 * n_envs * 20)
-    return model.num_timesteps / (time.process_time() - t)
+    return _learn_rate(model, env, steps)
 
 
 def buffer_memory(skip_disk: bool) -> None:
@@ -256,10 +258,7 @@ def learner_rate(method: str, steps: int, n_envs: int = 32) -> float:
         seed=0,
         device="cpu",
     )
-    cb = attach_method(model, method_obj, env) if method_obj else None
-    t = time.process_time()
-    model.learn(steps - 2 * n_envs * 20, callback=cb)
-    return model.num_timesteps / (time.process_time() - t)
+    return _learn_rate(model, env, steps, method_obj)
 
 
 def code_compare(old_root: str, repeats: int, steps: int) -> None:
