@@ -29,9 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from cl_suites.errors import UnknownSuiteError
 from cl_suites.metrics.runs import RunData
-from cl_suites.suites import parse_suite_id
+from cl_suites.suites import short_name
 
 PAPERS = ("cora", "meal")
 AGREEMENT_Z = 2.0
@@ -140,7 +139,7 @@ def published(
         metric: keep only this metric (``None``: all).
         repeats: for MEAL Table 3, the run's repetitions (``cycles``).
     """
-    name = suite_name(suite)
+    name = short_name(suite)
     return [
         v
         for v in _all_values()
@@ -160,7 +159,7 @@ def suite_baselines(suite: str) -> pd.DataFrame:
     it). Columns ``BASELINE_COLUMNS``; ``published`` as printed (``"2.3 ± 0.1"``); the
     paper's method names in brackets after ours (``"ft (IMPALA)"``). Empty when no paper
     reports the suite."""
-    name = suite_name(suite)
+    name = short_name(suite)
     rows = []
     for v in _all_values():
         if v.suite != name:
@@ -192,7 +191,7 @@ def reference_finals(suite: str, methods: Sequence[str], names: Mapping[int, str
     rows = [
         {"method": v.method, "task_id": ids[v.task_name], "split": v.split, "value": v.mean}
         for v in _all_values()
-        if v.suite == suite_name(suite)
+        if v.suite == short_name(suite)
         and v.metric == "final return"
         and v.method in keep
         and v.task_name in ids
@@ -200,18 +199,9 @@ def reference_finals(suite: str, methods: Sequence[str], names: Mapping[int, str
     return pd.DataFrame(rows, columns=["method", "task_id", "split", "value"])
 
 
-def suite_name(suite: str) -> str:
-    """``"CLSuite/Procgen6-v0"`` -> ``"Procgen6"`` (``cl_suites.suites.parse_suite_id``);
-    names the catalog does not know (an own loop's suite) pass through."""
-    try:
-        return parse_suite_id(suite)
-    except UnknownSuiteError:
-        return str(suite)
-
-
 def protocol(suite: str) -> tuple[str, dict[str, Any]] | None:
     """``(paper, protocol)`` of the paper that reports ``suite``, or ``None``."""
-    name = suite_name(suite)
+    name = short_name(suite)
     for paper in PAPERS:
         proto = paper_data(paper)["protocols"].get(name)
         if proto is not None:
@@ -384,7 +374,7 @@ def compare(
         diff = f"{mean - v.mean:+.{d}f}" if math.isfinite(mean) else "n/a"
         rows.append(
             {
-                "suite": suite_name(suite),
+                "suite": short_name(suite),
                 "method": method,
                 "metric": v.metric + (" (x10)" if v.paper == "CORA" and v.metric in "FZ" else ""),
                 "task": v.task_name or "-",

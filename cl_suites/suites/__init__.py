@@ -249,6 +249,15 @@ def parse_suite_id(suite: object) -> str:
     )
 
 
+def short_name(suite: object) -> str:
+    """The catalog name of ``suite`` (:func:`parse_suite_id`), or its text as given when
+    the catalog does not know it (an own loop's suite; a name a later check reports)."""
+    try:
+        return parse_suite_id(suite)
+    except UnknownSuiteError:
+        return str(suite)
+
+
 def meal_suite(num_tasks: int) -> SuiteInfo:
     """The catalog entry of ``MEAL-<num_tasks>`` (``num_tasks >= 1``)."""
     from cl_suites.meal.runtime import MealRuntime

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.config import parse_set
-from cl_suites.suites import COMMON_KWARGS
+from cl_suites.suites import COMMON_KWARGS, short_name
 from cl_suites.sweep.grid import (
     SweepError,
     SweepSpec,
     load_sweep_file,
-    short_suite_name,
 )
 from cl_suites.sweep.sweep_dir import SweepDir
 
@@ -155,5 +154,5 @@ def _grid_flags(args: argparse.Namespace) -> bool:
 
 def default_sweep_dir(spec: SweepSpec) -> Path:
     """``runs/sweep-<suite>[+<suite>...]-<preset>``."""
-    suites = "+".join(short_suite_name(s) for s in spec.suites)
+    suites = "+".join(short_name(s) for s in spec.suites)
     return Path("runs") / f"sweep-{suites}-{spec.preset}"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.errors import ConfigError
-from cl_suites.suites import parse_suite_id
+from cl_suites.suites import short_name
 
 GRID_KEYS: tuple[str, ...] = (
     "suites",
@@ -124,7 +124,7 @@ class SweepSpec:
         for suite, method, learner, seed in itertools.product(
             self.suites, self.methods, self.learners, self.seeds
         ):
-            name = short_suite_name(suite)
+            name = short_name(suite)
             run = RunSpec(
                 suite=name,
                 method=method,
@@ -257,16 +257,6 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
             f"{', '.join(EXECUTION_KEYS)}"
         )
     return data, dict(execution)
-
-
-def short_suite_name(suite: str) -> str:
-    """``"Procgen6"`` for ``"CLSuite/Procgen6-v0"``; ``"MEAL-20"`` for ``"CLSuite/MEAL-20-v0"``
-    (``cl_suites.suites.parse_suite_id``). Unknown names are returned as given (the
-    preflight check reports them)."""
-    try:
-        return parse_suite_id(suite)
-    except KeyError:
-        return str(suite)
 
 
 def default_learner(suite: str, preset: str) -> str:
