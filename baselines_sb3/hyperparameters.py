@@ -71,7 +71,7 @@ def default_learner(suite: str, preset: str) -> str:
     (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO)."""
     _check_preset(preset)
     suite_family(suite)  # a suite without presets is refused here
-    return "ppo-jax" if suite == "MEAL" else find_suite(suite).default_learner
+    return find_suite(suite).default_learner
 
 
 def _chores(name: str) -> bool:

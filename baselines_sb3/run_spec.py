@@ -28,6 +28,7 @@ import dataclasses
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -380,7 +381,9 @@ class Hyperparameters(Mapping):
             suite_defaults=_read_only(hp["suite_defaults"]),
         )
 
+    @cached_property
     def _items(self) -> dict[str, Any]:
+        """The mapping view, built once (the fields are frozen)."""
         policy = {}
         if self.policy is not None:
             policy = {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(self.policy)}
@@ -397,17 +400,17 @@ class Hyperparameters(Mapping):
         }
 
     def __getitem__(self, key: str) -> Any:
-        return self._items()[key]
+        return self._items[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items())
+        return iter(self._items)
 
     def __len__(self) -> int:
-        return len(self._items())
+        return len(self._items)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready data (``dict`` copies)."""
-        return _plain(self._items())
+        return _plain(self._items)
 
 
 def check_option(name: str, value: Any) -> Any:
@@ -524,7 +527,7 @@ def resolve(
     """Resolve a run's configuration (presets + overrides) without building any env.
 
     ``learner=None`` takes the suite's default learner under ``preset``
-    (``hyperparameters.default_learner``). ``seed`` is the run seed: MEAL generates its
+    (its catalog entry's ``default_learner``). ``seed`` is the run seed: MEAL generates its
     kitchens from it unless ``overrides`` fixes ``layout_seed``. MEAL budgets are whole
     PPO updates, as in MEAL's code: each task trains ``steps_per_task // (n_steps *
     num_envs)`` updates. ``None`` values in ``overrides`` mean "the default".
@@ -542,7 +545,7 @@ def resolve(
     if info.methods is not None:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
     preset_suite = info.preset_key  # every MEAL-<N> shares the "MEAL" preset
-    learner = learner or hyperparameters.default_learner(preset_suite, preset)
+    learner = learner or info.default_learner  # the same under every preset
     valid = info.learners
     if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
         raise ValueError(
