@@ -97,26 +97,6 @@ def suite_option_names() -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
-def suite_info(id_or_n: str | int):
-    """The catalog entry of ``MEAL-{N}`` (``cl_suites.suites.find_suite`` does the same
-    for its ids)."""
-    from cl_suites.suites import meal_suite
-
-    return meal_suite(parse_meal_id(id_or_n))
-
-
-def is_meal_id(suite: object) -> bool:
-    """Whether ``suite`` is a MEAL id (its catalog entry's ``family`` is ``"meal"``);
-    ``False`` for ids the catalog does not know. Kept for the configuration path until it
-    asks the catalog entry itself."""
-    from cl_suites.suites import find_suite
-
-    try:
-        return find_suite(str(suite)).family == "meal"
-    except UnknownSuiteError:
-        return False
-
-
 def _not_single_agent(name: str):
     return partial(_single_agent_refused, name)  # picklable, unlike a closure
 
