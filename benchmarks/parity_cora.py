@@ -1,0 +1,229 @@
+"""CORA parity: our V-trace learners beside CORA's own code (issue 28).
+
+CORA's code (AGI-Labs/continual_rl at f2754bb) is imported from a checkout, never copied;
+it runs in the scratch interpreter ``benchmarks/cora_env.sh`` builds, with the runtime
+shims of ``cora_reference.py``. Modes::
+
+    bash benchmarks/cora_env.sh       # once: CORA's interpreter at /tmp/cora/venv
+    /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
+        train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 --out /tmp/cora_runs/impala_s0
+
+``train-cora`` runs CORA's own experiment runner (``Experiment.try_run``) and policy on
+MiniHack15's first pairs (train env, test env), each train task for ``--steps-per-task``
+env steps, with CORA's MiniHack paper-default config (``configs/minihack/
+<policy>_minihack_paperdefaults.json``; EWC takes its Procgen/Atari method settings) and
+``--num-actors`` actors (the machine's cores, not CORA's 64). Under ``--out`` it keeps
+CORA's own output (``0/``: logs, TensorBoard events, ``model.tar``), a parameter snapshot
+every ``--snapshot-every`` steps (``snapshots/task<k>_step<s>.tar``), and every training
+episode's return (``episodes.jsonl``: task, task step, returns). A run that is stopped
+resumes where CORA's last save left it with the same command (CORA's ``resume_id``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cora_reference import CoraSetupError, check_cora_repo, install_shims
+
+MINIHACK_PAIRS = (
+    ("Room-Random-5x5-v0", "Room-Random-15x15-v0"),
+    ("Room-Dark-5x5-v0", "Room-Dark-15x15-v0"),
+    ("Room-Monster-5x5-v0", "Room-Monster-15x15-v0"),
+    ("Room-Trap-5x5-v0", "Room-Trap-15x15-v0"),
+)
+"""CORA's ``minihack_nav_paired_2_cycles`` pairs (train, test), the first four
+(``experiment_specs.py:318-335``)."""
+
+MINIHACK_PAPER_CONFIG = {
+    "discounting": 0.999,
+    "epsilon": 0.000001,
+    "batch_size": 32,
+    "unroll_length": 20,
+    "entropy_cost": 0.001,
+    "learning_rate": 0.0002,
+    "num_learner_threads": 2,
+    "reward_clipping": "none",
+    "normalize_reward": True,
+}
+"""CORA's ``configs/minihack/impala_minihack_paperdefaults.json`` (f2754bb) less
+``num_actors`` (64 there) and its comment; ``clear_minihack_paperdefaults.json`` adds
+``replay_buffer_frames`` 10e6 and a ``large_file_path``."""
+
+METHOD_CONFIG = {
+    "impala": {},
+    "clear": {"replay_buffer_frames": 10e6},
+    "ewc": {
+        "ewc_lambda": 10000,
+        "replay_buffer_frames": 1e6,
+        "n_fisher_samples": 100,
+        "ewc_per_task_min_frames": 2e5,
+    },
+}
+"""Method settings on top of the MiniHack config: CLEAR's from its MiniHack paper-default
+config; EWC has no MiniHack config in CORA, so its settings are CORA's Procgen/Atari EWC
+configs' (``configs/procgen/ewc_procgen.json``), as our paper preset's."""
+
+
+def _experiment_loader(pairs: list[int], steps_per_task: int, eval_every: int):
+    from continual_rl.experiment_specs import create_minihack_loader
+
+    return create_minihack_loader(
+        "cora_parity",
+        [MINIHACK_PAIRS[i] for i in pairs],
+        num_timesteps=steps_per_task,
+        continual_testing_freq=eval_every,
+        cycle_count=1,
+    )
+
+
+def _record_episodes(policy, path: Path) -> None:
+    """Append every training episode's return to ``path`` (JSON lines) as CORA's runner
+    reports them; evaluation runners are left as they are."""
+    get_runner = policy.get_environment_runner
+
+    def get_environment_runner(task_spec):
+        runner = get_runner(task_spec)
+        if task_spec.eval_mode:
+            return runner
+        collect = runner.collect_data
+        steps = {"task": 0}
+
+        def collect_data(spec):
+            out = collect(spec)
+            steps["task"] += out[0]
+            if out[2]:
+                with path.open("a") as f:
+                    f.write(
+                        json.dumps(
+                            {"task": spec.task_id, "task_step": steps["task"],
+                             "returns": [float(r) for r in out[2]]}
+                        )
+                        + "\n"
+                    )
+            return out
+
+        runner.collect_data = collect_data
+        return runner
+
+    policy.get_environment_runner = get_environment_runner
+
+
+def _snapshot_saves(policy, run_dir: Path, snapshots: Path) -> None:
+    """Keep a copy of CORA's ``model.tar`` at every periodic save of the run directory."""
+    save = policy.save
+
+    def snapshot_save(output_path_dir, cycle_id, task_id, task_total_steps):
+        save(output_path_dir, cycle_id, task_id, task_total_steps)
+        model = Path(output_path_dir) / "model.tar"
+        if Path(output_path_dir) == run_dir and model.exists():
+            snapshots.mkdir(exist_ok=True)
+            name = f"cycle{cycle_id}_task{task_id}_step{int(task_total_steps):09d}.tar"
+            shutil.copyfile(model, snapshots / name)
+
+    policy.save = snapshot_save
+
+
+def train_cora(args: argparse.Namespace) -> None:
+    """CORA's own experiment runner and policy on MiniHack15's first pairs."""
+    repo = check_cora_repo(args.cora_repo)
+    install_shims(repo)
+    from continual_rl.available_policies import LazyDict, get_available_policies
+    from continual_rl.utils.configuration_loader import ConfigurationLoader
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    large = out / "large_files"
+    large.mkdir(exist_ok=True)
+    config = {
+        "policy": args.policy,
+        "experiment": "cora_parity",
+        **MINIHACK_PAPER_CONFIG,
+        **METHOD_CONFIG[args.policy],
+        "num_actors": args.num_actors,
+        "device": "cpu",
+        "timesteps_per_save": args.snapshot_every,
+    }
+    if args.policy != "impala":
+        config["large_file_path"] = str(large)
+    experiments = LazyDict({"cora_parity": _experiment_loader(args.pairs, args.steps_per_task, args.eval_every)})
+    loader = ConfigurationLoader(get_available_policies(), experiments)
+    (out / "config.json").write_text(json.dumps({**config, "pairs": args.pairs,
+                                                 "steps_per_task": args.steps_per_task}, indent=1))
+    resume_id = 0 if (out / "0").exists() else None
+    experiment, policy = loader.load_next_experiment_from_dicts(
+        str(out), [dict(config)], subdirectory_from_timestamp=False, resume_id=resume_id
+    )
+    if experiment is None:  # CORA returns None when the run has finished
+        print(f"{out}: CORA's run has finished")
+        return
+    run_dir = Path(experiment.output_dir).resolve()
+    _record_episodes(policy, out / "episodes.jsonl")
+    _snapshot_saves(policy, run_dir, out / "snapshots")
+
+    from torch.utils.tensorboard.writer import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(run_dir))
+    try:
+        experiment.try_run(policy, summary_writer=writer)
+    finally:
+        writer.close()
+        _stop_children()
+    (out / "done").write_text("finished\n")
+
+
+def _stop_children() -> None:
+    """End what CORA's monobeast started (actors, its Manager's server process): it leaves
+    them behind when the run ends with an exception or a signal."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
+    for child in alive:
+        child.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cora-repo", help="checkout of AGI-Labs/continual_rl at f2754bb")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    train = sub.add_parser("train-cora", help="CORA's own training on MiniHack15 pairs")
+    train.add_argument("--policy", choices=sorted(METHOD_CONFIG), default="impala")
+    train.add_argument("--pairs", type=int, nargs="+", default=[0, 1])
+    train.add_argument("--steps-per-task", type=int, default=1_000_000)
+    train.add_argument("--eval-every", type=int, default=250_000,
+                       help="CORA's continual_testing_freq (env steps)")
+    train.add_argument("--snapshot-every", type=int, default=100_000,
+                       help="CORA's timesteps_per_save: a parameter snapshot every this many steps")
+    train.add_argument("--num-actors", type=int, default=8)
+    train.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    def on_term(signum, frame):
+        _stop_children()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        if args.mode == "train-cora":
+            train_cora(args)
+    except CoraSetupError as e:
+        print(f"parity_cora: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
