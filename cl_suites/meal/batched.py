@@ -99,9 +99,9 @@ class MealBatchedEnv(ScheduleAccessors):
     task_switched, sequence_done`` as scalars shared by all envs (after a switch they
     describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
     (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups``; at
-    episode ends ``episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score": (M,),
-    "task_id": int}`` and ``_episode (M,)`` True, also under ``task_episode`` (the key of
-    every suite's sequence envs).
+    episode ends ``task_episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score":
+    (M,), "task_id": int}`` and ``_task_episode (M,)`` True (the key of every suite's
+    sequence envs; ``episode`` is left to the standard wrappers).
 
     Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
     shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
@@ -195,15 +195,14 @@ class MealBatchedEnv(ScheduleAccessors):
         ended = spent or self._t >= self.suite.episode_len
         info: dict[str, Any] = {}
         if ended:
-            info["episode"] = {
+            info[TASK_EPISODE_KEY] = {
                 "r": self._returns.copy(),
                 "l": np.full(self.num_envs, self._t),
                 "soups": self._soups.copy(),
                 "score": self._soups / self.max_soups[self._episode_task],
                 "task_id": self._episode_task,
             }
-            info["_episode"] = np.ones(self.num_envs, dtype=bool)
-            info[TASK_EPISODE_KEY], info["_" + TASK_EPISODE_KEY] = info["episode"], info["_episode"]
+            info["_" + TASK_EPISODE_KEY] = np.ones(self.num_envs, dtype=bool)
         info.update(self._step_stats(soups))
         if spent:
             self.cursor.switch_pending = True
