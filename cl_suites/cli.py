@@ -642,7 +642,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:
-    report.add_argument("run_dirs", nargs="+", help="run directories")
+    report.add_argument(
+        "run_dirs",
+        nargs="+",
+        help="run directories, or directories holding them (a --seeds run, a sweep's runs/)",
+    )
     report.add_argument("--out", default="report", help="output directory")
 
 

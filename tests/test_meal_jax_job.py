@@ -12,6 +12,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("meal")
@@ -80,9 +81,9 @@ def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory):
-    """Seeds 0 and 3 in one program (``--seeds 0 3``), with evaluation videos."""
+    """Seeds 0 and 3 in one program (``--seeds 0 3``), with evaluation videos and reports."""
     run_dir = tmp_path_factory.mktemp("group")
-    overrides = {**OVERRIDES, "capture_video": True, "video_length": 3}
+    overrides = {**OVERRIDES, "capture_video": True, "video_length": 3, "report": True}
     run_main_job(**JOB, seed=0, run_dir=run_dir, resume=False, overrides=overrides,
                  seeds=[0, 3])  # fmt: skip
     return run_dir
@@ -162,6 +163,22 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert all((run / "videos" / v).with_suffix(".png").is_file() for v in videos)  # posters
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     assert any((tmp_path / "report").iterdir())
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_a_seeds_run_leaves_one_report_of_all_seeds_and_report_takes_its_parent(group, tmp_path):
+    """Issue 29 item 2: ``run --seeds`` writes ``RUN_DIR/report`` over both seeds (as a
+    sweep does), and ``cl-suites report RUN_DIR`` takes the parent of the seed runs."""
+    assert sorted(p.name for p in group.iterdir()) == ["report", "seed-0", "seed-3"]
+    assert (group / "seed-0" / "report" / "summary.csv").is_file()  # each seed's own too
+    summary = pd.read_csv(group / "report" / "summary.csv")
+    assert summary[["suite", "method", "seeds"]].values.tolist() == [["MEAL-2", "ft", 2]]
+    assert main(["report", str(group), "--out", str(tmp_path / "again")]) == 0
+    again = pd.read_csv(tmp_path / "again" / "summary.csv")
+    pd.testing.assert_frame_equal(again, summary)
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    assert main(["report", str(empty), "--out", str(tmp_path / "none")]) == 2
 
 
 @pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
