@@ -29,6 +29,7 @@ from baselines_sb3.main_job import resolve_job, run_main_job, run_seed_group
 from cl_suites.cli import main
 from cl_suites.core.progress import read_progress
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from tests.kill_drills import kill_inside_first_checkpoint
 
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
 OVERRIDES = {
@@ -260,9 +261,38 @@ def test_several_seeds_resume_from_their_newest_common_checkpoint(tmp_path):
     files = common_checkpoint(dirs)
     assert [read_meta(f)["total_step"] for f in files] == [256, 256]
     assert [load_jax_checkpoint(f)[0]["w"][0] for f in files] == [256, 256]
-    assert common_checkpoint([tmp_path / "a", tmp_path / "none"]) is None
     with np.load(jax_checkpoint_path(dirs[0]), allow_pickle=False) as data:
         assert sorted(data.files) == ["learner/w", "meta"]
+    # a run without any checkpoint shares none: the runs start over, the others' files
+    # set aside (a first checkpoint write killed between two seeds' files)
+    assert common_checkpoint([tmp_path / "a", tmp_path / "none"]) is None
+    assert sorted(p.name for p in (tmp_path / "a" / "checkpoint").iterdir()) == [
+        "jax_state.npz.unfinished",
+        "jax_state.prev.npz.unfinished",
+    ]
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_a_kill_inside_the_first_checkpoint_write_resumes_from_the_start(seed3, tmp_path, capsys):
+    """Issue 29 item 3, ppo-jax: killed (-9) inside the first checkpoint write, the run has
+    no checkpoint; ``--resume`` sets the half-written file aside with one warning line,
+    starts again from the first step and ends with the uninterrupted run's rows."""
+    job = {**JOB, "seed": 3}
+    overrides = {**OVERRIDES, "layout_seed": 0}
+    cut = tmp_path / "cut"
+    unfinished = kill_inside_first_checkpoint(cut, job, overrides)
+    assert unfinished.parent == jax_checkpoint_path(cut).parent
+    assert not jax_checkpoint_path(cut).exists()
+    capsys.readouterr()
+    run_main_job(run_dir=cut, resume=True, overrides=overrides, **job)
+    err = capsys.readouterr().err.splitlines()
+    warnings = [line for line in err if line.startswith("warning:")]
+    assert len(warnings) == 1 and unfinished.name in warnings[0]
+    assert "start again from their first step" in warnings[0]
+    assert unfinished.with_name(unfinished.name + ".unfinished").exists()
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (seed3, cut))
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(read_episodes(seed3), read_episodes(cut))
 
 
 BAD_CLI = [
