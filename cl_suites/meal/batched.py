@@ -98,7 +98,8 @@ class MealBatchedEnv(ScheduleAccessors):
     ``infos``: the schedule keys ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done`` as scalars shared by all envs (after a switch they
     describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
-    (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups``; at
+    (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups`` (NaN
+    for a kitchen without a bound: ``MealLayout.no_bound``); at
     episode ends ``task_episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score":
     (M,), "task_id": int}`` and ``_task_episode (M,)`` True (the key of every suite's
     sequence envs; ``episode`` is left to the standard wrappers).
@@ -138,7 +139,10 @@ class MealBatchedEnv(ScheduleAccessors):
         self.rollout_steps = check_positive_int("rollout_steps", rollout_steps)
         self.render_mode = None
         self.engine = engine or shared_engine(suite)
-        self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
+        # NaN for a kitchen without a bound: its score is NaN (undefined, as in MEAL)
+        self.max_soups = np.array(
+            [t.max_soups if t.max_soups > 0 else np.nan for t in suite.layouts], dtype=np.float64
+        )
         self._state: BatchState | None = None
         self._keys = None
         self._t = 0

@@ -136,8 +136,10 @@ class MealSuite:
             max(t.width for t in self.layouts),
         )
 
-    def score_normalizers(self) -> dict[int, float]:
-        """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata."""
+    def score_normalizers(self) -> dict[int, float | None]:
+        """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata; ``None`` for a
+        kitchen without a bound (its ``layouts`` entry's ``no_bound`` says why, and the
+        report gives its MEAL score as n/a)."""
         return {i: t.normalizer for i, t in enumerate(self.layouts)}
 
     def run_metadata(self) -> dict[str, Any]:
@@ -168,6 +170,7 @@ class MealSuite:
                     "height": t.height,
                     "width": t.width,
                     "max_soups": t.max_soups,
+                    "no_bound": t.no_bound(self.episode_len),
                 }
                 for i, t in enumerate(self.layouts)
             ],
