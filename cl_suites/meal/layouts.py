@@ -38,6 +38,20 @@ PAPER_LEVELS: dict[str, tuple[tuple[int, int], float]] = {
 }
 """The paper's levels (section 4.3): (min, max) of height and width, obstacle density."""
 PRESET_DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+
+
+def allowed_difficulties(strategy: str, generator: str) -> tuple[str, ...]:
+    """The difficulties a sequence of ``strategy`` takes with ``generator``: the paper
+    generator's levels (easy, medium, hard), meal-bench's (also extreme), or the handmade
+    presets' for ``"ordered"`` / ``"random"``. ``"curriculum"`` fixes its levels itself;
+    there ``difficulty`` only sets meal-bench's options (any of ``DIFFICULTIES``)."""
+    if strategy in ("ordered", "random"):
+        return PRESET_DIFFICULTIES
+    if strategy == "generate" and generator == "paper":
+        return tuple(PAPER_LEVELS)
+    return DIFFICULTIES
+
+
 MAX_AGENTS = 5
 REWARD_PER_SOUP = 20.0
 """meal-bench's delivery reward (``DELIVERY_REWARD``): sparse return = 20 x soups."""
