@@ -58,7 +58,7 @@ def _our_games(infos: dict, n: int) -> np.ndarray:
 @pytest.mark.parametrize(
     ("suite", "kwargs"),
     [
-        ("Diagnostic", {"steps_per_task": 45, "n_tasks": 3}),  # cuts at 15 of every 10-step game
+        ("Diagnostic", {"steps_per_task": 45, "n_tasks": 3}),  # 10-step games, cut by switches
         ("Procgen6", {"steps_per_task": 240}),  # random play: games cut by every switch
     ],
 )
@@ -97,7 +97,7 @@ def test_gymnasium_record_episode_statistics_counts_every_game_of_the_sequence(s
             if not info["sequence_done"]:
                 _, info = env.reset()
     assert env.episode_count == len(pairs)
-    assert all(r == our_r and n == our_n for r, n, our_r, our_n in pairs)
+    assert all(r == our_r and length == our_l for r, length, our_r, our_l in pairs)
     if suite == "Diagnostic":  # 10-step games, the fifth of each task cut after 5
         assert [p[1] for p in pairs] == [10, 10, 10, 10, 5] * 3
 
