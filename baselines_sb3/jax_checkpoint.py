@@ -12,7 +12,10 @@ zip's CRC-32 of every member is the checksum: a file that fails it is named in a
 and the run resumes from the other checkpoint (:func:`common_checkpoint`). A
 run of several seeds in one program writes one file per seed's run directory, one after
 the other; a kill between two of them leaves seeds at two consecutive checkpoints, and
-:func:`common_checkpoint` picks the newest step every seed has.
+:func:`common_checkpoint` picks the newest step every seed has. A kill inside the first
+checkpoint write leaves no step every seed has (a temporary file of the write, or the
+files of the seeds written before the kill): those files are set aside
+(``*.unfinished``) with one warning line and the runs start again from their first step.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.fsutil import atomic_write
+from cl_suites.core.fsutil import UNFINISHED_SUFFIX, atomic_write, set_aside_temporaries
 
 FORMAT = "ppo-jax-1"
 CHECKPOINT_DIR = "checkpoint"
@@ -96,10 +99,27 @@ def _steps(run_dir: Path) -> dict[int, Path]:
 
 def common_checkpoint(run_dirs: Sequence[Path]) -> list[Path] | None:
     """The checkpoint file of each run directory at the newest step all of them have
-    (``None`` when they share none: the runs start over)."""
+    (``None`` when they share none: the runs start over; files of an unfinished first
+    checkpoint are then set aside, see the module docstring)."""
+    left = [t for d in run_dirs for t in set_aside_temporaries(Path(d) / CHECKPOINT_DIR)]
     found = [_steps(Path(d)) for d in run_dirs]
     shared = set.intersection(*(set(f) for f in found)) if found else set()
     if not shared:
+        partial = [path for f in found for path in f.values()]
+        for path in partial:
+            path.rename(path.with_name(path.name + UNFINISHED_SUFFIX))
+        if left or partial:
+            what = (
+                f"{left[0].name} is an unfinished checkpoint write"
+                if left
+                else f"{partial[0]} is a checkpoint the other seeds' runs do not have"
+            )
+            print(
+                f"warning: {what} and there is no earlier checkpoint every run has: the runs "
+                f"start again from their first step (set aside as *{UNFINISHED_SUFFIX})",
+                file=sys.stderr,
+                flush=True,
+            )
         return None
     step = max(shared)
     return [f[step] for f in found]

@@ -337,6 +337,9 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
     run_jax_job(specs, seeds, run_dirs, resume, open_run)
     for run_dir in run_dirs:
         _write_report(run_dir, specs[0].options)
+    parents = {run_dir.parent for run_dir in run_dirs}
+    if len(run_dirs) > 1 and len(parents) == 1:  # --seeds: one report of all seeds, as a sweep
+        _write_report(parents.pop(), specs[0].options, runs=run_dirs)
 
 
 def _evaluator(
@@ -436,13 +439,15 @@ def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
         )
 
 
-def _write_report(run_dir: Path, job: JobOptions) -> None:
+def _write_report(run_dir: Path, job: JobOptions, runs: Sequence[Path] | None = None) -> None:
+    """The metrics report of the run in ``run_dir``, or of ``runs`` (the seeds of a
+    ``--seeds`` run, below ``run_dir``), into ``run_dir/report``."""
     if not job.report:
         return
     from cl_suites.metrics.report import build_report
 
     try:
-        build_report([run_dir], run_dir / "report")
+        build_report([run_dir] if runs is None else runs, run_dir / "report")
         print(f"metrics report written to {run_dir / 'report'}")
     except Exception as e:  # the report must never lose a finished run
         print(

@@ -11,6 +11,11 @@ Table 4's annealed lr, ``--steps-per-task`` env steps per task, evaluation off) 
 under ``--out``: its per-task parameter files and their JSON (the padded kitchens it
 trained on), ``metrics_task{i}.npz`` (its per-update training metrics) and
 ``timing.json`` (compile and training seconds per task).
+
+``bounds`` compares our score bound with MEAL's ``estimate_max_soup`` (paper-time
+``jax_marl/environments/overcooked/upper_bound.py``) on the paper generator's kitchens of
+every difficulty and ``--seeds N`` seeds, and lists the kitchens where MEAL's is 0 (issue
+29 item 4: such a task has no bound).
 """
 
 from __future__ import annotations
@@ -792,6 +797,24 @@ def compare_cl(repo: Path, run: Path, seed: int, report: Report) -> None:
         report.check(f"{name}: importance scale (sum ours / sum MEAL's) - 1", ratio - 1, 0.0, 0.25)
 
 
+def compare_bounds(repo: Path, seeds: int, episode_len: int = 400) -> None:
+    """MEAL's ``estimate_max_soup`` (20 points a soup) against ``20 x max_soups`` on the
+    paper generator's kitchens (2 agents), per difficulty."""
+    from cl_suites.meal.layouts import PAPER_LEVELS, REWARD_PER_SOUP, generate, max_soups
+
+    upper = import_meal(repo, "jax_marl.environments.overcooked.upper_bound")
+    for difficulty in PAPER_LEVELS:
+        agree, zero = 0, []
+        for seed in range(seeds):
+            layout = generate(difficulty, seed, 2, generator="paper")
+            theirs = int(upper.estimate_max_soup(layout, episode_len, n_agents=2))
+            ours = REWARD_PER_SOUP * max_soups(layout, episode_len, 2)
+            agree += theirs == ours
+            if theirs == 0:
+                zero.append(seed)
+        print(f"{difficulty}: {agree}/{seeds} kitchens agree; MEAL's bound is 0 on seeds {zero}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meal-repo", type=Path, help="a checkout of TTomilin/MEAL at 7d81858")
@@ -815,6 +838,8 @@ def main() -> None:
     sc.add_argument("runs", type=Path, nargs="+", help="run directories (train-meal/-ours --out)")
     sc.add_argument("--episodes", type=int, default=10)
     sc.add_argument("--json", type=Path, help="write the rows here")
+    bd = sub.add_parser("bounds", help="our score bound against MEAL's estimate_max_soup")
+    bd.add_argument("--seeds", type=int, default=200, help="seeds 0..N-1 per difficulty")
     up = sub.add_parser("update", help="MEAL's PPO updates against ours, same inputs")
     up.add_argument("--seed", type=int, default=1)
     up.add_argument("--updates", type=int, default=2)
@@ -829,6 +854,9 @@ def main() -> None:
         repo = check_meal_repo(args.meal_repo)
     except ValueError as err:
         parser.error(str(err))
+    if args.mode == "bounds":
+        compare_bounds(repo.resolve(), args.seeds)
+        return
     if args.mode == "train-meal":
         train_meal(
             repo.resolve(), args.cl_method, args.seed, args.out.resolve(), args.steps_per_task

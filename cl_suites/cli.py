@@ -599,6 +599,12 @@ def cmd_options(args: argparse.Namespace) -> int:
             f"--suite {spec.suite.name} --method {spec.method} --learner {spec.learner} "
             f"--preset {spec.preset} (steps: {spec.step_unit})"
         )
+    if not console.is_terminal:  # piped or redirected: plain columns, one line per option
+        print(f"options of {title}; set any with --set KEY=VALUE")
+        for section, rows in sections.items():
+            if rows:
+                print("\n".join(["", f"{section} options", *_plain_rows(rows)]))
+        return EXIT_OK
     console.print(f"[bold]options of {escape(title)}[/bold]; set any with --set KEY=VALUE")
     for section, rows in sections.items():
         if not rows:
@@ -611,6 +617,16 @@ def cmd_options(args: argparse.Namespace) -> int:
             table.add_row(name, escape(json.dumps(value, default=str)), escape(doc))
         console.print(table)
     return EXIT_OK
+
+
+def _plain_rows(rows: list[tuple[str, Any, str]]) -> list[str]:
+    """``option  default  doc`` lines with aligned columns and no wrapping."""
+    cells = [("option", "default", "doc")]
+    cells += [(name, json.dumps(value, default=str), doc) for name, value, doc in rows]
+    widths = [max(len(row[k]) for row in cells) for k in range(2)]
+    return [
+        f"{name:<{widths[0]}}  {value:<{widths[1]}}  {doc}".rstrip() for name, value, doc in cells
+    ]
 
 
 def _options_arguments(options: argparse.ArgumentParser) -> None:
@@ -642,7 +658,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:
-    report.add_argument("run_dirs", nargs="+", help="run directories")
+    report.add_argument(
+        "run_dirs",
+        nargs="+",
+        help="run directories, or directories holding them (a --seeds run, a sweep's runs/)",
+    )
     report.add_argument("--out", default="report", help="output directory")
 
 

@@ -52,10 +52,10 @@ def run_metadata(
 
 def episode_records(infos: dict[str, Any], total_step: int) -> list[dict[str, Any]]:
     """Training-episode rows (``episodes.csv`` columns) for the episodes that ended in
-    one vector step, from ``SequenceVectorEnv`` infos (``infos["task_episode"]``) or
-    ``MealBatchedEnv`` infos (``infos["episode"]``, returns ``(num_envs, num_agents)``:
-    the row holds agent 0's return, as the main job logs MEAL episodes)."""
-    key = TASK_EPISODE_KEY if "_" + TASK_EPISODE_KEY in infos else "episode"
+    one vector step, from the ``infos["task_episode"]`` of a ``SequenceVectorEnv`` or a
+    ``MealBatchedEnv`` (returns ``(num_envs, num_agents)``: the row holds agent 0's
+    return, as the main job logs MEAL episodes)."""
+    key = TASK_EPISODE_KEY
     if "_" + key not in infos:
         return []
     done = np.asarray(infos["_" + key])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -72,7 +73,9 @@ def main(argv: list[str] | None = None) -> str:
         steps_per_task=args.steps_per_task, eval_every=args.eval_every,
         eval_episodes=args.eval_episodes, eval_max_episode_steps=args.eval_max_episode_steps,
     )  # fmt: skip
-    envs = rec.envs
+    # gymnasium's own episode statistics (infos["episode"]), as CleanRL's scripts start;
+    # the Recorder logs the env's own infos["task_episode"] (with the task) to episodes.csv
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(rec.envs)
     agent = Agent(envs.single_observation_space.shape[0], envs.single_action_space.n)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 

@@ -1,11 +1,17 @@
-"""Kill a main-job run at a chosen step, as Ctrl-C would (resume drills)."""
+"""Kill a main-job run at a chosen step, as Ctrl-C would, or inside its first checkpoint
+write, as kill -9 would (resume drills)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 
-from baselines_sb3 import callbacks
+from baselines_sb3 import callbacks, jax_checkpoint
 from baselines_sb3.main_job import run_main_job
+from cl_suites.core import checkpoint_files
 
 
 def kill_run_at(run_dir, job, overrides, kill_at):
@@ -23,3 +29,33 @@ def kill_run_at(run_dir, job, overrides, kill_at):
         mp.setattr(callbacks.ContinualEvalCallback, "_on_step", killer)
         with pytest.raises(KeyboardInterrupt):
             run_main_job(run_dir=run_dir, resume=False, overrides=dict(overrides), **job)
+
+
+def kill_inside_first_checkpoint(run_dir, job, overrides, **kwargs) -> Path:
+    """Run ``run_main_job`` into ``run_dir`` (``kwargs``: its other arguments, e.g.
+    ``seeds``) and stop it inside its first checkpoint write, leaving what kill -9 there
+    leaves: a torch run's ``checkpoint/step-*.pt`` without its ``.sha256``; a ``ppo-jax``
+    run's half-written temporary file (``atomic_write`` gets no chance to remove it).
+    Returns the unfinished file."""
+    left: list[Path] = []
+
+    def no_checksum(path, text):
+        left.append(Path(path).with_suffix(".pt"))
+        raise KeyboardInterrupt("simulated kill -9 between the checkpoint and its checksum")
+
+    def half_written(path, write_fn):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.write(fd, b"PK\x03\x04" + bytes(1000))  # the start of a zip, then the kill
+        os.close(fd)
+        left.append(Path(name))
+        raise KeyboardInterrupt("simulated kill -9 inside the checkpoint write")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checkpoint_files, "write_text_atomic", no_checksum)
+        mp.setattr(jax_checkpoint, "atomic_write", half_written)
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(run_dir=run_dir, resume=False, overrides=dict(overrides), **job, **kwargs)
+    assert len(left) == 1 and left[0].exists()
+    return left[0]

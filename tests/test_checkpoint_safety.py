@@ -265,6 +265,32 @@ def test_no_good_checkpoint_is_one_line_and_resumes_nothing(tmp_path, capsys):
     pd.testing.assert_frame_equal(read_eval(cut), before)  # nothing was cut or written
 
 
+def test_unfinished_writes_alone_mean_no_checkpoint_and_a_refused_one_stays_refused(tmp_path):
+    """Issue 29 item 3: a ``.pt`` without its ``.sha256`` (and a temporary file of a killed
+    write) with nothing before it: no checkpoint, set aside, one warning line. Behind a
+    checkpoint whose checksum exists but does not match, the run is refused as before."""
+    directory = tmp_path / "checkpoint"
+    first = write_checkpoint(directory, 256, {"w": np.arange(3)})
+    first.with_suffix(".sha256").unlink()  # killed between the two writes
+    (directory / ".step-000000000512.pt.k1ll3d.tmp").write_bytes(b"PK\x03")  # kill -9
+    warned = []
+    assert checkpoint_files.load_latest(directory, warned.append) is None
+    assert len(warned) == 1 and f"checkpoint {first} has no checksum file" in warned[0]
+    assert "starts again from its first step" in warned[0]
+    assert sorted(p.name for p in directory.iterdir()) == [
+        ".step-000000000512.pt.k1ll3d.tmp.unfinished",
+        "step-000000000256.pt.unfinished",
+    ]
+    assert checkpoint_files.load_latest(directory, warned.append) is None and len(warned) == 1
+    # a corrupt checkpoint (checksum present, not matching) before an unfinished one
+    other = tmp_path / "other"
+    old = write_checkpoint(other, 128, {"w": np.arange(3)})
+    old.write_bytes(old.read_bytes()[:-8])
+    write_checkpoint(other, 256, {"w": np.arange(3)}).with_suffix(".sha256").unlink()
+    with pytest.raises(CheckpointError, match="is corrupt.*no earlier good checkpoint"):
+        checkpoint_files.load_latest(other, warned.append)
+
+
 # -- kills at fixed moments (CLI: SIGTERM is handled as Ctrl-C) -------------------------------
 def _signal_on_call(mp, owner, name, nth, sig, predicate=lambda *a, **k: True):
     """Send ``sig`` to this process on the ``nth`` call of ``owner.name`` for which
@@ -310,6 +336,13 @@ def _between_checkpoint_and_checksum(mp):  # the 3rd checkpoint's file is writte
     )  # fmt: skip
 
 
+def _between_first_checkpoint_and_checksum(mp):  # no checkpoint is finished yet (issue 29)
+    _signal_on_call(
+        mp, checkpoint_files, "write_text_atomic", 1, signal.SIGTERM,
+        predicate=lambda path, text: str(path).endswith(".sha256"),
+    )  # fmt: skip
+
+
 def _sigint_in_training(mp):  # Ctrl-C at the 100th training step (agent step 800)
     from cl_suites.core.vector import SequenceVectorEnv
 
@@ -318,7 +351,13 @@ def _sigint_in_training(mp):  # Ctrl-C at the 100th training step (agent step 80
 
 @pytest.mark.parametrize(
     "kill",
-    [_inside_eval, _inside_checkpoint_write, _between_checkpoint_and_checksum, _sigint_in_training],
+    [
+        _inside_eval,
+        _inside_checkpoint_write,
+        _between_checkpoint_and_checksum,
+        _between_first_checkpoint_and_checksum,
+        _sigint_in_training,
+    ],
 )
 def test_killed_at_a_fixed_moment_then_resumed_loses_and_repeats_nothing(
     full, tmp_path, capsys, kill

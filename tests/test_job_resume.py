@@ -1,5 +1,7 @@
 """Resume of the main job after a mid-task kill: exact where the env restores exactly, and
-every training step in exactly one logged episode either way (issue 13 item 4, job side)."""
+every training step in exactly one logged episode either way (issue 13 item 4, job side);
+after a kill inside the first checkpoint write, every suite family starts again from its
+first step and ends with the uninterrupted run's rows (issue 29 item 3)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import torch as th
 from baselines_sb3 import checkpoint
 from baselines_sb3.main_job import run_main_job
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
-from tests.kill_drills import kill_run_at
+from tests.kill_drills import kill_inside_first_checkpoint, kill_run_at
 
 th.set_num_threads(1)
 
@@ -95,3 +97,54 @@ def test_procgen_resume_is_bit_identical_after_a_mid_task_kill(tmp_path):
     assert a.equals(b)
     assert read_episodes(full).equals(read_episodes(cut))
     assert _steps_in_episodes(full) == _steps_in_episodes(cut) == _total_steps(full)
+
+
+TORCH_FAMILIES = {
+    "Diagnostic": (DIAG, DIAG_OVERRIDES),
+    "Procgen6": (
+        dict(suite="Procgen6", method="ft", learner="ppo", preset="small", seed=1, num_envs=4),
+        {"games": ("bigfish", "fruitbot"), "steps_per_task": 256, "eval_every": 256,
+         "eval_episodes": 1, "eval_max_episode_steps": 40, "checkpoint_every": 128,
+         "report": False},
+    ),
+    "Atari6": (
+        dict(suite="Atari6", method="ft", learner="ppo", preset="small", seed=2, num_envs=2),
+        {"games": ("SpaceInvaders", "BeamRider"), "steps_per_task": 128, "cycles": 1,
+         "eval_every": 128, "eval_episodes": 1, "eval_max_episode_steps": 30,
+         "checkpoint_every": 64, "report": False},
+    ),
+    "MiniHack15": (
+        dict(suite="MiniHack15", method="ft", learner="ppo", preset="small", seed=4, num_envs=2),
+        {"pairs": [7, 14], "steps_per_task": 128, "cycles": 1, "eval_every": 128,
+         "eval_episodes": 1, "eval_max_episode_steps": 30, "checkpoint_every": 64,
+         "report": False},
+    ),
+}  # fmt: skip
+SIMULATORS = {"Procgen6": "procgen", "Atari6": "ale_py", "MiniHack15": "minihack"}
+
+
+@pytest.mark.parametrize("family", list(TORCH_FAMILIES))
+def test_a_kill_inside_the_first_checkpoint_write_resumes_from_the_start(family, tmp_path, capsys):
+    """Killed between the first checkpoint's ``.pt`` and its ``.sha256``: ``--resume``
+    sets the unfinished file aside with one warning line, cuts the logs back to the
+    start and ends with the eval rows and episodes of the uninterrupted run."""
+    if family in SIMULATORS:
+        pytest.importorskip(SIMULATORS[family])
+    job, overrides = TORCH_FAMILIES[family]
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    run_main_job(run_dir=full, resume=False, overrides=dict(overrides), **job)
+    unfinished = kill_inside_first_checkpoint(cut, job, overrides)
+    assert unfinished.parent == checkpoint.checkpoint_dir(cut)
+    assert len(read_eval(cut)) > 0  # rows the resumed run must cut and write again
+    capsys.readouterr()
+    run_main_job(run_dir=cut, resume=True, overrides=dict(overrides), **job)
+    err = capsys.readouterr().err.splitlines()
+    warnings = [line for line in err if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(unfinished) in warnings[0]
+    assert (
+        "an unfinished write" in warnings[0] and "starts again from its first step" in warnings[0]
+    )
+    assert unfinished.with_name(unfinished.name + ".unfinished").exists()
+    a, b = read_eval(full).drop(columns="wall_time"), read_eval(cut).drop(columns="wall_time")
+    assert a.equals(b)
+    assert read_episodes(full).equals(read_episodes(cut))

@@ -162,8 +162,9 @@ def test_spaces_padding_and_schedule(suite, penv):
         _, _, terms, truncs, infos = penv.step(stay)
         assert not any(terms.values())
         if truncs["agent_0"]:
-            ends.append((step, infos["agent_0"]["episode"]["l"], infos["agent_0"]["total_step"]))
-            assert infos["agent_1"]["task_episode"] == infos["agent_1"]["episode"]  # one key
+            info = infos["agent_0"]
+            ends.append((step, info["task_episode"]["l"], info["total_step"]))
+            assert "episode" not in infos["agent_1"]  # left to the standard wrappers
             assert penv.agents == []
             _, infos = penv.reset()
             assert infos["agent_0"]["task_switched"] is (step == BUDGET)
@@ -194,8 +195,8 @@ def test_scripted_delivery_normalized_score(suite, penv):
     # finish the episode: the episode record carries the normalised score
     while penv.agents:
         last = penv.step({"agent_0": S, "agent_1": S})
-    assert last[4]["agent_0"]["episode"]["soups"] == 1
-    assert last[4]["agent_0"]["episode"]["score"] == 1 / 8
+    assert last[4]["agent_0"]["task_episode"]["soups"] == 1
+    assert last[4]["agent_0"]["task_episode"]["score"] == 1 / 8
 
 
 def test_matches_meal_bench_pad_obs_to_max(suite):
@@ -323,3 +324,53 @@ def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
     assert frame["mean_return"].tolist() == [20.0, 0.0]
     assert frame["episodes"].tolist() == [2, 2]
     assert suite.score_normalizers() == {0: 160.0, 1: 180.0}
+
+
+# MEAL@7d81858's estimate_max_soup (jax_marl/environments/overcooked/upper_bound.py:103),
+# run on the kitchens of our paper generator (2 agents, 400 steps) with a 7d81858 checkout
+# imported through benchmarks/meal_reference.import_meal: 0 on medium seed 173 and hard
+# seeds 9, 28, 53, 60, 71, 80, 169 (of seeds 0-199 per difficulty; none on easy), and 20
+# x our bound on the 592 other kitchens (e.g. 160 on hard seed 0). Recorded here so that
+# CI needs no MEAL checkout.
+MEAL_7D81858_ESTIMATE = {("hard", 9): 0, ("medium", 173): 0, ("hard", 0): 160}
+HARD_9 = [
+    "WWWWWWWWWW", "WWWW....WW", "W.WWAW...W", "WA.WWW...W", "W.OX.....W", "WWW..P...W",
+    "W.....P..W", "WW.WX..W.W", "WWBWW....W", "WWWWW..W.W", "WWWWWWWWWW",
+]  # fmt: skip
+
+
+def _grid(layout) -> list[str]:
+    h, w = int(layout["height"]), int(layout["width"])
+    grid = [["."] * w for _ in range(h)]
+    for key, ch in (("wall_idx", "W"), ("goal_idx", "X"), ("plate_pile_idx", "B"),
+                    ("onion_pile_idx", "O"), ("pot_idx", "P"), ("agent_idx", "A")):  # fmt: skip
+        for i in np.asarray(layout[key]).tolist():
+            grid[i // w][i % w] = ch
+    return ["".join(row) for row in grid]
+
+
+@pytest.mark.parametrize(("difficulty", "seed"), list(MEAL_7D81858_ESTIMATE))
+def test_the_bound_is_meals_and_zero_where_one_agent_cannot_make_a_soup(difficulty, seed):
+    """Issue 29 item 4: the normaliser is MEAL's single-agent bound, also where it is 0
+    (the onions of hard seed 9 lie in a corner the pots cannot be reached from: a soup
+    needs a hand-off over a counter). Was: an optimistic bound with the inner counters
+    made walkable (7 soups on hard seed 9)."""
+    from cl_suites.meal.layouts import REWARD_PER_SOUP, max_soups
+
+    layout = generate(difficulty, seed, 2, generator="paper")
+    if (difficulty, seed) == ("hard", 9):
+        assert _grid(layout) == HARD_9  # the kitchen MEAL's estimator was run on
+    bound = max_soups(layout, 400, 2)
+    assert REWARD_PER_SOUP * bound == MEAL_7D81858_ESTIMATE[(difficulty, seed)]
+
+
+def test_a_task_without_a_bound_is_kept_and_named_in_the_metadata():
+    suite = build_suite(1, difficulty="hard", layout_seed=9, episode_len=400)
+    assert suite.layouts[0].max_soups == 0 and suite.layouts[0].normalizer is None
+    assert suite.score_normalizers() == {0: None}
+    (layout,) = suite.run_metadata()["layouts"]
+    assert "MEAL's single-agent max-soup bound is 0" in layout["no_bound"]
+    venv = MealBatchedEnv(suite, num_envs=1)
+    venv.reset(seed=0)
+    _, _, _, _, info = venv.step(np.zeros((1, 2), dtype=np.int64))
+    assert np.isnan(info["score"]).all()  # undefined, as MEAL's soups / 0

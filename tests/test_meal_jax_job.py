@@ -12,6 +12,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("meal")
@@ -28,6 +29,7 @@ from baselines_sb3.main_job import resolve_job, run_main_job, run_seed_group
 from cl_suites.cli import main
 from cl_suites.core.progress import read_progress
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from tests.kill_drills import kill_inside_first_checkpoint
 
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
 OVERRIDES = {
@@ -80,9 +82,9 @@ def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory):
-    """Seeds 0 and 3 in one program (``--seeds 0 3``), with evaluation videos."""
+    """Seeds 0 and 3 in one program (``--seeds 0 3``), with evaluation videos and reports."""
     run_dir = tmp_path_factory.mktemp("group")
-    overrides = {**OVERRIDES, "capture_video": True, "video_length": 3}
+    overrides = {**OVERRIDES, "capture_video": True, "video_length": 3, "report": True}
     run_main_job(**JOB, seed=0, run_dir=run_dir, resume=False, overrides=overrides,
                  seeds=[0, 3])  # fmt: skip
     return run_dir
@@ -165,6 +167,22 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
 
 
 @pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_a_seeds_run_leaves_one_report_of_all_seeds_and_report_takes_its_parent(group, tmp_path):
+    """Issue 29 item 2: ``run --seeds`` writes ``RUN_DIR/report`` over both seeds (as a
+    sweep does), and ``cl-suites report RUN_DIR`` takes the parent of the seed runs."""
+    assert sorted(p.name for p in group.iterdir()) == ["report", "seed-0", "seed-3"]
+    assert (group / "seed-0" / "report" / "summary.csv").is_file()  # each seed's own too
+    summary = pd.read_csv(group / "report" / "summary.csv")
+    assert summary[["suite", "method", "seeds"]].values.tolist() == [["MEAL-2", "ft", 2]]
+    assert main(["report", str(group), "--out", str(tmp_path / "again")]) == 0
+    again = pd.read_csv(tmp_path / "again" / "summary.csv")
+    pd.testing.assert_frame_equal(again, summary)
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    assert main(["report", str(empty), "--out", str(tmp_path / "none")]) == 2
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
 def test_seeds_in_one_program_equal_single_seed_runs(group, seed3):
     """Seed 3 of ``--seeds 0 3`` equals ``--seed 3`` on the same kitchens (layout_seed 0)."""
     mine = group / "seed-3"
@@ -243,9 +261,38 @@ def test_several_seeds_resume_from_their_newest_common_checkpoint(tmp_path):
     files = common_checkpoint(dirs)
     assert [read_meta(f)["total_step"] for f in files] == [256, 256]
     assert [load_jax_checkpoint(f)[0]["w"][0] for f in files] == [256, 256]
-    assert common_checkpoint([tmp_path / "a", tmp_path / "none"]) is None
     with np.load(jax_checkpoint_path(dirs[0]), allow_pickle=False) as data:
         assert sorted(data.files) == ["learner/w", "meta"]
+    # a run without any checkpoint shares none: the runs start over, the others' files
+    # set aside (a first checkpoint write killed between two seeds' files)
+    assert common_checkpoint([tmp_path / "a", tmp_path / "none"]) is None
+    assert sorted(p.name for p in (tmp_path / "a" / "checkpoint").iterdir()) == [
+        "jax_state.npz.unfinished",
+        "jax_state.prev.npz.unfinished",
+    ]
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_a_kill_inside_the_first_checkpoint_write_resumes_from_the_start(seed3, tmp_path, capsys):
+    """Issue 29 item 3, ppo-jax: killed (-9) inside the first checkpoint write, the run has
+    no checkpoint; ``--resume`` sets the half-written file aside with one warning line,
+    starts again from the first step and ends with the uninterrupted run's rows."""
+    job = {**JOB, "seed": 3}
+    overrides = {**OVERRIDES, "layout_seed": 0}
+    cut = tmp_path / "cut"
+    unfinished = kill_inside_first_checkpoint(cut, job, overrides)
+    assert unfinished.parent == jax_checkpoint_path(cut).parent
+    assert not jax_checkpoint_path(cut).exists()
+    capsys.readouterr()
+    run_main_job(run_dir=cut, resume=True, overrides=overrides, **job)
+    err = capsys.readouterr().err.splitlines()
+    warnings = [line for line in err if line.startswith("warning:")]
+    assert len(warnings) == 1 and unfinished.name in warnings[0]
+    assert "start again from their first step" in warnings[0]
+    assert unfinished.with_name(unfinished.name + ".unfinished").exists()
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (seed3, cut))
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(read_episodes(seed3), read_episodes(cut))
 
 
 BAD_CLI = [

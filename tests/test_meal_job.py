@@ -19,6 +19,7 @@ pytest.importorskip("meal")
 from baselines_sb3 import callbacks, checkpoint
 from baselines_sb3.main_job import resolve_job, run_main_job
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from tests.kill_drills import kill_inside_first_checkpoint
 from tests.thread_recording import record_threads
 
 th.set_num_threads(1)
@@ -195,6 +196,21 @@ def test_meal_resume_after_kill_reproduces_the_uninterrupted_run(ft_run, tmp_pat
     again = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(cut))
     for key, value in full["policy"].items():
         assert th.equal(value, again["policy"][key]), key
+
+
+def test_meal_kill_inside_the_first_checkpoint_write_resumes_from_the_start(ft_run, tmp_path):
+    """Issue 29 item 3, MEAL with the torch learner: killed between the first checkpoint's
+    ``.pt`` and its ``.sha256``, the run starts again from its first step on ``--resume``
+    and ends with the uninterrupted run's rows."""
+    cut = tmp_path / "cut"
+    job = {**JOB, "method": "ft"}
+    unfinished = kill_inside_first_checkpoint(cut, job, OVERRIDES)
+    assert unfinished.parent == checkpoint.checkpoint_dir(cut)
+    run_main_job(run_dir=cut, resume=True, overrides=dict(OVERRIDES), **job)
+    assert unfinished.with_name(unfinished.name + ".unfinished").exists()
+    a, b = read_eval(ft_run).drop(columns="wall_time"), read_eval(cut).drop(columns="wall_time")
+    assert a.equals(b)
+    assert read_episodes(ft_run).equals(read_episodes(cut))
 
 
 def _task0_drift(run_dir) -> float:

@@ -199,6 +199,50 @@ def test_cl_suites_options_lists_every_option_with_its_default_and_doc(capsys, m
     assert "rho_bar" in lines and "checkpoint_every" in lines and "steps_per_task" in lines
 
 
+def test_options_print_plain_columns_and_each_options_own_doc_when_piped(capsys):
+    """Issue 29 item 5: ``cl-suites options --suite MEAL-2`` piped prints one line per
+    option (no one-word wrapped lines); ``eval_episodes`` has its own doc; ``difficulty``
+    says which generator takes ``"extreme"``."""
+    pytest.importorskip("meal")
+    assert cli.main(["options", "--suite", "MEAL-2"]) == 0  # capsys: not a terminal
+    out = capsys.readouterr().out
+    assert all(len(line.split()) > 1 for line in out.splitlines() if line.strip())
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert lines["eval_episodes"].split(None, 2)[2] == "evaluation episodes per task (default 10)."
+    assert "cadence" in lines["eval_every"] and "cadence" not in lines["eval_episodes"]
+    assert 'only generator ``"meal-bench"`` also takes ``"extreme"``' in lines["difficulty"]
+
+
+def test_every_suite_option_has_its_own_doc():
+    """``a / b: text`` in a builder's docstring gave both options one doc (MEAL's
+    eval_episodes said eval_every's cadence)."""
+    from cl_suites.config import argument_docs
+    from cl_suites.suites import SUITES, find_suite
+
+    for name in (*SUITES, "MEAL-2"):
+        docs = argument_docs(find_suite(name).builder_function())
+        if "eval_episodes" in docs:
+            assert docs["eval_every"] != docs["eval_episodes"], name
+            assert "cadence" not in docs["eval_episodes"], name
+    procgen = argument_docs(find_suite("Procgen6").builder_function())
+    assert procgen["num_train_levels"] != procgen["start_level"]
+
+
+def test_the_paper_generator_refuses_extreme_before_any_kitchen(monkeypatch):
+    pytest.importorskip("meal")
+    from cl_suites.errors import BadValueError
+    from cl_suites.meal import build_suite, layouts
+
+    monkeypatch.setattr(layouts, "generate", None)  # nothing may be generated
+    with pytest.raises(BadValueError, match=r"difficulty 'extreme' is unknown with strategy "
+                       r"'generate' and generator 'paper'; use one of \('easy', 'medium', "
+                       r"'hard'\) \(generator 'meal-bench' also takes 'extreme'"):  # fmt: skip
+        build_suite(2, difficulty="extreme")
+    with pytest.raises(BadValueError, match="strategy 'ordered'.*use one of"):
+        build_suite(2, difficulty="extreme", strategy="ordered")
+    assert layouts.allowed_difficulties("generate", "meal-bench")[-1] == "extreme"
+
+
 def test_print_config_shows_every_job_option(capsys):
     assert cli.main(["run", *RUN, "--set", "report=off", "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)

@@ -50,31 +50,86 @@ def test_record_episode_statistics_wraps_the_single_env():
     assert all(r == our_r and n == our_n for r, n, our_r, our_n in pairs)
 
 
-def test_vector_env_infos_carry_gymnasium_episode_statistics():
-    venv = cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
+def _our_games(infos: dict, n: int) -> np.ndarray:
+    """Per sub-env, 1 where our task_episode reports a finished game this step."""
+    return infos["_task_episode"] if "_task_episode" in infos else np.zeros(n, dtype=bool)
+
+
+@pytest.mark.parametrize(
+    ("suite", "kwargs"),
+    [
+        ("Diagnostic", {"steps_per_task": 45, "n_tasks": 3}),  # 10-step games, cut by switches
+        ("Procgen6", {"steps_per_task": 240}),  # random play: games cut by every switch
+    ],
+)
+def test_gymnasium_record_episode_statistics_counts_every_game_of_the_sequence(suite, kwargs):
+    """Issue 29 item 1: gymnasium's own RecordEpisodeStatistics, vector and single, wraps
+    our envs over whole sequences; it counts every game ours report, the ones a task switch
+    cuts (truncated=True) included, and the env leaves "episode" to it."""
+    if suite == "Procgen6":
+        pytest.importorskip("procgen")
+    n = 3
+    venv = gym.wrappers.vector.RecordEpisodeStatistics(cl_suites.make_vec(suite, n, **kwargs))
     _, infos = venv.reset(seed=0)
-    ends = []
+    games = cut = 0
+    while not infos["sequence_done"][0]:
+        _, _, _, truncated, infos = venv.step(venv.action_space.sample())
+        ours = _our_games(infos, n)
+        theirs = infos.get("_episode", np.zeros(n, dtype=bool))
+        np.testing.assert_array_equal(theirs, ours)  # the same games, at the same steps
+        games += int(ours.sum())
+        if infos["task_switched"][0] or infos["sequence_done"][0]:
+            assert truncated.all() and ours.all()  # every running game is cut
+            cut += n
+    assert venv.episode_count == games and cut == n * len(venv.env.schedule())
+    assert games > cut  # some games ended on their own too
+    # the single env, through gym.make: counts, returns and lengths all agree
+    env = gym.wrappers.RecordEpisodeStatistics(gym.make(f"CLSuite/{suite}-v0", **kwargs))
+    env.action_space.seed(0)
+    _, info = env.reset(seed=0)
+    pairs = []
+    while not info["sequence_done"]:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        assert ("episode" in info) == (terminated or truncated) == ("task_episode" in info)
+        if "episode" in info:
+            ours = info["task_episode"]
+            pairs.append((info["episode"]["r"], info["episode"]["l"], ours["r"], ours["l"]))
+            if not info["sequence_done"]:
+                _, info = env.reset()
+    assert env.episode_count == len(pairs)
+    assert all(r == our_r and length == our_l for r, length, our_r, our_l in pairs)
+    if suite == "Diagnostic":  # 10-step games, the fifth of each task cut after 5
+        assert [p[1] for p in pairs] == [10, 10, 10, 10, 5] * 3
+
+
+def test_vector_reward_normalisation_and_statistics_stack_on_the_vector_env():
+    venv = gym.wrappers.vector.RecordEpisodeStatistics(
+        gym.wrappers.vector.NormalizeReward(
+            cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
+        )
+    )
+    _, infos = venv.reset(seed=0)
     while not infos["sequence_done"][0]:
         _, _, _, _, infos = venv.step(venv.action_space.sample())
-        if "_episode" in infos:  # gymnasium 1.x's layout, as CleanRL's logging reads it
-            ends += [
-                (i, infos["episode"]["l"][i], infos["episode"]["task_id"][i])
-                for i in np.flatnonzero(infos["_episode"])
-            ]
-            assert infos["task_episode"] is infos["episode"]  # the older key, kept
-    # exact under same-step autoreset: every episode is 10 steps long (gymnasium 1.2's
-    # vector RecordEpisodeStatistics would count the later ones 9: Gymnasium PR #1624)
-    first = [(i, n, t) for i, n, t in ends if i == 0]
-    assert first == [(0, 10, 0), (0, 10, 0), (0, 10, 1), (0, 10, 1)]
-    assert len(ends) == 8
-    # the wrapper would add the same key again: gymnasium refuses, naming the key
-    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(
-        cl_suites.make_vec("Diagnostic", 2, steps_per_task=40, n_tasks=2)
-    )
-    wrapped.reset(seed=0)
-    with pytest.raises(ValueError, match="key 'episode' but this key already exists"):
-        for _ in range(10):
-            wrapped.step(wrapped.action_space.sample())
+    assert venv.episode_count == 8  # 2 sub-envs x (2 games of 10 steps) x 2 tasks
+
+
+def test_sb3_vec_monitor_over_the_sb3_adapter_counts_the_same_games(sb3):
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    venv = cl_suites.make_vec("Diagnostic", 2, steps_per_task=45, n_tasks=2).to_sb3()
+    assert venv.env_is_wrapped(Monitor) == [True, True]  # the adapter writes Monitor's infos
+    with pytest.warns(UserWarning, match="already wrapped with a `Monitor`"):
+        monitored = VecMonitor(venv)
+    monitored.reset()
+    games = []
+    for _ in range(46):  # the schedule: [0, 46), [46, 92)
+        _, _, dones, infos = monitored.step(np.zeros(2, dtype=np.int64))
+        games += [(int(info["episode"]["l"]), float(info["episode"]["r"])) for info in infos
+                  if "episode" in info]  # fmt: skip
+        assert len([i for i in infos if "episode" in i]) == int(dones.sum())
+    assert monitored.episode_count == len(games) == 2 * (2 + 1) * 2  # two 10s and a cut 3
 
 
 def test_sb3_get_attr_and_friends():

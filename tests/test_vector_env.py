@@ -58,22 +58,18 @@ def test_episodes_carry_the_task_they_were_played_on():
     records = run_all(env)
     episodes = []
     for _, terminated, truncated, infos in records[1:]:
-        # gymnasium 1.x's episode / _episode (what RecordEpisodeStatistics users and
-        # CleanRL read), present exactly at the steps where episodes end; task_episode
-        # (every suite's key) holds the same
-        assert ("episode" in infos) == bool((terminated | truncated).any())
-        if "episode" not in infos:
+        # task_episode (every suite's key), present exactly at the steps where episodes
+        # end; "episode" is left to gymnasium's RecordEpisodeStatistics
+        assert ("task_episode" in infos) == bool((terminated | truncated).any())
+        assert "episode" not in infos and "_episode" not in infos
+        if "task_episode" not in infos:
             continue
-        assert infos["task_episode"] is infos["episode"]
-        assert (infos["_episode"] == (terminated | truncated)).all()
-        assert infos["episode"]["t"].dtype == np.float64
-        for i in np.flatnonzero(infos["_episode"]):
+        episode = infos["task_episode"]
+        assert (infos["_task_episode"] == (terminated | truncated)).all()
+        assert episode["t"].dtype == np.float64
+        for i in np.flatnonzero(infos["_task_episode"]):
             episodes.append(
-                (
-                    int(infos["total_step"][0]),
-                    int(infos["episode"]["task_id"][i]),
-                    int(infos["episode"]["l"][i]),
-                )
+                (int(infos["total_step"][0]), int(episode["task_id"][i]), int(episode["l"][i]))
             )
     # each sub-env: episode of 5 at steps 10, then cut after 1 more step at the switch (12)
     assert episodes == [

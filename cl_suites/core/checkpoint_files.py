@@ -21,7 +21,11 @@ holds more than ``keep`` (plus the file being written), and the previous checkpo
 until the new one is verified. A kill at any moment leaves the previous checkpoint intact;
 a ``.pt`` without its ``.sha256`` is an unfinished write and is never loaded.
 :func:`load_latest` loads the newest checkpoint whose file matches its checksum and
-refuses the others, one line each naming the file and the reason.
+refuses the others, one line each naming the file and the reason. When the only
+checkpoints are unfinished writes (a kill inside the run's first checkpoint write), the
+run has no checkpoint yet: they are set aside (``*.unfinished``) and the run starts again
+from its first step, with one warning line. A checkpoint whose checksum file exists but
+does not match is corrupt, not unfinished: with no good one before it, it is refused.
 """
 
 from __future__ import annotations
@@ -36,7 +40,12 @@ from typing import IO, Any
 import numpy as np
 import torch as th
 
-from cl_suites.core.fsutil import atomic_write, write_text_atomic
+from cl_suites.core.fsutil import (
+    UNFINISHED_SUFFIX,
+    atomic_write,
+    set_aside_temporaries,
+    write_text_atomic,
+)
 from cl_suites.errors import RunFileError
 
 _ARRAY = "__cl_suites_ndarray__"
@@ -222,35 +231,59 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return decode(tree)
 
 
-def _set_aside(path: Path) -> None:
-    """Rename a refused checkpoint (and its checksum) to ``*.refused``: kept for a look,
-    never loaded again, and not counted among the checkpoints a new save keeps."""
+REFUSED_SUFFIX = ".refused"
+
+
+def _set_aside(path: Path, suffix: str = REFUSED_SUFFIX) -> None:
+    """Rename a refused checkpoint (and its checksum) to ``*.refused`` (or ``suffix``):
+    kept for a look, never loaded again, and not counted among the checkpoints a new save
+    keeps."""
     for p in (path, checksum_file(path)):
         with contextlib.suppress(OSError):
-            p.rename(p.with_name(p.name + ".refused"))
+            p.rename(p.with_name(p.name + suffix))
 
 
 def load_latest(
     directory: str | Path, warn: Callable[[str], None]
 ) -> tuple[dict[str, Any], Path] | None:
     """The newest good checkpoint in ``directory`` and its path; ``None`` when there is
-    none at all. Each checkpoint skipped is set aside (renamed ``*.refused``) and reported
-    through ``warn`` in one line naming it, the reason and the checkpoint resumed from.
-    Raises :class:`CheckpointError` when there are checkpoints but none is good."""
+    none: nothing was written, or only unfinished writes (a ``.pt`` without its
+    ``.sha256``, or a temporary file of a killed write), which are set aside
+    (``*.unfinished``) with one ``warn`` line saying the run starts again from its first
+    step. Each other checkpoint skipped is set aside (``*.refused``) and reported through
+    ``warn`` in one line naming it, the reason and the checkpoint resumed from. Raises
+    :class:`CheckpointError` when a checkpoint with a checksum file is refused and no
+    earlier one is good."""
     bad: list[str] = []
+    refused: list[str] = []
+    temporaries = set_aside_temporaries(directory)
     for step, path in checkpoint_files(directory):
+        if not checksum_file(path).exists():
+            bad.append(
+                f"checkpoint {path} has no checksum file {checksum_file(path).name} "
+                "(an unfinished write)"
+            )
+            _set_aside(path, UNFINISHED_SUFFIX)
+            continue
         try:
             state = read_checkpoint(path)
         except CheckpointError as e:
             bad.append(str(e))
+            refused.append(str(e))
             _set_aside(path)
             continue
         for reason in bad:
             warn(f"{reason}; resuming from the previous good checkpoint {path.name} (step {step})")
         return state, path
-    if bad:
+    if refused:
         raise CheckpointError(
-            f"{bad[0]}; no earlier good checkpoint in {directory}"
+            f"{refused[0]}; no earlier good checkpoint in {directory}"
             + (f" ({len(bad)} checkpoints refused)" if len(bad) > 1 else "")
+        )
+    if bad or temporaries:
+        what = bad[0] if bad else f"{temporaries[0].name} is an unfinished checkpoint write"
+        warn(
+            f"{what} and there is no earlier checkpoint: the run starts again from its first "
+            f"step (set aside as *{UNFINISHED_SUFFIX})"
         )
     return None

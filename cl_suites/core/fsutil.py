@@ -182,6 +182,26 @@ def atomic_write(path: str | os.PathLike[str], write_fn: Callable[[IO[bytes]], A
         raise
 
 
+UNFINISHED_SUFFIX = ".unfinished"
+"""Suffix of a file an interrupted write left behind, once set aside (never read again)."""
+
+
+def set_aside_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
+    """Rename the temporary files that :func:`atomic_write` calls killed mid-write left in
+    ``directory`` (``.NAME.XXXX.tmp``; a kill -9 gives it no chance to remove them) to
+    ``... .tmp.unfinished``: kept for a look, never read. Returns the new paths."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    moved = []
+    for tmp in sorted(directory.glob(".*.tmp")):
+        target = tmp.with_name(tmp.name + UNFINISHED_SUFFIX)
+        with contextlib.suppress(OSError):
+            tmp.rename(target)
+            moved.append(target)
+    return moved
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """:func:`atomic_write` for a text file (UTF-8, newlines written as given)."""
     atomic_write(path, lambda f: f.write(text.encode()))

@@ -16,6 +16,7 @@ silence_legacy_gym_banner()
 require("stable_baselines3", extra="baselines")
 
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
+from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
 
 INFO_KEYS = ("task_id", "task_name", "cycle", "task_step", "total_step", "task_switched")
@@ -28,6 +29,12 @@ class ForwardingVecEnv(VecEnv):
     itself (e.g. ``task_id``, ``render_mode``, ``schedule``: one value, repeated per
     sub-env); otherwise they reach each sub-env through gymnasium's
     ``VectorEnv.get_attr``/``set_attr``/``call`` when the batched env has them.
+
+    The adapters write SB3's per-env ``info["episode"]`` (``r``, ``l``, ``task_id``) from
+    the env's ``task_episode``, the statistics SB3's ``Monitor`` would give, so
+    ``env_is_wrapped(Monitor)`` is True: SB3's ``evaluate_policy`` then counts those
+    episodes, and ``VecMonitor`` warns that it overwrites them (its ``r``, ``l`` and ``t``
+    then stand in for ours, without ``task_id``).
     """
 
     vector_env: Any
@@ -59,7 +66,7 @@ class ForwardingVecEnv(VecEnv):
         return [results[i] for i in indices]
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))
+        return [wrapper_class is Monitor] * len(self._get_indices(indices))
 
 
 class SB3VecEnv(ForwardingVecEnv):

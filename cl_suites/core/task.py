@@ -37,13 +37,11 @@ RENDER_MODES: tuple[str, ...] = ("rgb_array",)
 """Render modes every sequence env offers (frames as ``uint8 (H, W, 3)`` arrays)."""
 TASK_EPISODE_KEY = "task_episode"
 """Info key of a finished episode's statistics in every sequence env of every suite:
-``{"r": return, "l": length in the suite's steps, "task_id": task it was played on}``.
-A single env leaves ``info["episode"]`` to gymnasium's ``RecordEpisodeStatistics`` (and
-SB3's ``Monitor``); the vector envs also put the same statistics under gymnasium's
-``infos["episode"]`` / ``infos["_episode"]`` (``EPISODE_KEYS``)."""
-EPISODE_KEYS: tuple[str, ...] = ("episode", TASK_EPISODE_KEY)
-"""Info keys of a vector env's finished episodes (one dict of ``(N,)`` arrays ``r``,
-``l``, ``t``, ``task_id`` under both, each with its ``_``-prefixed bool ``(N,)`` mask)."""
+``{"r": return, "l": length in the suite's steps, "task_id": task it was played on}``
+(vector envs: ``(N,)`` arrays ``r``, ``l``, ``t``, ``task_id`` with the bool ``(N,)`` mask
+``"_task_episode"``). ``"episode"`` / ``"_episode"`` are never written by an env of ours:
+they belong to gymnasium's ``RecordEpisodeStatistics`` (single and vector) and SB3's
+``Monitor`` / ``VecMonitor``."""
 
 
 class SequenceDoneError(CLSuitesError, RuntimeError):

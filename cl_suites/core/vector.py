@@ -25,8 +25,8 @@ from cl_suites.core.sequence_env import (
     running_games,
 )
 from cl_suites.core.task import (
-    EPISODE_KEYS,
     RENDER_MODES,
+    TASK_EPISODE_KEY,
     ScheduleAccessors,
     Segment,
     SequenceCursor,
@@ -140,12 +140,12 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     ``action_mask (num_envs, n_actions)`` when the sequence restricts actions; here
     ``task_step`` and ``total_step`` count the global agent steps). At a step where
     episodes end (those cut by a task switch included; for Atari, whole games),
-    ``infos["episode"] = {"r", "l", "t", "task_id"}`` (``(N,)`` arrays: return, length in
-    agent steps, seconds, the task the episode was played on: at a switch step the other
-    keys already describe the new task) with the mask ``infos["_episode"]``, the layout
-    of gymnasium 1.x's ``RecordEpisodeStatistics`` (so do not wrap this env in it: it
-    would refuse the existing key). ``infos["task_episode"]`` / ``["_task_episode"]``
-    hold the same (the key of every sequence env, single ones included).
+    ``infos["task_episode"] = {"r", "l", "t", "task_id"}`` (``(N,)`` arrays: return, length
+    in agent steps, seconds, the task the episode was played on: at a switch step the
+    other keys already describe the new task) with the mask ``infos["_task_episode"]``.
+    ``infos["episode"]`` is left to gymnasium's vector ``RecordEpisodeStatistics``, which
+    counts the episodes this env returns (every sub-env is truncated at a switch, so the
+    games a switch cuts are counted too; for Atari in training, one per life).
 
     One task env (a batch of ``num_envs``) is built per task segment. ``state_dict()`` /
     ``load_state_dict()`` save and restore the position, the running episodes and, where
@@ -230,8 +230,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         if finished is not None:
             episode, mask = finished
             episode["task_id"] = np.full(self.num_envs, self.cursor.segment.task_id)
-            for key in EPISODE_KEYS:
-                infos[key], infos["_" + key] = episode, mask
+            infos[TASK_EPISODE_KEY], infos["_" + TASK_EPISODE_KEY] = episode, mask
         if spent:
             infos = self._switch(obs, infos)
             obs = infos.pop("_next_obs", obs)

@@ -98,10 +98,11 @@ class MealBatchedEnv(ScheduleAccessors):
     ``infos``: the schedule keys ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done`` as scalars shared by all envs (after a switch they
     describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
-    (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups``; at
-    episode ends ``episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score": (M,),
-    "task_id": int}`` and ``_episode (M,)`` True, also under ``task_episode`` (the key of
-    every suite's sequence envs).
+    (M,)`` soups so far in the episode; ``score (M,)`` = ``episode_soups / max_soups`` (NaN
+    for a kitchen without a bound: ``MealLayout.no_bound``); at
+    episode ends ``task_episode = {"r": (M, n) returns, "l": (M,), "soups": (M,), "score":
+    (M,), "task_id": int}`` and ``_task_episode (M,)`` True (the key of every suite's
+    sequence envs; ``episode`` is left to the standard wrappers).
 
     Rewards: delivery reward (20 per soup) plus, unless ``sparse_rewards``, meal-bench's
     shaping (onion in pot 3, useful plate pick-up 3, soup pick-up 5) times a coefficient
@@ -138,7 +139,10 @@ class MealBatchedEnv(ScheduleAccessors):
         self.rollout_steps = check_positive_int("rollout_steps", rollout_steps)
         self.render_mode = None
         self.engine = engine or shared_engine(suite)
-        self.max_soups = np.array([t.max_soups for t in suite.layouts], dtype=np.float64)
+        # NaN for a kitchen without a bound: its score is NaN (undefined, as in MEAL)
+        self.max_soups = np.array(
+            [t.max_soups if t.max_soups > 0 else np.nan for t in suite.layouts], dtype=np.float64
+        )
         self._state: BatchState | None = None
         self._keys = None
         self._t = 0
@@ -195,15 +199,14 @@ class MealBatchedEnv(ScheduleAccessors):
         ended = spent or self._t >= self.suite.episode_len
         info: dict[str, Any] = {}
         if ended:
-            info["episode"] = {
+            info[TASK_EPISODE_KEY] = {
                 "r": self._returns.copy(),
                 "l": np.full(self.num_envs, self._t),
                 "soups": self._soups.copy(),
                 "score": self._soups / self.max_soups[self._episode_task],
                 "task_id": self._episode_task,
             }
-            info["_episode"] = np.ones(self.num_envs, dtype=bool)
-            info[TASK_EPISODE_KEY], info["_" + TASK_EPISODE_KEY] = info["episode"], info["_episode"]
+            info["_" + TASK_EPISODE_KEY] = np.ones(self.num_envs, dtype=bool)
         info.update(self._step_stats(soups))
         if spent:
             self.cursor.switch_pending = True

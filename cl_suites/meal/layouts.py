@@ -38,6 +38,20 @@ PAPER_LEVELS: dict[str, tuple[tuple[int, int], float]] = {
 }
 """The paper's levels (section 4.3): (min, max) of height and width, obstacle density."""
 PRESET_DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+
+
+def allowed_difficulties(strategy: str, generator: str) -> tuple[str, ...]:
+    """The difficulties a sequence of ``strategy`` takes with ``generator``: the paper
+    generator's levels (easy, medium, hard), meal-bench's (also extreme), or the handmade
+    presets' for ``"ordered"`` / ``"random"``. ``"curriculum"`` fixes its levels itself;
+    there ``difficulty`` only sets meal-bench's options (any of ``DIFFICULTIES``)."""
+    if strategy in ("ordered", "random"):
+        return PRESET_DIFFICULTIES
+    if strategy == "generate" and generator == "paper":
+        return tuple(PAPER_LEVELS)
+    return DIFFICULTIES
+
+
 MAX_AGENTS = 5
 REWARD_PER_SOUP = 20.0
 """meal-bench's delivery reward (``DELIVERY_REWARD``): sparse return = 20 x soups."""
@@ -58,7 +72,8 @@ class MealLayout:
         layout: meal-bench layout dict (flat indices into ``height x width``), unpadded.
         difficulty: difficulty it was drawn at (``None`` for presets given by name).
         seed: generator seed (``None`` for presets).
-        max_soups: single-agent max-soup bound over one episode (MEAL appendix A.1).
+        max_soups: single-agent max-soup bound over one episode (MEAL appendix A.1); 0
+            where one agent cannot make a soup alone (the kitchen then has no bound).
     """
 
     name: str
@@ -76,9 +91,20 @@ class MealLayout:
         return int(self.layout["width"])
 
     @property
-    def normalizer(self) -> float:
-        """Sparse return of a bound-matching episode: ``REWARD_PER_SOUP * max_soups``."""
-        return REWARD_PER_SOUP * self.max_soups
+    def normalizer(self) -> float | None:
+        """Sparse return of a bound-matching episode: ``REWARD_PER_SOUP * max_soups``;
+        ``None`` where the kitchen has no bound (``no_bound`` says why)."""
+        return REWARD_PER_SOUP * self.max_soups if self.max_soups > 0 else None
+
+    def no_bound(self, episode_len: int) -> str | None:
+        """Why the kitchen has no score bound (``None`` when it has one)."""
+        if self.max_soups > 0:
+            return None
+        return (
+            f"no score bound: MEAL's single-agent max-soup bound is 0 (one agent cannot "
+            f"make and deliver a soup alone within {episode_len} steps in this kitchen), so "
+            "MEAL's normalised score is undefined"
+        )
 
     def free_cells(self) -> int:
         """Walkable cells (floor and spawn tiles)."""
@@ -182,12 +208,14 @@ def _generate_paper(difficulty: str, seed: int, num_agents: int, max_attempts: i
 
 
 def max_soups(layout: object, episode_len: int, num_agents: int) -> int:
-    """MEAL's single-agent max-soup bound (meal-bench ``calculate_max_soup``).
+    """MEAL's single-agent max-soup bound (meal-bench ``calculate_max_soup``; the same
+    number as ``estimate_max_soup`` of MEAL's paper-time code divided by the 20 points of a
+    soup, ``TTomilin/MEAL@7d81858 jax_marl/environments/overcooked/upper_bound.py:103``).
 
-    Kitchens split between agents (e.g. ``forced_coord``) have no single-agent cycle, and
-    meal-bench's bound is 0 there. Then the bound is computed with the inner plain
-    counters made walkable (a hand-off over a counter counted as a step), an optimistic
-    bound that keeps the normalised score defined.
+    0 where one agent cannot make a soup alone (walls split the kitchen so that a soup
+    needs a hand-off over a counter, e.g. ``forced_coord``, some ``hard`` kitchens): the
+    task then has no bound and its normalised score is undefined, as in MEAL's paper and
+    paper-time code (``docs/fidelity.md``, "MEAL score normaliser").
     """
     key = (
         int(layout["height"]),
@@ -196,30 +224,13 @@ def max_soups(layout: object, episode_len: int, num_agents: int) -> int:
     )
     key = (key, episode_len, num_agents)
     if key not in _BOUNDS:
-        _BOUNDS[key] = _compute_max_soups(layout, episode_len, num_agents)
+        from meal.env.overcooked.max_soup_calculator import calculate_max_soup
+
+        _BOUNDS[key] = int(calculate_max_soup(layout, episode_len, n_agents=num_agents))
     return _BOUNDS[key]
 
 
 _BOUNDS: dict[tuple, int] = {}
-
-
-def _compute_max_soups(layout: object, episode_len: int, num_agents: int) -> int:
-    from meal.env.overcooked.max_soup_calculator import calculate_max_soup
-
-    bound = int(calculate_max_soup(layout, episode_len, n_agents=num_agents))
-    if bound > 0:
-        return bound
-    h, w = int(layout["height"]), int(layout["width"])
-    interactive = set()
-    for key in ("goal_idx", "plate_pile_idx", "onion_pile_idx", "pot_idx"):
-        interactive.update(np.asarray(layout[key]).tolist())
-    keep = [
-        i
-        for i in np.asarray(layout["wall_idx"]).tolist()
-        if i in interactive or i // w in (0, h - 1) or i % w in (0, w - 1)
-    ]
-    relaxed = {**dict(layout), "wall_idx": np.array(sorted(set(keep)), dtype=np.int32)}
-    return int(calculate_max_soup(relaxed, episode_len, n_agents=num_agents))
 
 
 def _no_repeat_sample(pool: Sequence[str], k: int, rng: random.Random) -> list[str]:
@@ -248,8 +259,9 @@ def build_layouts(
     """The kitchens of a MEAL sequence of ``num_tasks`` tasks, in training order.
 
     Raises ``ValueError`` for an unknown strategy, difficulty or preset name, a sequence
-    longer than the preset pool with ``"ordered"``, more agents than a kitchen has free
-    cells, or a kitchen with a zero soup bound; ``LayoutGenerationError`` (naming the seed)
+    longer than the preset pool with ``"ordered"``, or more agents than a kitchen has free
+    cells (a kitchen with a zero soup bound is kept: it has no score bound, see
+    :func:`max_soups`); ``LayoutGenerationError`` (naming the seed)
     when the generator gives up.
     """
     from meal.env.overcooked.layouts.presets import overcooked_layouts
@@ -315,11 +327,6 @@ def build_layouts(
             raise ValueError(
                 f"layout {name!r} has {task.free_cells()} free cells, fewer than "
                 f"num_agents={num_agents}"
-            )
-        if bound <= 0:
-            raise ValueError(
-                f"layout {name!r} has a max-soup bound of 0 over {episode_len} steps; its "
-                "score cannot be normalised (use a longer episode_len or another layout)"
             )
         out.append(task)
     return tuple(out)

@@ -45,8 +45,9 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
     Every agent's info holds ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done``, ``soups`` (team soups delivered this step),
     ``episode_soups`` and ``score`` (= ``episode_soups / max_soups``, MEAL's normalised
-    score), and at an episode end ``episode = {"r", "l", "soups", "score", "task_id"}``
-    (also under ``task_episode``, the key of every suite's sequence envs).
+    score), and at an episode end ``task_episode = {"r", "l", "soups", "score",
+    "task_id"}`` (the key of every suite's sequence envs; ``episode`` is left to the
+    standard wrappers: SB3's ``VecMonitor`` over SuperSuit's vector envs).
     After the last step, ``reset()`` without a seed hands back the last observations
     (so SuperSuit's automatic reset does not fail) and ``step`` raises
     ``SequenceDoneError``.
@@ -148,19 +149,18 @@ class MealParallelEnv(ScheduleAccessors, ParallelEnv):
             self._turns.new_turn(self._env.cursor.total_step)
         obs, rewards, terms, truncs, info = self._env.step(np.array([row]))
         shared = self._shared_info(info)
-        episode = info.get("episode")
+        episode = info.get(TASK_EPISODE_KEY)
         infos = {}
         for i, a in enumerate(self.possible_agents):
             infos[a] = dict(shared)
             if episode is not None:
-                infos[a]["episode"] = {
+                infos[a][TASK_EPISODE_KEY] = {
                     "r": float(episode["r"][0, i]),
                     "l": int(episode["l"][0]),
                     "soups": int(episode["soups"][0]),
                     "score": float(episode["score"][0]),
                     "task_id": int(episode["task_id"]),
                 }
-                infos[a][TASK_EPISODE_KEY] = infos[a]["episode"]
         agents = self.possible_agents
         out = (
             {a: obs[0, i] for i, a in enumerate(agents)},

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cl_suites.core.task import Segment, TaskSwitchCallback
+from cl_suites.core.task import TASK_EPISODE_KEY, Segment, TaskSwitchCallback
 from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
 
@@ -104,12 +104,12 @@ class MealSB3VecEnv(ForwardingVecEnv):
         obs, rewards, terms, truncs, info = self.vector_env.step(self._actions)
         dones = (terms | truncs).reshape(-1)
         base = {k: info[k] for k in SCHEDULE_KEYS}
-        if "episode" not in info:
+        if TASK_EPISODE_KEY not in info:
             # no slot ended: SB3 only reads these dicts during the step (episode stats,
             # terminal observations of done slots), so every slot shares one fresh dict
             infos = [base] * self.num_envs
         else:  # episodes end together (time limit or task switch): one dict per slot
-            ep = info["episode"]
+            ep = info[TASK_EPISODE_KEY]
             final = info.get("final_obs", obs)
             n = self.num_agents
             task_id = int(ep["task_id"])

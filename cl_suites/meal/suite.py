@@ -22,9 +22,11 @@ from cl_suites.meal.layouts import (
     DIFFICULTIES,
     GENERATORS,
     MAX_AGENTS,
+    PRESET_DIFFICULTIES,
     REWARD_PER_SOUP,
     STRATEGIES,
     MealLayout,
+    allowed_difficulties,
     build_layouts,
     check_choice,
     preset_names,
@@ -136,8 +138,10 @@ class MealSuite:
             max(t.width for t in self.layouts),
         )
 
-    def score_normalizers(self) -> dict[int, float]:
-        """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata."""
+    def score_normalizers(self) -> dict[int, float | None]:
+        """``{task_id: REWARD_PER_SOUP * max_soups}`` for the run metadata; ``None`` for a
+        kitchen without a bound (its ``layouts`` entry's ``no_bound`` says why, and the
+        report gives its MEAL score as n/a)."""
         return {i: t.normalizer for i, t in enumerate(self.layouts)}
 
     def run_metadata(self) -> dict[str, Any]:
@@ -168,6 +172,7 @@ class MealSuite:
                     "height": t.height,
                     "width": t.width,
                     "max_soups": t.max_soups,
+                    "no_bound": t.no_bound(self.episode_len),
                 }
                 for i, t in enumerate(self.layouts)
             ],
@@ -213,8 +218,9 @@ def build_suite(
 
     Args:
         id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20``.
-        difficulty: ``"easy"`` (7x7, 15% walls), ``"medium"`` (9x9, 25%), ``"hard"``
-            (11x11, 35%), ``"extreme"`` (13x13, 45%); default ``"easy"``.
+        difficulty: ``"easy"``, ``"medium"`` or ``"hard"`` (default ``"easy"``); the paper
+            generator: 6-7, 8-9, 10-11 cells a side, 15/25/35% walls; only generator
+            ``"meal-bench"`` also takes ``"extreme"`` (7, 9, 11, 13 cells, 15-45% walls).
         strategy: ``"generate"`` (default; task ``i`` generated with seed
             ``layout_seed + i``), ``"curriculum"`` (generated, easy -> medium -> hard
             thirds), ``"ordered"`` / ``"random"`` (handmade presets of ``difficulty`` or
@@ -225,8 +231,9 @@ def build_suite(
         num_agents: 1..5 (default 2).
         steps_per_task: budget per task in env steps (default 10M, the paper's).
         cycles: plays of the whole sequence (MEAL's ``repeat_sequence``; default 1).
-        eval_every / eval_episodes: evaluation cadence in env steps (default 204,800 =
-            100 PPO updates of 16 x 128) and episodes per task (10).
+        eval_every: evaluation cadence in env steps (default 204,800 = 100 PPO updates of
+            16 x 128).
+        eval_episodes: evaluation episodes per task (default 10).
         episode_len: steps per episode (400).
         sparse_rewards: delivery reward only (default False: dense shaping annealed).
         individual_rewards: each agent gets its own delivery reward (default: the team's
@@ -268,7 +275,13 @@ def build_suite(
     check_choice("generator", generator, GENERATORS)
     check_choice("dynamics", dynamics, DYNAMICS)
     if difficulty is not None:
-        check_choice("difficulty", difficulty, DIFFICULTIES)
+        allowed = allowed_difficulties(strategy, generator)
+        if difficulty not in allowed:
+            raise BadValueError(
+                f"difficulty {difficulty!r} is unknown with strategy {strategy!r} and generator "
+                f"{generator!r}; use one of {allowed} (generator 'meal-bench' also takes "
+                f"'extreme'; the handmade presets: {PRESET_DIFFICULTIES})"
+            )
     elif strategy == "generate":
         raise BadValueError(
             f"difficulty None needs a preset strategy; with strategy 'generate' use one of "

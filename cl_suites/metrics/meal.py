@@ -4,7 +4,9 @@ Scores are *normalised* scores ``s``: raw return divided by a per-task bound (ME
 delivered / single-agent upper bound). Every function takes the normaliser mapping
 explicitly:
 
-* ``normalizers={task_id: bound}`` -> ``s = mean_return / bound`` (bound must be > 0);
+* ``normalizers={task_id: bound}`` -> ``s = mean_return / bound`` (bound must be > 0; a
+  bound of ``None`` or NaN marks a task without one, e.g. a MEAL kitchen where one agent
+  cannot make a soup alone: its scores are NaN, n/a in the report);
 * ``normalizers=None`` -> the eval table already holds normalised scores (MEAL runs that
   log the score directly) and is used as is.
 
@@ -33,33 +35,46 @@ from scipy.ndimage import gaussian_filter1d
 from cl_suites.metrics.runs import MetricsInputError, metric_split, metric_split_wide
 
 
-def normalize_scores(
-    eval_frame: pd.DataFrame, normalizers: Mapping[int, float] | None
-) -> pd.DataFrame:
-    """Add column ``score``: ``mean_return / normalizers[task_id]`` (or a copy when None).
+def task_bounds(normalizers: Mapping[int, float | None], task_ids) -> np.ndarray:
+    """The normaliser of each of ``task_ids`` (float array; NaN for a task whose bound is
+    ``None`` or NaN: a task without a bound).
 
     Raises:
-        MetricsInputError: a task without a normaliser or with a bound ``<= 0``.
+        MetricsInputError: a task without a normaliser entry, or a bound ``<= 0``.
+    """
+    norms = {int(k): (np.nan if v is None else float(v)) for k, v in normalizers.items()}
+    bad = {k: v for k, v in norms.items() if not (v > 0 or np.isnan(v))}
+    if bad:
+        raise MetricsInputError(f"score normalizer(s) must be > 0, got {bad}")
+    ids = [int(t) for t in task_ids]
+    missing = sorted(set(ids) - set(norms))
+    if missing:
+        raise MetricsInputError(f"no score normalizer for task id(s) {missing}")
+    return np.array([norms[t] for t in ids], dtype=float)
+
+
+def normalize_scores(
+    eval_frame: pd.DataFrame, normalizers: Mapping[int, float | None] | None
+) -> pd.DataFrame:
+    """Add column ``score``: ``mean_return / normalizers[task_id]`` (or a copy when None;
+    NaN for a task without a bound, see :func:`task_bounds`).
+
+    Raises:
+        MetricsInputError: a task without a normaliser entry or with a bound ``<= 0``.
     """
     frame = eval_frame.copy()
     if normalizers is None:
         frame["score"] = frame["mean_return"].astype(float)
         return frame
-    norms = {int(k): float(v) for k, v in normalizers.items()}
-    bad = {k: v for k, v in norms.items() if not v > 0}
-    if bad:
-        raise MetricsInputError(f"score normalizer(s) must be > 0, got {bad}")
-    missing = sorted(set(frame["task_id"].astype(int)) - set(norms))
-    if missing:
-        raise MetricsInputError(f"no score normalizer for task id(s) {missing}")
-    frame["score"] = frame["mean_return"] / frame["task_id"].map(norms)
+    ids = frame["task_id"].astype(int).to_numpy()
+    frame["score"] = frame["mean_return"].to_numpy(dtype=float) / task_bounds(normalizers, ids)
     return frame
 
 
 def score_matrix(
     eval_frame: pd.DataFrame,
     schedule: pd.DataFrame,
-    normalizers: Mapping[int, float] | None,
+    normalizers: Mapping[int, float | None] | None,
     cycle: int = 0,
     prefer_split: str = "test",
 ) -> pd.DataFrame:
@@ -67,22 +82,16 @@ def score_matrix(
 
     Returns:
         Frame indexed by the task id trained in segment ``i`` (in training order), columns
-        task ids; NaN where the run ended before ``B_i`` or a task has no eval point.
+        task ids; NaN where the run ended before ``B_i``, a task has no eval point or no
+        bound.
     """
     seg = schedule[schedule["cycle"] == cycle].sort_values("start_step")
     if seg.empty:
         raise MetricsInputError(f"schedule has no cycle {cycle}")
     steps, tasks, wide = metric_split_wide(eval_frame, prefer_split)
     if normalizers is not None:
-        norms = {int(k): float(v) for k, v in normalizers.items()}
-        bad = {k: v for k, v in norms.items() if not v > 0}
-        if bad:
-            raise MetricsInputError(f"score normalizer(s) must be > 0, got {bad}")
-        missing = sorted({int(t) for t in tasks} - set(norms))
-        if missing:
-            raise MetricsInputError(f"no score normalizer for task id(s) {missing}")
         # same division as normalize_scores, per column (forward filling commutes with it)
-        wide = wide / np.array([norms[int(t)] for t in tasks], dtype=float)
+        wide = wide / task_bounds(normalizers, tasks)
     row_ids = seg["task_id"].to_numpy()
     vals = np.full((len(row_ids), len(tasks)), np.nan)
     for tid, end in zip(row_ids, seg["end_step"], strict=False):
@@ -286,7 +295,7 @@ def training_traces(
             )
         ret = part["episode_return"].to_numpy(dtype=float)
         if normalizers is not None:
-            ret = ret / float(normalizers[tid])
+            ret = ret / task_bounds(normalizers, [tid])[0]
         edges = np.linspace(seg["start_step"], seg["end_step"], bins_per_segment + 1)
         b = np.clip(np.searchsorted(edges, part["total_step"], side="right") - 1, 0, None)
         b = np.minimum(b, bins_per_segment - 1)

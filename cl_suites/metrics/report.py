@@ -55,7 +55,7 @@ from cl_suites.metrics.report_files import (
     write_summary_tables,
 )
 from cl_suites.metrics.report_html import render_html
-from cl_suites.metrics.runs import MetricsInputError, RunData, load_run
+from cl_suites.metrics.runs import MetricsInputError, RunData, expand_run_dirs, load_run
 
 __all__ = [
     "L2M_KEYS",
@@ -205,11 +205,13 @@ def build_report(
 ) -> ReportResult:
     """Entry point of ``cl-suites report RUN_DIR [RUN_DIR ...] [--out DIR]``.
 
-    Loads every run directory (single-task-expert runs included) and calls
-    :func:`report_from_runs`. Raises :class:`MetricsInputError` naming the bad run/value
-    or the output path that cannot be written. ``progress=True`` shows a rich progress bar.
+    Loads every run directory (single-task-expert runs included; a directory holding run
+    directories, such as a ``--seeds`` run's or a sweep's ``runs/``, stands for all of
+    them: :func:`expand_run_dirs`) and calls :func:`report_from_runs`. Raises
+    :class:`MetricsInputError` naming the bad run/value or the output path that cannot be
+    written. ``progress=True`` shows a rich progress bar.
     """
-    dirs = list(run_dirs)
+    dirs = expand_run_dirs(run_dirs)
     if not dirs:
         raise MetricsInputError("no run directories given")
     with _progress(progress) as bar:

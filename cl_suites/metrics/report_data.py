@@ -159,10 +159,11 @@ def group_runs(
     return dict(sorted(by_suite.items())), experts, notes
 
 
-def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
+def _normalizers(run: RunData) -> tuple[dict[int, float | None] | None, str | None]:
     norms = run.metadata.get("score_normalizers")
     if norms:
-        return {int(k): float(v) for k, v in norms.items()}, None
+        bounds = {int(k): (None if v is None else float(v)) for k, v in norms.items()}
+        return bounds, _unbounded_note(run, bounds)
     if run.suite.upper().startswith("MEAL"):
         return None, None
     # max |return| per task without copying the whole eval frame
@@ -178,9 +179,31 @@ def _normalizers(run: RunData) -> tuple[dict[int, float] | None, str | None]:
     return norms, note
 
 
-def _meal_per_task(run: RunData, norms: dict[int, float] | None, forgetting: str) -> pd.DataFrame:
+def _unbounded_note(run: RunData, bounds: dict[int, float | None]) -> str | None:
+    """The note naming each task of ``run`` without a score bound, with the reason the
+    run's metadata gives (``layouts[i]["no_bound"]``)."""
+    missing = sorted(t for t, v in bounds.items() if v is None)
+    if not missing:
+        return None
+    layouts = {int(x.get("task_id", -1)): x for x in run.metadata.get("layouts") or []}
+    parts = []
+    for t in missing:
+        layout = layouts.get(t, {})
+        name = layout.get("task_name", str(t))
+        reason = layout.get("no_bound") or "the run's metadata gives it no score bound"
+        parts.append(f"task {t} ({name}): n/a, {reason}")
+    return (
+        f"{run.suite} {run.run_id}: MEAL A/F/P are over the tasks with a score bound; "
+        + "; ".join(parts)
+    )
+
+
+def _meal_per_task(
+    run: RunData, norms: dict[int, float | None] | None, forgetting: str
+) -> pd.DataFrame:
     """Per-task ``A`` (final score), ``P`` (score right after training) and ``F``
-    (:func:`~cl_suites.metrics.meal.forgetting_per_task`; NaN for the last task)."""
+    (:func:`~cl_suites.metrics.meal.forgetting_per_task`; NaN for the last task), and
+    ``bounded``: whether the task has a score bound (its scores are NaN otherwise)."""
     s = meal.score_matrix(run.eval, run.schedule, norms)
     tasks = list(s.index)
     last = s.iloc[-1]
@@ -190,6 +213,7 @@ def _meal_per_task(run: RunData, norms: dict[int, float] | None, forgetting: str
             "A": [last[t] for t in tasks],
             "P": [s.loc[t, t] for t in tasks],
             "F": f.reindex(tasks).to_numpy(dtype=float),
+            "bounded": [norms is None or norms.get(int(t)) is not None for t in tasks],
         },
         index=tasks,
     )
@@ -282,18 +306,18 @@ def _meal_part(
         per_run_tasks.append(_meal_per_task(r, norms, settings.meal_forgetting))
     for key in ("A", "F", "P"):
         # F is undefined for the last task (sums over i < N); the code's definitions
-        # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early
+        # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early;
+        # a task without a score bound is left out (the notes name it)
         skip = key == "F" and settings.meal_forgetting != "paper"
-        run_vals = [
-            (t[key].iloc[:-1] if key == "F" else t[key]).mean(skipna=skip) for t in per_run_tasks
-        ]
+        per_run = [(t.iloc[:-1] if key == "F" else t) for t in per_run_tasks]
+        run_vals = [t.loc[t["bounded"], key].mean(skipna=skip) for t in per_run]
         m, s, _ = mean_sem(run_vals)
         rec[f"MEAL {key}"] = fmt_mean_sem(m, s, 3)
         if numbers is not None:
             numbers[key] = (m, s)
-        # IQM over (run, task) scores; F is undefined for the last task
-        cols = per_run_tasks[0].index[:-1] if key == "F" else per_run_tasks[0].index
-        mats = [t.loc[cols, key].to_numpy(dtype=float) for t in per_run_tasks]
+        # IQM over (run, task) scores, the tasks every run has a bound for
+        bounded = np.logical_and.reduce([t["bounded"].to_numpy() for t in per_run])
+        mats = [t.loc[bounded, key].to_numpy(dtype=float) for t in per_run]
         mats = [x for x in mats if x.size and np.isfinite(x).all()]
         mat = np.vstack(mats) if mats else np.empty((0, 0))
         rec[f"MEAL {key} IQM [95% CI]"] = (

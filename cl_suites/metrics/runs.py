@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cl_suites.core.runlog import CorruptRunLogError, read_episodes, read_eval, read_metadata
+from cl_suites.core.runlog import (
+    METADATA_FILE,
+    CorruptRunLogError,
+    read_episodes,
+    read_eval,
+    read_metadata,
+)
 from cl_suites.errors import InputError
 
 SCHEDULE_COLUMNS = ("index", "cycle", "task_id", "task_name", "start_step", "end_step")
@@ -316,8 +322,43 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
 
 
 def load_runs(run_dirs: Iterable[str | os.PathLike[str]]) -> list[RunData]:
-    """:func:`load_run` for every directory (order kept)."""
-    return [load_run(d) for d in run_dirs]
+    """:func:`load_run` for every run directory of :func:`expand_run_dirs` (order kept)."""
+    return [load_run(d) for d in expand_run_dirs(run_dirs)]
+
+
+def expand_run_dirs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The run directories named by ``paths``, in order: a run directory (it holds
+    ``metadata.json``) stands for itself; a directory holding run directories (the
+    ``RUN_DIR/seed-<s>`` of ``cl-suites run --seeds``, a sweep's ``runs/`` or the sweep
+    directory itself) stands for every run directory below it, sorted by path, without
+    looking inside a run directory. A path that is neither is passed on as given, so that
+    :func:`load_run` names what is wrong with it; a directory with no run below it is a
+    :class:`MetricsInputError`. A run named twice is loaded once."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir() and not (path / METADATA_FILE).exists():
+            below = _runs_below(path)
+            if not below:
+                raise MetricsInputError(
+                    f"{path} is not a run directory and holds none: no {METADATA_FILE} in it "
+                    "or in its subdirectories"
+                )
+            found += below
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def _runs_below(directory: Path) -> list[Path]:
+    """The run directories under ``directory`` (not descending into a run directory)."""
+    runs: list[Path] = []
+    for sub in sorted(p for p in directory.iterdir() if p.is_dir()):
+        if (sub / METADATA_FILE).exists():
+            runs.append(sub)
+        else:
+            runs += _runs_below(sub)
+    return runs
 
 
 def task_names(runs: Sequence[RunData]) -> dict[int, str]:

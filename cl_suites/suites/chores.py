@@ -57,7 +57,8 @@ def build_sequence(
         variant: ``"VaryRoom"``, ``"VaryTask"``, ``"VaryObject"`` or ``"MultiTraj"``.
         steps_per_task: training budget of each task per cycle.
         cycles: passes over the three tasks.
-        eval_every / eval_episodes: evaluation cadence and episodes per task and split.
+        eval_every: evaluation cadence in agent steps.
+        eval_episodes: episodes per task and split at each evaluation.
         alfred_data_dir / thor_local_executable_path / controller_factory /
             goal_image_cache_dir / max_steps / max_fails / render_size / env_options:
             passed to every ``ChoresEnv`` (e.g. ``interaction_targets="per_action"``,

@@ -46,7 +46,9 @@ def build(
         eval_every: evaluation cadence.
         eval_episodes: episodes per task and split at each evaluation.
         distribution_mode: procgen difficulty (the paper: ``"easy"``).
-        num_train_levels / start_level: the training levels (``[start_level, +200)``).
+        num_train_levels: how many training levels, ``[start_level, start_level +
+            num_train_levels)`` (the paper: 200).
+        start_level: the first training level.
         num_test_levels: levels of the test split (0 = unlimited).
         games: the games in training order.
         num_threads: procgen worker threads per env batch (``None``: chosen from the

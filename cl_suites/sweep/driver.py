@@ -383,7 +383,7 @@ def _write_report(sdir: SweepDir, result: SweepResult, console: Console) -> Path
     except Exception as e:
         console.print(
             f"[yellow]note:[/yellow] the sweep report failed ({type(e).__name__}: {e}); "
-            f"write it later with `cl-suites report {sdir.path}/runs/* --out {sdir.report_dir}`"
+            f"write it later with `cl-suites report {sdir.path}/runs --out {sdir.report_dir}`"
         )
         return None
     console.print(f"report of {len(done)} runs written to [bold]{sdir.report_dir}[/bold]")

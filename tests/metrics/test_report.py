@@ -80,3 +80,30 @@ def test_cora_tables_show_clear_forgets_less(report):
     s = report.summary
     f = {m: float(s.loc[("Toy3", m), "CORA F"].split(" ")[0]) for m in ("ft", "clear")}
     assert f["clear"] < f["ft"]
+
+
+def test_a_meal_task_without_a_bound_is_na_with_its_reason(tmp_path):
+    """Issue 29 item 4: a kitchen with MEAL's single-agent bound 0 has no normaliser: the
+    report leaves it out of MEAL A/F/P and says so for that task, with the reason."""
+    reason = "no score bound: MEAL's single-agent max-soup bound is 0 (one agent ...)"
+    layouts = [
+        {"task_id": t, "task_name": f"task{t}", "no_bound": reason if t == 1 else None}
+        for t in range(3)
+    ]
+    run = write_run(
+        tmp_path / "meal",
+        suite="MEAL-3",
+        method="ewc",
+        n_tasks=3,
+        returns=lambda t, s, k: {0: 1.0, 1: 5.0, 2: 3.0}[t],
+        steps_per_task=100,
+        eval_every=100,
+        extra_meta={"score_normalizers": {"0": 2.0, "1": None, "2": 2.0}, "layouts": layouts},
+    )
+    res = build_report([run], tmp_path / "out", bootstrap_reps=20)
+    row = res.summary.iloc[0]
+    assert row["MEAL A"].startswith("1.000")  # (1/2 + 3/2) / 2: task 1 left out, not / 0
+    assert row["MEAL P"].startswith("1.000")
+    (note,) = [n for n in res.notes if "task 1 (task1): n/a" in n]
+    assert reason in note and "over the tasks with a score bound" in note
+    assert "task 0 (" not in note and "task 2 (" not in note

@@ -73,10 +73,18 @@ def ray_head():
     """A Ray cluster started with ``ray start --head`` on the loopback interface (2 CPUs,
     no GPU, its own temp dir so no other Ray user on this machine sees it) with token
     authentication (a fresh token in the environment: Ray's clients need
-    ``RAY_AUTH_MODE=token`` to join). Yields ``(address, env)``, ``env`` being what a
-    driver needs; every process the cluster started is killed at the end."""
+    ``RAY_AUTH_MODE=token`` to join) and the pause hook of ``pause_hook/``. Yields
+    ``(address, env)``, ``env`` being what a driver needs; every process the cluster
+    started is killed at the end."""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
     temp_dir = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths
+    # the cluster's processes load pause_hook/sitecustomize.py: a test pauses a run at a
+    # known point by writing CL_SUITES_TEST_PAUSE_DIR/request (see that module)
+    pause_dir = Path(temp_dir) / "pause"
+    pause_dir.mkdir()
+    hook = str(Path(__file__).resolve().parent / "pause_hook")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (hook, env.get("PYTHONPATH")) if p)
+    env["CL_SUITES_TEST_PAUSE_DIR"] = str(pause_dir)
     port = free_port()
     ray_bin = str(Path(sys.executable).with_name("ray"))
     cmd = [

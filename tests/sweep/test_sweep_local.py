@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from cl_suites.cli import main as cli_main
 from cl_suites.sweep import SweepError, SweepSpec, run_sweep
 
 from .conftest import TINY, TOTAL_STEPS, eval_grid, last_eval_step
@@ -109,6 +110,17 @@ def test_2x2_sweep_gives_four_complete_runs_and_one_report(sweep_2x2):
     assert "finished Diagnostic-ewc-ppo-s1" in out
     assert "on a new local Ray instance (1 node(s), 2 CPUs, 0 GPUs): up to 2 runs" in out
     assert not ray.is_initialized()  # the sweep stopped the instance it started
+
+
+def test_report_takes_a_sweeps_runs_directory(sweep_2x2, tmp_path):
+    """Issue 29 item 2: ``cl-suites report SWEEP/runs`` (and the sweep directory itself)
+    reports the four runs, as the sweep's own report does."""
+    result, _, _ = sweep_2x2
+    own = pd.read_csv(result.report_dir / "summary.csv")
+    for given in (result.sweep_dir / "runs", result.sweep_dir):
+        out = tmp_path / given.name
+        assert cli_main(["report", str(given), "--out", str(out)]) == 0
+        pd.testing.assert_frame_equal(pd.read_csv(out / "summary.csv"), own)
 
 
 def test_killed_worker_is_retried_and_resumes_without_losing_or_repeating_evals(sweep_2x2):
