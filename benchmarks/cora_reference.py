@@ -129,7 +129,6 @@ class _OldGymMiniHack:
     def __init__(self, name: str, **kwargs) -> None:
         import gym
         import gymnasium
-
         import minihack  # noqa: F401  (registers the gymnasium ids)
 
         self._env = gymnasium.make(f"MiniHack-{name}", disable_env_checker=True, **kwargs)
@@ -165,7 +164,6 @@ class _OldGymMiniHack:
 def _register_minihack() -> None:
     import gym
     import gymnasium
-
     import minihack  # noqa: F401
 
     for env_id in list(gymnasium.registry):
@@ -178,6 +176,34 @@ def _register_minihack() -> None:
             order_enforce=False,
             disable_env_checker=True,
         )
+
+
+CORA_MODULES = (
+    "continual_rl.available_policies",
+    "continual_rl.policies.impala.torchbeast.monobeast",
+    "continual_rl.policies.ewc.ewc_monobeast",
+    "continual_rl.policies.clear.clear_monobeast",
+    "continual_rl.policies.progress_and_compress.progress_and_compress_policy",
+    "continual_rl.experiments.tasks.make_atari_task",
+    "continual_rl.experiments.tasks.make_procgen_task",
+    "continual_rl.experiments.tasks.make_minihack_task",
+)
+"""The CORA modules the parity harness uses; :func:`import_cora` imports them first."""
+
+
+def import_cora(repo: Path) -> None:
+    """Install the shims and import :data:`CORA_MODULES`, or raise :class:`CoraSetupError`
+    naming the module that fails (a missing package: the command that builds the
+    interpreter)."""
+    install_shims(repo)
+    for module in CORA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise CoraSetupError(
+                f"CORA's {module} does not import here ({e}); build CORA's interpreter with "
+                f"`{ENV_COMMAND}` and run this script with {CORA_PYTHON}"
+            ) from None
 
 
 def install_shims(repo: Path) -> None:

@@ -6,7 +6,8 @@ shims of ``cora_reference.py``. Modes::
 
     bash benchmarks/cora_env.sh       # once: CORA's interpreter at /tmp/cora/venv
     /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
-        train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 --out /tmp/cora_runs/impala_s0
+        train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 \\
+        --out /tmp/cora_runs/impala_s0
 
 ``train-cora`` runs CORA's own experiment runner (``Experiment.try_run``) and policy on
 MiniHack15's first pairs (train env, test env), each train task for ``--steps-per-task``
@@ -22,6 +23,7 @@ resumes where CORA's last save left it with the same command (CORA's ``resume_id
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -31,7 +33,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cora_reference import CoraSetupError, check_cora_repo, install_shims
+from cora_reference import (
+    CORA_COMMIT,
+    CoraSetupError,
+    check_cora_repo,
+    import_cora,
+    install_shims,
+)
 
 MINIHACK_PAIRS = (
     ("Room-Random-5x5-v0", "Room-Random-15x15-v0"),
@@ -103,8 +111,11 @@ def _record_episodes(policy, path: Path) -> None:
                 with path.open("a") as f:
                     f.write(
                         json.dumps(
-                            {"task": spec.task_id, "task_step": steps["task"],
-                             "returns": [float(r) for r in out[2]]}
+                            {
+                                "task": spec.task_id,
+                                "task_step": steps["task"],
+                                "returns": [float(r) for r in out[2]],
+                            }
                         )
                         + "\n"
                     )
@@ -153,10 +164,13 @@ def train_cora(args: argparse.Namespace) -> None:
     }
     if args.policy != "impala":
         config["large_file_path"] = str(large)
-    experiments = LazyDict({"cora_parity": _experiment_loader(args.pairs, args.steps_per_task, args.eval_every)})
+    experiments = LazyDict(
+        {"cora_parity": _experiment_loader(args.pairs, args.steps_per_task, args.eval_every)}
+    )
     loader = ConfigurationLoader(get_available_policies(), experiments)
-    (out / "config.json").write_text(json.dumps({**config, "pairs": args.pairs,
-                                                 "steps_per_task": args.steps_per_task}, indent=1))
+    (out / "config.json").write_text(
+        json.dumps({**config, "pairs": args.pairs, "steps_per_task": args.steps_per_task}, indent=1)
+    )
     resume_id = 0 if (out / "0").exists() else None
     experiment, policy = loader.load_next_experiment_from_dicts(
         str(out), [dict(config)], subdirectory_from_timestamp=False, resume_id=resume_id
@@ -185,13 +199,92 @@ def _stop_children() -> None:
     import psutil
 
     for child in psutil.Process().children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             child.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
     for child in alive:
         child.kill()
+
+
+# ------------------------------------------------------------------------------ update
+def run_update_case(case, repo: Path, workdir: Path) -> tuple[list[dict], list[dict]]:
+    """Our records and CORA's for ``case`` (same parameters, rollouts and draws)."""
+    import cora_cases
+    from cora_side import CoraSide
+
+    ours = cora_cases.OurSide(case)
+    log = workdir / f"{case.name.replace('/', '_')}.log"
+    with log.open("w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        cora = CoraSide(case, repo, workdir, ours)  # CORA prints and logs to the console
+    records = ours.run()
+    with log.open("a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        return records, cora.run()
+
+
+def print_update_table(results: dict[str, list[dict]]) -> None:
+    """One line per case and quantity: the largest difference over the case's updates."""
+    import cora_cases
+
+    print(
+        f"{'case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
+        f"{'tol':>8}  result"
+    )
+    for name, rows in results.items():
+        for quantity in dict.fromkeys(r["quantity"] for r in rows):
+            mine = [r for r in rows if r["quantity"] == quantity]
+            worst = max(mine, key=lambda r: r["rel"])
+            ok = all(r["ok"] for r in mine)
+            print(
+                f"{name:<20} {quantity:<10} {len(mine):>7} {worst['abs']:>10.2e} "
+                f"{worst['rel']:>10.2e} {cora_cases.TOLERANCES[quantity]:>8.0e}  "
+                f"{'ok' if ok else 'DIFFERENT'}"
+            )
+
+
+def update(args: argparse.Namespace) -> int:
+    """Every case of ``cora_cases.CASES`` on both sides; a table; 1 on any difference."""
+    import tempfile
+
+    import torch
+
+    repo = check_cora_repo(args.cora_repo)
+    import_cora(repo)
+    import cora_cases
+
+    torch.set_num_threads(1)
+    cases = [cora_cases.find_case(n) for n in args.cases] if args.cases else cora_cases.CASES
+    results, pins = {}, {}
+    with tempfile.TemporaryDirectory(prefix="cora_parity_") as tmp:
+        for case in cases:
+            ours, cora = run_update_case(case, repo, Path(tmp))
+            results[case.name] = cora_cases.compare_records(ours, cora)
+            pins[case.name] = [cora_cases.pin_record(r) for r in cora]
+            _stop_children()
+    print_update_table(results)
+    failed = [n for n, rows in results.items() if not all(r["ok"] for r in rows)]
+    if args.write_pins:
+        write_pins(Path(args.write_pins), pins, args)
+    if failed:
+        print(f"parity_cora: differences beyond tolerance in {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def write_pins(path: Path, pins: dict, args: argparse.Namespace) -> None:
+    import cora_cases
+
+    existing = cora_cases.load_pins(path) if path.exists() else {"cases": {}}
+    existing["cases"].update(pins)
+    existing["provenance"] = {
+        "cora": f"AGI-Labs/continual_rl@{CORA_COMMIT}: Monobeast.learn (and EWCMonobeast / "
+        "ProgressAndCompressMonobeast / ClearMonobeast) of the policy classes its "
+        "experiment runner builds from its configs",
+        "command": "/tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo "
+        "/tmp/cora/continual_rl update --write-pins tests/golden/cora_parity.json",
+        "harness_sizes": cora_cases.HARNESS_SIZES,
+    }
+    path.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
+    print(f"pins of {len(pins)} cases written to {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,12 +295,20 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--policy", choices=sorted(METHOD_CONFIG), default="impala")
     train.add_argument("--pairs", type=int, nargs="+", default=[0, 1])
     train.add_argument("--steps-per-task", type=int, default=1_000_000)
-    train.add_argument("--eval-every", type=int, default=250_000,
-                       help="CORA's continual_testing_freq (env steps)")
-    train.add_argument("--snapshot-every", type=int, default=100_000,
-                       help="CORA's timesteps_per_save: a parameter snapshot every this many steps")
+    train.add_argument(
+        "--eval-every", type=int, default=250_000, help="CORA's continual_testing_freq (env steps)"
+    )
+    train.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=100_000,
+        help="CORA's timesteps_per_save: a parameter snapshot every this many steps",
+    )
     train.add_argument("--num-actors", type=int, default=8)
     train.add_argument("--out", required=True)
+    upd = sub.add_parser("update", help="update-for-update checks against CORA's learners")
+    upd.add_argument("--cases", nargs="+", help="case names (default: all)")
+    upd.add_argument("--write-pins", help="write CORA's values for the CI test to this JSON")
     args = parser.parse_args(argv)
 
     def on_term(signum, frame):
@@ -219,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "train-cora":
             train_cora(args)
+        elif args.mode == "update":
+            return update(args)
     except CoraSetupError as e:
         print(f"parity_cora: {e}", file=sys.stderr)
         return 2
