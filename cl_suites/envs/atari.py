@@ -7,9 +7,13 @@ cadences in cl-suites count agent steps, never frames.
 The stack, innermost first (gymnasium's wrappers wherever their semantics match CORA's):
 
 1. ``ALE/<Game>-v5`` made with ``frameskip=1``, ``repeat_action_probability=0`` (no sticky
-   actions), ``full_action_space=True`` (``Discrete(18)``), grayscale screen;
-2. ``gymnasium.wrappers.AtariPreprocessing``: up to 30 no-op frames at reset, frame skip 4
-   with a max-pool over the last two frames, 84x84 grayscale (``cv2.INTER_AREA``);
+   actions), ``full_action_space=True`` (``Discrete(18)``), RGB screen;
+2. ``gymnasium.wrappers.AtariPreprocessing`` on the RGB screen: up to 30 no-op frames at
+   reset, frame skip 4 with a max-pool over the last two frames (at the screen's size);
+   then ``GrayscaleResize``: OpenCV's RGB-to-gray, 84x84 with ``cv2.INTER_AREA``. The
+   order is CORA's (``MaxAndSkipEnv`` pools RGB screens, ``WarpFrame`` then converts):
+   pooling gray screens instead changes up to 0.2% of the pixels of a frame by up to 42
+   gray levels (MsPacman; ``benchmarks/parity_cora.py``);
 3. ``gymnasium.wrappers.TimeLimit``: 10,000 agent steps per game;
 4. ``gymnasium.wrappers.RecordEpisodeStatistics``: ``info["episode"]`` at the end of each
    whole game (all lives), with the game's unclipped return; its length ``"l"`` counts
@@ -96,6 +100,22 @@ def has_fire(env: gym.Env) -> bool:
     """True when FIRE is in the env's action set (CORA's fire-reset check); with the full
     action space that is every game."""
     return "FIRE" in env.unwrapped.get_action_meanings()
+
+
+class GrayscaleResize(gym.ObservationWrapper):
+    """RGB frames to ``uint8 (84, 84)`` gray: ``cv2.cvtColor(..., COLOR_RGB2GRAY)`` (the
+    ALE's own grayscale screen is the same), then ``cv2.resize`` with ``INTER_AREA``."""
+
+    def __init__(self, env: gym.Env, size: int = SCREEN_SIZE):
+        super().__init__(env)
+        self._cv2 = require("cv2", extra="atari")
+        self.size = int(size)
+        self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size), np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        cv2 = self._cv2
+        gray = cv2.cvtColor(observation, cv2.COLOR_RGB2GRAY)
+        return cv2.resize(gray, (self.size, self.size), interpolation=cv2.INTER_AREA)
 
 
 class EpisodicLife(gym.Wrapper):
@@ -215,14 +235,20 @@ def make_atari_env(
         frameskip=1,
         repeat_action_probability=repeat_action_probability,
         full_action_space=True,
-        obs_type="grayscale",
+        obs_type="rgb",
         render_mode=render_mode,
         disable_env_checker=True,
     )
     fire = has_fire(env)
+    height, width = env.observation_space.shape[:2]
     env = gym.wrappers.AtariPreprocessing(
-        env, noop_max=noop_max, frame_skip=FRAME_SKIP, screen_size=SCREEN_SIZE
+        env,
+        noop_max=noop_max,
+        frame_skip=FRAME_SKIP,
+        screen_size=(width, height),  # pool at the screen's size; GrayscaleResize resizes
+        grayscale_obs=False,
     )
+    env = GrayscaleResize(env)
     env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     env = EpisodicLife(env)
