@@ -15,6 +15,7 @@ case's planned draws: a scripted ``RandomState`` while ``learn`` runs.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 from collections import deque
@@ -279,3 +280,57 @@ class CoraSide:
             self.play(i, step, cc.unroll_batch(self.case, i, step.task))
             for i, step in enumerate(steps)
         ]
+
+
+# ------------------------------------------------------------------------------ observations
+def cora_observation_stream(case: cc.ObservationCase) -> dict[str, np.ndarray]:
+    """CORA's side of ``case`` (see ``cora_cases.ObservationCase``): its task factory's env
+    (innermost simulator seeded as ours, ``seeded_innermost_envs``) in TorchBeast's
+    ``Environment``; frames flattened to ``(S * C, H, W)``."""
+    from continual_rl.experiments.tasks import (
+        make_atari_task,
+        make_minihack_task,
+        make_procgen_task,
+    )
+    from continual_rl.policies.impala.torchbeast.core.environment import Environment
+    from continual_rl.utils.utils import Utils
+    from cora_reference import seeded_innermost_envs
+
+    task_id = f"parity_{case.name}_{next(_TASK_IDS)}"  # CORA refuses a task id seen before
+    with seeded_innermost_envs(case.seed):
+        if case.family == "atari":  # atari_6_tasks_5_cycles
+            task = make_atari_task.get_single_atari_task(
+                task_id, 0, case.cora_env, 5e7, max_episode_steps=10000, full_action_space=True
+            )
+        elif case.family == "procgen":  # procgen_6_tasks_5_cycles
+            task = make_procgen_task.get_single_procgen_task(
+                task_id,
+                0,
+                case.cora_env,
+                5e6,
+                num_levels=200,
+                start_level=0,
+                distribution_mode="easy",
+            )
+        else:  # minihack_nav_paired_2_cycles
+            task = make_minihack_task.get_single_minihack_task(task_id, 0, case.cora_env, 10e6)
+        gym_env, _ = Utils.make_env(task._task_spec.env_spec, seed_to_set=case.seed)
+    env = Environment(gym_env)
+    out: dict[str, list] = {k: [] for k in cc.STREAM_KEYS}
+
+    def frame(output: dict) -> None:
+        out["frames"].append(output["frame"].reshape(-1, *output["frame"].shape[-2:]).numpy())
+        out["prev_actions"].append(int(output["last_action"]))
+        out["prev_rewards"].append(float(torch.clamp(output["reward"], -1, 1)))
+
+    frame(env.initial())
+    for action in cc.observation_actions(case):
+        output = env.step(torch.tensor([[int(action)]]))
+        frame(output)
+        out["rewards"].append(float(output["reward"]))
+        out["dones"].append(bool(output["done"]))
+    env.close()
+    return cc.stream_arrays(out)
+
+
+_TASK_IDS = itertools.count()

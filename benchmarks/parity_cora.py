@@ -207,18 +207,36 @@ def _stop_children() -> None:
 
 
 # ------------------------------------------------------------------------------ update
-def run_update_case(case, repo: Path, workdir: Path) -> tuple[list[dict], list[dict]]:
+def _quiet(log):
+    """Send what CORA prints to the console to the open file ``log`` (its loggers, and the
+    root handler its ``Monobeast.setup`` installs, keep writing there)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(log))
+    stack.enter_context(contextlib.redirect_stderr(log))
+    return stack
+
+
+def run_update_case(case, repo: Path, workdir: Path, log) -> tuple[list[dict], list[dict]]:
     """Our records and CORA's for ``case`` (same parameters, rollouts and draws)."""
     import cora_cases
     from cora_side import CoraSide
 
     ours = cora_cases.OurSide(case)
-    log = workdir / f"{case.name.replace('/', '_')}.log"
-    with log.open("w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        cora = CoraSide(case, repo, workdir, ours)  # CORA prints and logs to the console
+    with _quiet(log):
+        cora = CoraSide(case, repo, workdir, ours)
     records = ours.run()
-    with log.open("a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+    with _quiet(log):
         return records, cora.run()
+
+
+def run_observation_case(case, log) -> tuple[dict, dict]:
+    """Our observation stream and CORA's for ``case`` (same seed and actions)."""
+    import cora_cases
+    from cora_side import cora_observation_stream
+
+    ours = cora_cases.our_observation_stream(case)
+    with _quiet(log):
+        return ours, cora_observation_stream(case)
 
 
 def print_update_table(results: dict[str, list[dict]]) -> None:
@@ -226,7 +244,7 @@ def print_update_table(results: dict[str, list[dict]]) -> None:
     import cora_cases
 
     print(
-        f"{'case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
+        f"{'update case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
         f"{'tol':>8}  result"
     )
     for name, rows in results.items():
@@ -234,15 +252,38 @@ def print_update_table(results: dict[str, list[dict]]) -> None:
             mine = [r for r in rows if r["quantity"] == quantity]
             worst = max(mine, key=lambda r: r["rel"])
             ok = all(r["ok"] for r in mine)
+            tol = cora_cases.TOLERANCES[quantity]
             print(
                 f"{name:<20} {quantity:<10} {len(mine):>7} {worst['abs']:>10.2e} "
-                f"{worst['rel']:>10.2e} {cora_cases.TOLERANCES[quantity]:>8.0e}  "
-                f"{'ok' if ok else 'DIFFERENT'}"
+                f"{worst['rel']:>10.2e} {tol:>8.0e}  {'ok' if ok else 'DIFFERENT'}"
             )
 
 
+def print_observation_table(results: dict[str, dict]) -> None:
+    """One line per env: steps, episode ends, and per stream the first differing step."""
+    import cora_cases
+
+    keys = cora_cases.STREAM_KEYS
+    print(f"{'observation case':<38} {'steps':>5} {'ends':>4}  " + "  ".join(keys) + "  result")
+    for name, row in results.items():
+        cells = [
+            "same" if row[k]["first"] is None else f"step {row[k]['first']} ({row[k]['max_abs']:g})"
+            for k in keys
+        ]
+        print(
+            f"{name:<38} {row['steps']:>5} {row['episode_ends']:>4}  "
+            + "  ".join(f"{c:<{len(k)}}" for c, k in zip(cells, keys, strict=True))
+            + f"  {'identical' if row['ok'] else 'DIFFERENT'}"
+        )
+
+
+def _selected(cases, names: list[str] | None):
+    return [c for c in cases if not names or c.name in names]
+
+
 def update(args: argparse.Namespace) -> int:
-    """Every case of ``cora_cases.CASES`` on both sides; a table; 1 on any difference."""
+    """Every case of ``cora_cases.CASES`` and ``OBSERVATION_CASES`` on both sides; tables;
+    1 on any difference beyond tolerance (or from the values the CI pins would hold)."""
     import tempfile
 
     import torch
@@ -251,40 +292,66 @@ def update(args: argparse.Namespace) -> int:
     import_cora(repo)
     import cora_cases
 
+    known = {c.name for c in (*cora_cases.CASES, *cora_cases.OBSERVATION_CASES)}
+    unknown = sorted(set(args.cases or ()) - known)
+    if unknown:
+        raise CoraSetupError(f"unknown case(s) {unknown}; cases: {', '.join(sorted(known))}")
     torch.set_num_threads(1)
-    cases = [cora_cases.find_case(n) for n in args.cases] if args.cases else cora_cases.CASES
-    results, pins = {}, {}
-    with tempfile.TemporaryDirectory(prefix="cora_parity_") as tmp:
-        for case in cases:
-            ours, cora = run_update_case(case, repo, Path(tmp))
-            results[case.name] = cora_cases.compare_records(ours, cora)
-            pins[case.name] = [cora_cases.pin_record(r) for r in cora]
+    results, observations, pins, problems = {}, {}, {"cases": {}, "observations": {}}, []
+    with (
+        tempfile.TemporaryDirectory(prefix="cora_parity_") as tmp,
+        (Path(tmp) / "cora.log").open("w") as log,
+    ):
+        for case in _selected(cora_cases.CASES, args.cases):
+            workdir = Path(tmp) / case.name.replace("/", "_")
+            workdir.mkdir()
+            ours, cora = run_update_case(case, repo, workdir, log)
             _stop_children()
-    print_update_table(results)
+            results[case.name] = cora_cases.compare_records(ours, cora)
+            pinned = pins["cases"][case.name] = [cora_cases.pin_record(r) for r in cora]
+            for i, (pin, record) in enumerate(zip(pinned, ours, strict=True)):
+                problems += [
+                    f"{case.name} update {i}: {p}" for p in cora_cases.pin_differences(pin, record)
+                ]
+        for case in _selected(cora_cases.OBSERVATION_CASES, args.cases):
+            ours, cora = run_observation_case(case, log)
+            observations[case.name] = cora_cases.compare_streams(ours, cora)
+            pins["observations"][case.name] = cora_cases.stream_pins(cora)
+    if results:
+        print_update_table(results)
+    if observations:
+        print_observation_table(observations)
     failed = [n for n, rows in results.items() if not all(r["ok"] for r in rows)]
+    failed += [n for n, row in observations.items() if not row["ok"]]
+    for problem in problems:  # the CI test compares our side with CORA's values this way
+        print(f"pinned values (tests/baselines/test_cora_parity_pins.py): {problem}")
+    failed += sorted({p.split(" update ")[0] for p in problems} - set(failed))
     if args.write_pins:
-        write_pins(Path(args.write_pins), pins, args)
+        write_pins(Path(args.write_pins), pins)
     if failed:
         print(f"parity_cora: differences beyond tolerance in {', '.join(failed)}")
         return 1
     return 0
 
 
-def write_pins(path: Path, pins: dict, args: argparse.Namespace) -> None:
+def write_pins(path: Path, pins: dict) -> None:
+    """Add (or replace) the cases' values in the pins file, with their provenance."""
     import cora_cases
 
-    existing = cora_cases.load_pins(path) if path.exists() else {"cases": {}}
-    existing["cases"].update(pins)
-    existing["provenance"] = {
-        "cora": f"AGI-Labs/continual_rl@{CORA_COMMIT}: Monobeast.learn (and EWCMonobeast / "
-        "ProgressAndCompressMonobeast / ClearMonobeast) of the policy classes its "
-        "experiment runner builds from its configs",
+    stored = cora_cases.load_pins(path) if path.exists() else {}
+    for kind in ("cases", "observations"):
+        stored.setdefault(kind, {}).update(pins[kind])
+    stored["provenance"] = {
+        "cora": f"AGI-Labs/continual_rl@{CORA_COMMIT}: cases: Monobeast.learn of the policy "
+        "classes its experiment runner builds from its configs (ImpalaPolicy, EWCPolicy, "
+        "ProgressAndCompressPolicy, ClearPolicy); observations: its task factories' env "
+        "stacks (get_single_<suite>_task) in TorchBeast's Environment",
         "command": "/tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo "
         "/tmp/cora/continual_rl update --write-pins tests/golden/cora_parity.json",
         "harness_sizes": cora_cases.HARNESS_SIZES,
     }
-    path.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
-    print(f"pins of {len(pins)} cases written to {path}")
+    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    print(f"CORA's values of {sum(len(v) for v in pins.values())} cases written to {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
