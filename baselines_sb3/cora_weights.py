@@ -37,8 +37,11 @@ from collections.abc import Mapping
 import torch as th
 from torch import nn
 
+from baselines_sb3.networks import CoraResidualCNN, ImpalaShallowCNN
 from baselines_sb3.pnc_policy import ProgressCompressPolicy, adapter_key
 
+CORA_EXTRACTORS = (ImpalaShallowCNN, CoraResidualCNN)
+"""Our feature extractors of CORA's conv nets (arch ``"orig"`` and ``"impala_res_cnn"``)."""
 _REWARD_MOMENTS = ("reward_sum", "reward_m2", "reward_count")
 _HEADS = {"action_net": "policy", "value_net": "baseline"}
 
@@ -65,6 +68,12 @@ def _column_key(name: str) -> str:
 def cora_names(policy: nn.Module) -> dict[str, list[str]]:
     """Our parameter / buffer name -> CORA's name(s) of the same tensor, for every trainable
     parameter of ``policy`` and its reward moments (P&C's KB has two names in CORA)."""
+    extractor = getattr(policy, "features_extractor", None)
+    if not isinstance(extractor, CORA_EXTRACTORS):
+        raise ValueError(
+            f"{type(extractor).__name__} has no counterpart in CORA's ImpalaNet; CORA's IMPALA "
+            "networks are 'shallow' (ImpalaShallowCNN) and 'residual' (CoraResidualCNN)"
+        )
     ours = [n for n, _ in policy.named_parameters()]
     ours += [f"reward_normalizer.{m}" for m in _REWARD_MOMENTS if _has_normalizer(policy)]
     if not isinstance(policy, ProgressCompressPolicy):
