@@ -26,6 +26,9 @@ from typing import Any
 import cora_cases as cc
 import numpy as np
 import torch
+from cora_ours import OurSide
+
+from baselines_sb3.cora_weights import cora_state_dict
 
 CORA_KEYS = (
     "frame",
@@ -115,7 +118,7 @@ def cora_settings(case: cc.Case, repo: Path, workdir: Path) -> tuple[str, dict]:
 class CoraSide:
     """CORA's learner for ``case`` (see the module docstring)."""
 
-    def __init__(self, case: cc.Case, repo: Path, workdir: Path, ours: cc.OurSide):
+    def __init__(self, case: cc.Case, repo: Path, workdir: Path, ours: OurSide):
         import gym
         from continual_rl.available_policies import get_available_policies
 
@@ -140,7 +143,7 @@ class CoraSide:
             self.policy.set_task_ids(list(range(len(fam.task_actions))))
         self.mb = mb = self.policy.impala_trainer
         mb._stats_lock = threading.Lock()
-        state = cc.cora_state_dict(ours.policy)
+        state = cora_state_dict(ours.policy)
         for model in (mb.learner_model, mb.actor_model):
             missing, unexpected = model.load_state_dict(state, strict=False)
             if unexpected or any(

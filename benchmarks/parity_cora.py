@@ -218,10 +218,10 @@ def _quiet(log):
 
 def run_update_case(case, repo: Path, workdir: Path, log) -> tuple[list[dict], list[dict]]:
     """Our records and CORA's for ``case`` (same parameters, rollouts and draws)."""
-    import cora_cases
+    from cora_ours import OurSide
     from cora_side import CoraSide
 
-    ours = cora_cases.OurSide(case)
+    ours = OurSide(case)
     with _quiet(log):
         cora = CoraSide(case, repo, workdir, ours)
     records = ours.run()
@@ -231,10 +231,10 @@ def run_update_case(case, repo: Path, workdir: Path, log) -> tuple[list[dict], l
 
 def run_observation_case(case, log) -> tuple[dict, dict]:
     """Our observation stream and CORA's for ``case`` (same seed and actions)."""
-    import cora_cases
+    from cora_ours import our_observation_stream
     from cora_side import cora_observation_stream
 
-    ours = cora_cases.our_observation_stream(case)
+    ours = our_observation_stream(case)
     with _quiet(log):
         return ours, cora_observation_stream(case)
 

@@ -9,7 +9,8 @@ gradient norms (total and per tensor), the first entries of every parameter afte
 update, of every Fisher and anchor, and the running reward moments. Its ``provenance``
 names CORA's functions, the commit and the command that regenerates it
 (``benchmarks/parity_cora.py ... update --write-pins``), which also checks that our side
-passes this test. The cases' inputs come from numpy seeds, so our side rebuilds them here.
+passes this test. The cases' inputs come from numpy seeds, so our side
+(``benchmarks/cora_ours.py``) rebuilds them here.
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_cases():
-    spec = importlib.util.spec_from_file_location(
-        "cora_cases", ROOT / "benchmarks" / "cora_cases.py"
-    )
+def _load(name: str):
+    """A module of ``benchmarks/`` (not a package), registered under its own name."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
+    sys.modules[name] = module  # dataclasses look their module up; cora_ours imports cora_cases
     spec.loader.exec_module(module)
     return module
 
 
-cora_cases = _load_cases()
+cora_cases = _load("cora_cases")
+cora_ours = _load("cora_ours")
 PINS = cora_cases.load_pins()
 
 
@@ -47,7 +48,7 @@ def test_every_case_is_pinned_with_its_provenance():
 
 @pytest.mark.parametrize("name", sorted(PINS["cases"]))
 def test_updates_reproduce_coras_values(name):
-    records = cora_cases.OurSide(cora_cases.find_case(name)).run()
+    records = cora_ours.OurSide(cora_cases.find_case(name)).run()
     pinned = PINS["cases"][name]
     assert len(records) == len(pinned)
     problems = [
@@ -71,7 +72,7 @@ def test_updates_reproduce_coras_values(name):
 )
 def test_a_changed_learner_setting_leaves_the_pins(name, change):
     """The pins see a learner that no longer computes what CORA computes."""
-    records = cora_cases.OurSide(cora_cases.find_case(name), learner_changes=change).run()
+    records = cora_ours.OurSide(cora_cases.find_case(name), learner_changes=change).run()
     problems = [
         p
         for pin, record in zip(PINS["cases"][name], records, strict=True)
@@ -91,7 +92,7 @@ def test_observation_pipeline_reproduces_coras_env_stack(name):
     case = next(c for c in cora_cases.OBSERVATION_CASES if c.name == name)
     pytest.importorskip(SIMULATORS[case.family])
     pinned = PINS["observations"][name]
-    ours = cora_cases.stream_pins(cora_cases.our_observation_stream(case))
+    ours = cora_cases.stream_pins(cora_ours.our_observation_stream(case))
     for key in ("rewards", "dones", "prev_actions", "prev_rewards", "frame_sums"):
         assert len(ours[key]) == len(pinned[key]), key
         pairs = enumerate(zip(ours[key], pinned[key], strict=True))
