@@ -103,50 +103,60 @@ class Step:
     samples: tuple[tuple[str, int], ...] = ()
 
 
-FLOWS: dict[str, tuple[tuple[int, ...], tuple[Step, ...]]] = {
-    # (rollouts per task's budget, steps)
-    "ft": ((4,), (Step(0), Step(0))),
+def _fisher(entries: int) -> tuple[tuple[str, int], ...]:
+    return (("fisher", entries),) * FISHER_BATCHES
+
+
+FISHER_BATCHES = 3
+_EWC_SEGMENTS = ((0, 2), (1, 2), (0, 2), (1, 2))
+
+FLOWS: dict[str, tuple[tuple[tuple[int, int], ...], tuple[Step, ...]]] = {
+    # ((task id, rollouts of its budget) per segment of the schedule, rollouts played)
+    "ft": (((0, 4),), (Step(0), Step(0))),
     "ewc": (
-        (2, 2, 2),
+        _EWC_SEGMENTS,
         (
             Step(0),
             Step(0, True),
-            Step(1, samples=(("fisher", 2),) * 3),
+            Step(1, samples=_fisher(2)),  # task 0's 2 unrolls per actor
             Step(1, True),
-            Step(2, samples=(("fisher", 2),) * 3),
+            Step(0, samples=_fisher(2)),  # task 1's; then 2 terms, penalty / 2
+            Step(0, True),
+            Step(1, samples=_fisher(4)),  # task 0's both visits; its term replaced
         ),
     ),
     "online-ewc": (
-        (2, 2, 2),
+        _EWC_SEGMENTS,
         (
             Step(0),
             Step(0, True),
-            Step(1, samples=(("fisher", 3),) * 3),
+            Step(1, samples=_fisher(3)),  # one buffer for all tasks
             Step(1, True),
-            Step(2, samples=(("fisher", 5),) * 3),
+            Step(0, samples=_fisher(5)),
+            Step(0, True),
+            Step(1, samples=_fisher(7)),
         ),
     ),
     "pnc": (
-        (2, 3),
+        ((0, 2), (1, 3)),
         (
             Step(0),
             Step(0, True, samples=(("kl", 2),)),
             Step(1),
-            Step(1, samples=(("fisher", 4),) * 3 + (("kl", 4),)),
+            Step(1, samples=(*_fisher(4), ("kl", 4))),
             Step(1, True, samples=(("kl", 5),)),
         ),
     ),
-    "clear": ((4,), (Step(0, samples=(("replay", 1),)), Step(0, samples=(("replay", 1),)))),
+    "clear": (((0, 4),), (Step(0, samples=(("replay", 1),)), Step(0, samples=(("replay", 1),)))),
 }
-"""Per method (``ft`` = IMPALA alone): each task's budget in rollouts, and the rollouts
-played. EWC's and online EWC's consolidations happen in the first update of tasks 1 and 2
-(3 Fisher batches each), P&C's progress / compress phases alternate (0 progress updates
-after a boundary: reset and progress, then compress; the KB's Fisher at task 1's first
-compress update,
-then the KB's online-EWC penalty in the next compress update), CLEAR replays the unrolls
-stored before the run in both updates."""
+"""Per method (``ft`` = IMPALA alone): the schedule's segments, and the rollouts played.
+EWC and online EWC visit tasks 0, 1, 0, 1: consolidations in the first update of every
+segment but the first (3 Fisher batches each), the second visit of task 0 replaces its
+term, the penalty averages over the stored terms. P&C's progress / compress phases
+alternate (0 progress updates after a boundary: reset and progress, then compress; the
+KB's Fisher at task 1's first compress update, then the KB's online-EWC penalty in the
+next compress update). CLEAR replays the unrolls stored before the run in both updates."""
 
-FISHER_BATCHES = 3
 HARNESS_SIZES = (
     "unroll T and batch B per family (CORA unroll_length/batch_size/num_actors, ours "
     "n_steps/num_envs); task budgets of 2-4 updates; 3 Fisher batches (n_fisher_samples / "
@@ -295,13 +305,23 @@ def update_seed(case: Case, step: int) -> int:
 
 
 def task_segments(case: Case) -> list[Segment]:
-    budgets, _ = FLOWS[case.method]
+    """The schedule's segments (agent steps: rollouts x ``T`` x ``B``)."""
+    plan, _ = FLOWS[case.method]
     per_rollout = case.family.unroll * case.family.batch
     out, start = [], 0
-    for index, rollouts in enumerate(budgets):
+    for index, (task, rollouts) in enumerate(plan):
         end = start + rollouts * per_rollout
-        out.append(Segment(index, 0, index, f"task{index}", start, end))
+        out.append(Segment(index, 0, task, f"task{task}", start, end))
         start = end
+    return out
+
+
+def step_segments(case: Case) -> list[int]:
+    """The segment of each rollout played (a task's last rollout ends its segment)."""
+    out, index = [], 0
+    for step in FLOWS[case.method][1]:
+        out.append(index)
+        index += step.last_of_task
     return out
 
 
@@ -311,22 +331,20 @@ TOLERANCES: dict[str, float] = {
     "losses": 2e-5,
     "grad_norm": 2e-5,
     "grads": 1e-4,
-    "params": 1e-3,
+    "params": 1e-4,
     "moments": 1e-5,
     "terms": 1e-4,
 }
-"""Largest relative difference accepted per quantity (float32 arithmetic in different
-orders). ``lr``, ``grad_norm``, ``moments``: each scalar relative to CORA's; ``losses``:
-relative to the largest of the update's losses (a loss that is 0 in CORA, e.g. an EWC
-penalty right at its anchor, is compared at that scale); ``grads``, ``terms``: the largest
-absolute difference over all tensors relative to CORA's largest absolute value;
-``params``: the norm of the difference between the two updates (new minus old parameters)
-relative to the norm of CORA's update. (RMSProp divides by ``sqrt(v) + eps``, eps 1e-6 on
-MiniHack, so an entry whose gradients are tiny moves by ``lr * g / eps`` and float32
-noise in ``g`` shows as a large relative difference of that single entry: norms measure
-the update, not one entry's noise. Through later updates, and EWC's lambda of 1e4 on the
-parameters' distance from the anchor, that noise grows to ~1e-4 of MiniHack's update
-norm; a wrong setting moves it by order 1.)"""
+"""Largest relative difference accepted per quantity, between two updates that start from
+the same state (``parity_cora.py`` starts each of ours from CORA's parameters and RMSProp
+state before it; float32 arithmetic in other orders remains). ``lr``, ``grad_norm``,
+``moments``: each scalar relative to CORA's; ``losses``: relative to the largest of the
+update's losses (a loss that is 0 in CORA, e.g. an EWC penalty right at its anchor, is
+compared at that scale); ``grads``, ``terms``: the largest absolute difference over all
+tensors relative to CORA's largest absolute value; ``params``: the norm of the difference
+of the new parameters relative to the norm of CORA's update (RMSProp divides by ``sqrt(v)
++ eps``, eps 1e-6 on MiniHack, so float32 noise in a tiny gradient entry moves that entry
+visibly: the norm measures the update, not one entry's noise)."""
 
 
 def _arrays(d: Mapping[str, Any], keys: Iterable[str]) -> list[np.ndarray]:
@@ -492,10 +510,18 @@ def _head(array: np.ndarray, n: int = PIN_PARAMETERS) -> list[float]:
     return [float(x) for x in np.asarray(array).reshape(-1)[:n]]
 
 
-def pin_record(record: Mapping[str, Any]) -> dict:
+DRIFT_FACTOR = 10.0
+"""The CI accepts, per update and quantity, ``DRIFT_FACTOR`` times the difference our free
+run had from CORA's when the pins were written (``drift``), when that exceeds
+``TOLERANCES``: float32 noise compounds over a free run (EWC's lambda of 1e4 turns 1e-7 of
+parameter noise into 1e-3 of its gradient), a regression moves the values by order 1."""
+
+
+def pin_record(record: Mapping[str, Any], drift: Iterable[Mapping[str, Any]] = ()) -> dict:
     """What the CI pins of one update: learning rate, losses, gradient norm, the norm of
     every clipped gradient, the first entries of every parameter before and after the
-    update and of every consolidated Fisher / anchor, the running reward moments."""
+    update and of every consolidated Fisher / anchor, the running reward moments; ``drift``:
+    ``compare_records``' rows of this update between our free run and CORA's."""
     out = {
         "lr": record["lr"],
         "losses": dict(record["losses"]),
@@ -507,12 +533,14 @@ def pin_record(record: Mapping[str, Any]) -> dict:
     }
     if "moments" in record:
         out["moments"] = dict(record["moments"])
+    out["drift"] = {row["quantity"]: row["rel"] for row in drift}
     return out
 
 
 def pin_differences(pinned: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
-    """Where our ``record`` leaves the pinned values (CORA's) beyond ``TOLERANCES``, measured
-    as ``compare_records`` measures (``grads``: the tensors' norms)."""
+    """Where our ``record`` (of a free run) leaves the pinned values (CORA's) beyond the
+    tolerance (``TOLERANCES``, or ``DRIFT_FACTOR`` x the pinned drift), measured as
+    ``compare_records`` measures (``grads``: the tensors' norms)."""
     ours = pin_record(record)
     problems = []
     for quantity in ("lr", "losses", "grad_norm", "grads", "params", "moments", "terms"):
@@ -533,10 +561,11 @@ def pin_differences(pinned: Mapping[str, Any], record: Mapping[str, Any]) -> lis
         except AssertionError as e:
             problems.append(str(e))
             continue
-        if not rel <= TOLERANCES[quantity]:
-            problems.append(
-                f"{quantity}: relative difference {rel:.2e} > {TOLERANCES[quantity]:.0e}"
-            )
+        tolerance = max(
+            TOLERANCES[quantity], DRIFT_FACTOR * pinned.get("drift", {}).get(quantity, 0)
+        )
+        if not rel <= tolerance:
+            problems.append(f"{quantity}: relative difference {rel:.2e} > {tolerance:.1e}")
     return problems
 
 

@@ -226,6 +226,21 @@ class OurSide:
         self.method.buffer.rng = self.rng
 
     # -- one rollout -----------------------------------------------------------------------
+    def load_state(self, record: Mapping[str, Any]) -> None:
+        """Start the next update from another run's state: its parameters before the update
+        (``record["before"]``) and RMSProp's state (``record["optimizer"]``), by CORA's
+        names. The methods' anchors then follow (they are the parameters at consolidation)."""
+        optimizer = self.policy.optimizer
+        with th.no_grad():
+            for name, param in self.policy.named_parameters():
+                key = self.names[name]
+                param.copy_(th.as_tensor(record["before"][key]))
+                state = record["optimizer"].get(key)
+                if state is None:
+                    optimizer.state.pop(param, None)
+                else:
+                    optimizer.state[param] = {k: th.as_tensor(v).clone() for k, v in state.items()}
+
     def play(self, step_index: int, step: cc.Step, batch: Mapping[str, np.ndarray]) -> dict:
         """Collect ``batch`` as rollout ``step_index`` (the switch, when it is the task's
         last, inside its last env step), hand it to the method, update; return the record."""
@@ -338,15 +353,20 @@ class OurSide:
             out[f"{key}/anchor"] = {rename(n): v.numpy().copy() for n, v in anchor.items()}
         return out
 
-    def run(self) -> list[dict]:
-        """Play the case's schedule; one record per update."""
+    def run(self, start_from: list[Mapping[str, Any]] | None = None) -> list[dict]:
+        """Play the case's schedule; one record per update. ``start_from``: another run's
+        records (CORA's), whose state each update starts from (``load_state``): then every
+        update is compared from the same state, and float32 noise cannot compound (it
+        does, through RMSProp's small eps and EWC's lambda of 1e4, over a free run)."""
         if self.case.method == "clear":
             self._watch_replay_terms()
         _, steps = cc.FLOWS[self.case.method]
-        return [
-            self.play(i, step, cc.unroll_batch(self.case, i, step.task))
-            for i, step in enumerate(steps)
-        ]
+        records = []
+        for i, step in enumerate(steps):
+            if start_from is not None:
+                self.load_state(start_from[i])
+            records.append(self.play(i, step, cc.unroll_batch(self.case, i, step.task)))
+        return records
 
     def _watch_replay_terms(self) -> None:
         method = self.method

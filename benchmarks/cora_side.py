@@ -154,7 +154,7 @@ class CoraSide:
                 )
         self.segments = cc.task_segments(case)
         self.scheduler = None
-        self.scheduled_task: int | None = None
+        self.scheduled: int | None = None
         if case.deviation.startswith("EWC consolidation time"):
             self._fisher_without_moment_updates()
 
@@ -176,55 +176,63 @@ class CoraSide:
     def tensors(batch: dict) -> dict[str, torch.Tensor]:
         return {k: torch.as_tensor(np.ascontiguousarray(batch[k])) for k in CORA_KEYS}
 
-    def task_flags(self, task: int):
+    def task_flags(self, segment: int):
+        """CORA's flags of a task run (``ImpalaEnvironmentRunner._create_task_flags``)."""
         from dotmap import DotMap
 
+        task = self.segments[segment].task_id
         return DotMap(
             task_id=task,
             action_space_id=task,
             env_spec=None,
             mode="train",
-            total_steps=self.segments[task].steps,
+            total_steps=self.segments[segment].steps,
         )
 
-    def store(self, task: int, batch: dict, extra: dict | None = None) -> None:
+    def store(self, segment: int, batch: dict, extra: dict | None = None) -> None:
         """Each unroll of ``batch`` through CORA's ``on_act_unroll_complete`` (actor = column)."""
         tensors = self.tensors(batch)
-        flags = self.task_flags(task)
+        flags = self.task_flags(segment)
         for actor in range(self.case.family.batch):
             unroll = {k: v[:, actor] for k, v in tensors.items()}
             unroll.update(extra or {})
             self.mb.on_act_unroll_complete(flags, actor, None, None, unroll)
 
-    def _lr_scheduler(self, task: int):
-        if task != self.scheduled_task:  # Monobeast.train builds one per task
+    def _lr_scheduler(self, segment: int):
+        if segment != self.scheduled:  # Monobeast.train builds one per task run
             t_len, b = self.case.family.unroll, self.case.family.batch
-            total = self.segments[task].steps
+            total = self.segments[segment].steps
 
             def lr_lambda(epoch):
                 return 1 - min(epoch * t_len * b, total) / total
 
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.mb.optimizer, lr_lambda)
-            self.scheduled_task = task
+            self.scheduled = segment
         return self.scheduler
 
     def play(self, index: int, step: cc.Step, batch: dict) -> dict:
         mb = self.mb
+        segment = cc.step_segments(self.case)[index]
         if self.case.method != "ft":
-            self.store(step.task, batch)
+            self.store(segment, batch)
         draws: deque[int] = deque()
         for call, (kind, entries) in enumerate(step.samples):
             for actor, entry in cc.sample_plan(self.case, index, call, kind, entries):
                 draws.extend([0, 0] if kind == "replay" else [actor, entry])
-        scheduler = self._lr_scheduler(step.task)
+        scheduler = self._lr_scheduler(segment)
         lr = mb.optimizer.param_groups[0]["lr"]
         model = mb.learner_model
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        optimizer = {  # RMSProp's state before the update, by parameter name
+            n: {k: v.clone() if torch.is_tensor(v) else v for k, v in mb.optimizer.state[p].items()}
+            for n, p in model.named_parameters()
+            if mb.optimizer.state.get(p)
+        }
         torch.manual_seed(cc.update_seed(self.case, index))
         with scripted_random_state(draws):
             stats = mb.learn(
                 mb._model_flags,
-                self.task_flags(step.task),
+                self.task_flags(segment),
                 mb.actor_model,
                 model,
                 self.tensors(batch),
@@ -235,7 +243,9 @@ class CoraSide:
             )
         if draws:
             raise AssertionError(f"{len(draws)} planned draws were not taken by CORA")
-        return self.record(lr, stats, before)
+        record = self.record(lr, stats, before)
+        record["optimizer"] = optimizer
+        return record
 
     def record(self, lr: float, stats: dict, before: dict) -> dict:
         model = self.mb.learner_model
@@ -277,7 +287,7 @@ class CoraSide:
     def run(self) -> list[dict]:
         if self.case.method == "clear":
             replay = cc.replay_batch(self.case)
-            self.store(0, replay, {"reservoir_val": torch.ones(1)})
+            self.store(0, replay, {"reservoir_val": torch.ones(1)})  # never evicted
         _, steps = cc.FLOWS[self.case.method]
         return [
             self.play(i, step, cc.unroll_batch(self.case, i, step.task))
