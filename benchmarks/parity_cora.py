@@ -395,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "train-cora":
             train_cora(args)
         elif args.mode == "update":
-            return update(args)
+            try:
+                return update(args)
+            finally:  # CORA's Monobeast leaves its Manager process behind otherwise
+                _stop_children()
     except CoraSetupError as e:
         print(f"parity_cora: {e}", file=sys.stderr)
         return 2

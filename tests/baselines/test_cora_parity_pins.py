@@ -16,6 +16,7 @@ passes this test. The cases' inputs come from numpy seeds, so our side
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -99,3 +100,25 @@ def test_observation_pipeline_reproduces_coras_env_stack(name):
         first = next((i for i, (a, b) in pairs if a != b), None)
         assert first is None, f"{key} differ from step {first}"
     assert ours["frames_sha256"] == pinned["frames_sha256"]
+
+
+def test_parity_script_names_a_bad_checkout_or_interpreter_in_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    """``parity_cora.py``: a path that is not CORA's checkout, or an interpreter where CORA's
+    code cannot import (this one: no gym 0.25), end in one line naming what is missing and
+    the command that builds it, exit status 2, no traceback."""
+    saved = list(sys.path)
+    parity = _load("parity_cora")  # it puts benchmarks/ on sys.path for its own imports
+    sys.path[:] = saved
+    monkeypatch.setattr(parity.signal, "signal", lambda *args: None)  # no SIGTERM handler here
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    assert parity.main(["--cora-repo", str(tmp_path), "update"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a checkout of AGI-Labs/continual_rl" in err
+    for marker in sys.modules["cora_reference"].MARKER_FILES:  # no git: the interpreter next
+        (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / marker).touch()
+    assert parity.main(["--cora-repo", str(tmp_path), "update"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bash benchmarks/cora_env.sh" in err
