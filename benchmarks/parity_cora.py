@@ -8,6 +8,8 @@ shims of ``cora_reference.py``. Modes::
     /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
         train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 \\
         --out /tmp/cora_runs/impala_s0
+    /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
+        update [--cases atari/ewc ...] [--write-pins tests/golden/cora_parity.json]
 
 ``train-cora`` runs CORA's own experiment runner (``Experiment.try_run``) and policy on
 MiniHack15's first pairs (train env, test env), each train task for ``--steps-per-task``
@@ -18,6 +20,14 @@ CORA's own output (``0/``: logs, TensorBoard events, ``model.tar``), a parameter
 every ``--snapshot-every`` steps (``snapshots/task<k>_step<s>.tar``), and every training
 episode's return (``episodes.jsonl``: task, task step, returns). A run that is stopped
 resumes where CORA's last save left it with the same command (CORA's ``resume_id``).
+
+``update`` (issue 28 items 2 and 5) plays every case of ``cora_cases.py`` on CORA's side
+(``cora_side.py``: CORA's policy classes from its configs, ``Monobeast.learn``) and ours
+(``cora_ours.py``), each of our updates from CORA's state before it, and every
+observation case (CORA's env stacks and ours, same seed and actions); prints one table of
+each and exits 1 on any difference beyond ``cora_cases.TOLERANCES`` (or from the values
+the CI pins). ``--write-pins PATH`` stores CORA's values for
+``tests/baselines/test_cora_parity_pins.py``. ``benchmarks/README.md`` has the results.
 """
 
 from __future__ import annotations
