@@ -108,12 +108,13 @@ class GrayscaleResize(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env, size: int = SCREEN_SIZE):
         super().__init__(env)
-        self._cv2 = require("cv2", extra="atari")
+        require("cv2", extra="atari")  # fails here when missing; not kept (envs are pickled)
         self.size = int(size)
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size), np.uint8)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        cv2 = self._cv2
+        import cv2
+
         gray = cv2.cvtColor(observation, cv2.COLOR_RGB2GRAY)
         return cv2.resize(gray, (self.size, self.size), interpolation=cv2.INTER_AREA)
 
