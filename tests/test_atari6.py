@@ -15,6 +15,7 @@ from cl_suites.envs.atari import (
     EpisodicLife,
     FireReset,
     GrayscaleResize,
+    MaxPoolFrameSkip,
     WholeGames,
     available_games,
     has_fire,
@@ -60,10 +61,10 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert env.observation_space == OBS_SPACE and env.action_space == gym.spaces.Discrete(18)
     assert env.unwrapped._frameskip == 1
     assert ale.getFloat("repeat_action_probability") == 0.0
-    preprocessing = _find(env, gym.wrappers.AtariPreprocessing)
+    preprocessing = _find(env, MaxPoolFrameSkip)
     assert (preprocessing.frame_skip, preprocessing.noop_max) == (4, 30)
-    # CORA's order: pool the RGB screens at their size, then gray and 84x84
-    assert preprocessing.screen_size == (160, 210) and not preprocessing.grayscale_obs
+    # CORA's order: pool the RGB screens, then gray and 84x84
+    assert preprocessing.observation_space.shape == (210, 160, 3)
     assert _find(env, GrayscaleResize).size == 84
     assert _find(env, gym.wrappers.TimeLimit)._max_episode_steps == 10_000
     assert _find(env, EpisodicLife) is not None
@@ -106,14 +107,14 @@ def test_frames_pool_the_rgb_screens_then_turn_gray_as_cora():
     import cv2
 
     raw = gym.make(
-        "ALE/MsPacman-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=True
+        "ALE/MsPacman-v5",
+        frameskip=1,
+        repeat_action_probability=0.0,
+        full_action_space=True,
+        obs_type="rgb",  # the test keeps every screen; make_atari_env needs none
     )
     screens = _Screens(raw)
-    env = GrayscaleResize(
-        gym.wrappers.AtariPreprocessing(
-            screens, noop_max=0, frame_skip=4, screen_size=(160, 210), grayscale_obs=False
-        )
-    )
+    env = GrayscaleResize(MaxPoolFrameSkip(screens, noop_max=0, frame_skip=4))
     env.reset(seed=0)
     pooled_gray_differs = 0
     for t in range(60):
@@ -131,6 +132,13 @@ def test_frames_pool_the_rgb_screens_then_turn_gray_as_cora():
         )
     assert pooled_gray_differs > 0
     env.close()
+
+
+def test_frame_skip_wants_the_game_unskipped():
+    skipped = gym.make("ALE/MsPacman-v5", frameskip=4, obs_type="ram")
+    with pytest.raises(ValueError, match="frameskip=1"):
+        MaxPoolFrameSkip(skipped)
+    skipped.close()
 
 
 def test_noop_starts_vary_the_first_frame_with_the_seed():
