@@ -116,6 +116,10 @@ class ScriptedGenerator:
 
     def integers(self, low: int, high: int | None = None, size: int | None = None) -> np.ndarray:
         low, high = (0, low) if high is None else (low, high)
+        if not self.draws:  # e.g. a consolidation in another update than CORA's
+            raise AssertionError(
+                f"a draw of {size} from [{low}, {high}) that the case does not plan"
+            )
         draw = self.draws.popleft()
         if (size is not None and len(draw) != size) or draw.min() < low or draw.max() >= high:
             raise AssertionError(

@@ -63,12 +63,16 @@ class ScriptedRandomState:
 
     def randint(self, low: int, high: int | None = None) -> int:
         low, high = (0, low) if high is None else (low, high)
+        if not self.draws:
+            raise AssertionError(f"CORA drew from [{low}, {high}) beyond the case's plan")
         value = self.draws.popleft()
         if not low <= value < high:
             raise AssertionError(f"planned draw {value} outside [{low}, {high})")
         return value
 
     def choice(self, seq: Any) -> Any:
+        if not self.draws:
+            raise AssertionError(f"CORA chose among {len(seq)} beyond the case's plan")
         index = self.draws.popleft()
         if not 0 <= index < len(seq):
             raise AssertionError(f"planned choice {index} outside a sequence of {len(seq)}")
