@@ -418,10 +418,11 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         )
         self.policy.optimizer.zero_grad()
         loss.backward()
-        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
         self.policy.optimizer.step()
         self._n_updates += 1
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/grad_norm", float(norm))
         for key, value in stats.items():
             self.logger.record(f"train/{key}", value)
 

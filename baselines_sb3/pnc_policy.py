@@ -52,7 +52,9 @@ def _adapter(layer: nn.Module) -> nn.Sequential:
     )
 
 
-def _key(name: str) -> str:
+def adapter_key(name: str) -> str:
+    """The key in ``policy.adapters`` of the adapter of layer ``name`` (dots are not allowed
+    in module names)."""
     return name.replace(".", "__")
 
 
@@ -74,7 +76,7 @@ class ProgressCompressPolicy(ContinualPolicy):
             for sub, layer in getattr(self, part).named_modules():
                 name = f"{part}.{sub}" if sub else part
                 if isinstance(layer, ADAPTED_LAYERS) and name not in first:
-                    self.adapters[_key(name)] = _adapter(layer)
+                    self.adapters[adapter_key(name)] = _adapter(layer)
                     self.adapted_layers.append(name)
         self._kb_inputs: dict[str, th.Tensor] = {}
         for name in self.adapted_layers:
@@ -112,7 +114,7 @@ class ProgressCompressPolicy(ContinualPolicy):
     def _add_adapted_kb(
         self, name: str, module: nn.Module, inputs: tuple[th.Tensor, ...], output: th.Tensor
     ) -> th.Tensor:
-        return output + self.adapters[_key(name)](self._kb_inputs[name])
+        return output + self.adapters[adapter_key(name)](self._kb_inputs[name])
 
     # -- (re)initialisation ---------------------------------------------------------------
     def _reinitialise(self, modules: nn.ModuleDict | nn.Module, part: str | None = None) -> None:

@@ -6,7 +6,10 @@ shims of ``cora_reference.py``. Modes::
 
     bash benchmarks/cora_env.sh       # once: CORA's interpreter at /tmp/cora/venv
     /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
-        train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 --out /tmp/cora_runs/impala_s0
+        train-cora --policy impala --pairs 0 1 --steps-per-task 1000000 \\
+        --out /tmp/cora_runs/impala_s0
+    /tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo /tmp/cora/continual_rl \\
+        update [--cases atari/ewc ...] [--write-pins tests/golden/cora_parity.json]
 
 ``train-cora`` runs CORA's own experiment runner (``Experiment.try_run``) and policy on
 MiniHack15's first pairs (train env, test env), each train task for ``--steps-per-task``
@@ -17,11 +20,20 @@ CORA's own output (``0/``: logs, TensorBoard events, ``model.tar``), a parameter
 every ``--snapshot-every`` steps (``snapshots/task<k>_step<s>.tar``), and every training
 episode's return (``episodes.jsonl``: task, task step, returns). A run that is stopped
 resumes where CORA's last save left it with the same command (CORA's ``resume_id``).
+
+``update`` (issue 28 items 2 and 5) plays every case of ``cora_cases.py`` on CORA's side
+(``cora_side.py``: CORA's policy classes from its configs, ``Monobeast.learn``) and ours
+(``cora_ours.py``), each of our updates from CORA's state before it, and every
+observation case (CORA's env stacks and ours, same seed and actions); prints one table of
+each and exits 1 on any difference beyond ``cora_cases.TOLERANCES`` (or from the values
+the CI pins). ``--write-pins PATH`` stores CORA's values for
+``tests/baselines/test_cora_parity_pins.py``. ``benchmarks/README.md`` has the results.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -31,7 +43,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cora_reference import CoraSetupError, check_cora_repo, install_shims
+from cora_reference import (
+    CORA_COMMIT,
+    CoraSetupError,
+    check_cora_repo,
+    import_cora,
+    install_shims,
+)
 
 MINIHACK_PAIRS = (
     ("Room-Random-5x5-v0", "Room-Random-15x15-v0"),
@@ -103,8 +121,11 @@ def _record_episodes(policy, path: Path) -> None:
                 with path.open("a") as f:
                     f.write(
                         json.dumps(
-                            {"task": spec.task_id, "task_step": steps["task"],
-                             "returns": [float(r) for r in out[2]]}
+                            {
+                                "task": spec.task_id,
+                                "task_step": steps["task"],
+                                "returns": [float(r) for r in out[2]],
+                            }
                         )
                         + "\n"
                     )
@@ -153,10 +174,13 @@ def train_cora(args: argparse.Namespace) -> None:
     }
     if args.policy != "impala":
         config["large_file_path"] = str(large)
-    experiments = LazyDict({"cora_parity": _experiment_loader(args.pairs, args.steps_per_task, args.eval_every)})
+    experiments = LazyDict(
+        {"cora_parity": _experiment_loader(args.pairs, args.steps_per_task, args.eval_every)}
+    )
     loader = ConfigurationLoader(get_available_policies(), experiments)
-    (out / "config.json").write_text(json.dumps({**config, "pairs": args.pairs,
-                                                 "steps_per_task": args.steps_per_task}, indent=1))
+    (out / "config.json").write_text(
+        json.dumps({**config, "pairs": args.pairs, "steps_per_task": args.steps_per_task}, indent=1)
+    )
     resume_id = 0 if (out / "0").exists() else None
     experiment, policy = loader.load_next_experiment_from_dicts(
         str(out), [dict(config)], subdirectory_from_timestamp=False, resume_id=resume_id
@@ -185,13 +209,166 @@ def _stop_children() -> None:
     import psutil
 
     for child in psutil.Process().children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             child.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
     for child in alive:
         child.kill()
+
+
+# ------------------------------------------------------------------------------ update
+def _quiet(log):
+    """Send what CORA prints to the console to the open file ``log`` (its loggers, and the
+    root handler its ``Monobeast.setup`` installs, keep writing there)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(log))
+    stack.enter_context(contextlib.redirect_stderr(log))
+    return stack
+
+
+def run_update_case(
+    case, repo: Path, workdir: Path, log
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """CORA's records of ``case``, ours with every update starting from CORA's state before
+    it (parameters, RMSProp's state), and ours run freely (what the CI test runs)."""
+    from cora_ours import OurSide
+    from cora_side import CoraSide
+
+    with _quiet(log):
+        cora = CoraSide(case, repo, workdir, OurSide(case)).run()
+    return cora, OurSide(case).run(start_from=cora), OurSide(case).run()
+
+
+def run_observation_case(case, log) -> tuple[dict, dict]:
+    """Our observation stream and CORA's for ``case`` (same seed and actions)."""
+    from cora_ours import our_observation_stream
+    from cora_side import cora_observation_stream
+
+    ours = our_observation_stream(case)
+    with _quiet(log):
+        return ours, cora_observation_stream(case)
+
+
+def print_update_table(results: dict[str, list[dict]], drifts: dict[str, list[dict]]) -> None:
+    """One line per case and quantity: the largest difference over the case's updates (each
+    of ours from CORA's state before it), and the largest of our free run ("free run")."""
+    import cora_cases
+
+    print(
+        f"{'update case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
+        f"{'tol':>8} {'free run':>9}  result"
+    )
+    for name, rows in results.items():
+        for quantity in dict.fromkeys(r["quantity"] for r in rows):
+            mine = [r for r in rows if r["quantity"] == quantity]
+            worst = max(mine, key=lambda r: r["rel"])
+            free = max(r["rel"] for r in drifts[name] if r["quantity"] == quantity)
+            ok = all(r["ok"] for r in mine)
+            tol = cora_cases.TOLERANCES[quantity]
+            print(
+                f"{name:<20} {quantity:<10} {len(mine):>7} {worst['abs']:>10.2e} "
+                f"{worst['rel']:>10.2e} {tol:>8.0e} {free:>9.1e}  {'ok' if ok else 'DIFFERENT'}"
+            )
+
+
+def print_observation_table(results: dict[str, dict]) -> None:
+    """One line per env: steps, episode ends, and per stream the first differing step."""
+    import cora_cases
+
+    keys = cora_cases.STREAM_KEYS
+    print(f"{'observation case':<38} {'steps':>5} {'ends':>4}  " + "  ".join(keys) + "  result")
+    for name, row in results.items():
+        cells = [
+            "same" if row[k]["first"] is None else f"step {row[k]['first']} ({row[k]['max_abs']:g})"
+            for k in keys
+        ]
+        print(
+            f"{name:<38} {row['steps']:>5} {row['episode_ends']:>4}  "
+            + "  ".join(f"{c:<{len(k)}}" for c, k in zip(cells, keys, strict=True))
+            + f"  {'identical' if row['ok'] else 'DIFFERENT'}"
+        )
+
+
+def _selected(cases, names: list[str] | None):
+    return [c for c in cases if not names or c.name in names]
+
+
+def update(args: argparse.Namespace) -> int:
+    """Every case of ``cora_cases.CASES`` and ``OBSERVATION_CASES`` on both sides; tables;
+    1 on any difference beyond tolerance (or from the values the CI pins would hold)."""
+    import tempfile
+
+    import torch
+
+    repo = check_cora_repo(args.cora_repo)
+    import_cora(repo)
+    import cora_cases
+
+    known = {c.name for c in (*cora_cases.CASES, *cora_cases.OBSERVATION_CASES)}
+    unknown = sorted(set(args.cases or ()) - known)
+    if unknown:
+        raise CoraSetupError(f"unknown case(s) {unknown}; cases: {', '.join(sorted(known))}")
+    torch.set_num_threads(1)
+    results, drifts, observations = {}, {}, {}
+    pins, problems = {"cases": {}, "observations": {}}, []
+    with (
+        tempfile.TemporaryDirectory(prefix="cora_parity_") as tmp,
+        (Path(tmp) / "cora.log").open("w") as log,
+    ):
+        for case in _selected(cora_cases.CASES, args.cases):
+            workdir = Path(tmp) / case.name.replace("/", "_")
+            workdir.mkdir()
+            cora, ours, free = run_update_case(case, repo, workdir, log)
+            _stop_children()
+            results[case.name] = cora_cases.compare_records(ours, cora)
+            drift = drifts[case.name] = cora_cases.compare_records(free, cora)
+            pinned = pins["cases"][case.name] = [
+                cora_cases.pin_record(record, [r for r in drift if r["update"] == i])
+                for i, record in enumerate(cora)
+            ]
+            for i, (pin, record) in enumerate(zip(pinned, free, strict=True)):
+                problems += [
+                    f"{case.name} update {i}: {p}" for p in cora_cases.pin_differences(pin, record)
+                ]
+        for case in _selected(cora_cases.OBSERVATION_CASES, args.cases):
+            ours, cora = run_observation_case(case, log)
+            observations[case.name] = cora_cases.compare_streams(ours, cora)
+            pins["observations"][case.name] = cora_cases.stream_pins(cora)
+    if results:
+        print_update_table(results, drifts)
+    if observations:
+        print_observation_table(observations)
+    failed = [n for n, rows in results.items() if not all(r["ok"] for r in rows)]
+    failed += [n for n, row in observations.items() if not row["ok"]]
+    for problem in problems:  # the CI test compares our side with CORA's values this way
+        print(f"pinned values (tests/baselines/test_cora_parity_pins.py): {problem}")
+    failed += sorted({p.split(" update ")[0] for p in problems} - set(failed))
+    if args.write_pins:
+        write_pins(Path(args.write_pins), pins)
+    if failed:
+        print(f"parity_cora: differences beyond tolerance in {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def write_pins(path: Path, pins: dict) -> None:
+    """Add (or replace) the cases' values in the pins file, with their provenance."""
+    import cora_cases
+
+    stored = cora_cases.load_pins(path) if path.exists() else {}
+    for kind in ("cases", "observations"):
+        stored.setdefault(kind, {}).update(pins[kind])
+    stored["provenance"] = {
+        "cora": f"AGI-Labs/continual_rl@{CORA_COMMIT}: cases: Monobeast.learn of the policy "
+        "classes its experiment runner builds from its configs (ImpalaPolicy, EWCPolicy, "
+        "ProgressAndCompressPolicy, ClearPolicy); observations: its task factories' env "
+        "stacks (get_single_<suite>_task) in TorchBeast's Environment",
+        "command": "/tmp/cora/venv/bin/python benchmarks/parity_cora.py --cora-repo "
+        "/tmp/cora/continual_rl update --write-pins tests/golden/cora_parity.json",
+        "harness_sizes": cora_cases.HARNESS_SIZES,
+    }
+    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    print(f"CORA's values of {sum(len(v) for v in pins.values())} cases written to {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,12 +379,20 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--policy", choices=sorted(METHOD_CONFIG), default="impala")
     train.add_argument("--pairs", type=int, nargs="+", default=[0, 1])
     train.add_argument("--steps-per-task", type=int, default=1_000_000)
-    train.add_argument("--eval-every", type=int, default=250_000,
-                       help="CORA's continual_testing_freq (env steps)")
-    train.add_argument("--snapshot-every", type=int, default=100_000,
-                       help="CORA's timesteps_per_save: a parameter snapshot every this many steps")
+    train.add_argument(
+        "--eval-every", type=int, default=250_000, help="CORA's continual_testing_freq (env steps)"
+    )
+    train.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=100_000,
+        help="CORA's timesteps_per_save: a parameter snapshot every this many steps",
+    )
     train.add_argument("--num-actors", type=int, default=8)
     train.add_argument("--out", required=True)
+    upd = sub.add_parser("update", help="update-for-update checks against CORA's learners")
+    upd.add_argument("--cases", nargs="+", help="case names (default: all)")
+    upd.add_argument("--write-pins", help="write CORA's values for the CI test to this JSON")
     args = parser.parse_args(argv)
 
     def on_term(signum, frame):
@@ -219,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "train-cora":
             train_cora(args)
+        elif args.mode == "update":
+            try:
+                return update(args)
+            finally:  # CORA's Monobeast leaves its Manager process behind otherwise
+                _stop_children()
     except CoraSetupError as e:
         print(f"parity_cora: {e}", file=sys.stderr)
         return 2

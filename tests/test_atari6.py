@@ -14,6 +14,8 @@ from cl_suites.core.evaluation import Evaluator
 from cl_suites.envs.atari import (
     EpisodicLife,
     FireReset,
+    GrayscaleResize,
+    MaxPoolFrameSkip,
     WholeGames,
     available_games,
     has_fire,
@@ -59,9 +61,11 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert env.observation_space == OBS_SPACE and env.action_space == gym.spaces.Discrete(18)
     assert env.unwrapped._frameskip == 1
     assert ale.getFloat("repeat_action_probability") == 0.0
-    preprocessing = _find(env, gym.wrappers.AtariPreprocessing)
+    preprocessing = _find(env, MaxPoolFrameSkip)
     assert (preprocessing.frame_skip, preprocessing.noop_max) == (4, 30)
-    assert preprocessing.screen_size == (84, 84) and preprocessing.grayscale_obs
+    # CORA's order: pool the RGB screens, then gray and 84x84
+    assert preprocessing.observation_space.shape == (210, 160, 3)
+    assert _find(env, GrayscaleResize).size == 84
     assert _find(env, gym.wrappers.TimeLimit)._max_episode_steps == 10_000
     assert _find(env, EpisodicLife) is not None
     # CORA's check is "FIRE" in the action meanings: with the full action space, every
@@ -81,6 +85,60 @@ def test_each_game_constructs_and_steps_with_the_v4_era_settings(game):
     assert evaluation.observation_space == OBS_SPACE
     env.close()
     evaluation.close()
+
+
+class _Screens(gym.Wrapper):
+    """Keeps every RGB screen the game returns."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.screens = []
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.screens.append(out[0])
+        return out
+
+
+def test_frames_pool_the_rgb_screens_then_turn_gray_as_cora():
+    """CORA (continual_rl@f2754bb utils/env_wrappers.py MaxAndSkipEnv, WarpFrame): the max
+    of the last two RGB screens of a skip, then cv2's RGB-to-gray and an INTER_AREA resize.
+    Pooling gray screens (gymnasium's grayscale AtariPreprocessing) gives other frames."""
+    import cv2
+
+    raw = gym.make(
+        "ALE/MsPacman-v5",
+        frameskip=1,
+        repeat_action_probability=0.0,
+        full_action_space=True,
+        obs_type="rgb",  # the test keeps every screen; make_atari_env needs none
+    )
+    screens = _Screens(raw)
+    env = GrayscaleResize(MaxPoolFrameSkip(screens, noop_max=0, frame_skip=4))
+    env.reset(seed=0)
+    pooled_gray_differs = 0
+    for t in range(60):
+        obs, *_ = env.step(t % 9)
+        a, b = screens.screens[-2], screens.screens[-1]
+        cora = cv2.resize(
+            cv2.cvtColor(np.maximum(a, b), cv2.COLOR_RGB2GRAY),
+            (84, 84),
+            interpolation=cv2.INTER_AREA,
+        )
+        assert np.array_equal(obs, cora)
+        gray = np.maximum(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), cv2.cvtColor(b, cv2.COLOR_RGB2GRAY))
+        pooled_gray_differs += not np.array_equal(
+            obs, cv2.resize(gray, (84, 84), interpolation=cv2.INTER_AREA)
+        )
+    assert pooled_gray_differs > 0
+    env.close()
+
+
+def test_frame_skip_wants_the_game_unskipped():
+    skipped = gym.make("ALE/MsPacman-v5", frameskip=4, obs_type="ram")
+    with pytest.raises(ValueError, match="frameskip=1"):
+        MaxPoolFrameSkip(skipped)
+    skipped.close()
 
 
 def test_noop_starts_vary_the_first_frame_with_the_seed():

@@ -111,6 +111,9 @@ UNKEYED = {
     "P&C evaluation": "behaviour of evaluation_mode (a test)",
     "Procgen6 network": "an architecture; the preset key is keyed in 'Atari6 learner'",
     "CLEAR replayed rewards": "behaviour of the normaliser on replay (a test)",
+    "P&C bootstrap after the reset": "behaviour of the update after a reset (a test)",
+    "V-trace update (whole)": "a whole update against CORA's code (the parity pins)",
+    "CL updates (whole)": "whole updates against CORA's code (the parity pins)",
 }
 """Rows of ``KEYED_SECTIONS`` without default keys, with the reason."""
 

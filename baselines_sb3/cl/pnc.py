@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from stable_baselines3.common.utils import obs_as_tensor
 
 from baselines_sb3.cl.base import (
     ContinualMethod,
@@ -51,6 +52,23 @@ from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
 
 RESETS: tuple[str, ...] = ("column", "column+adapters")
+
+
+def refresh_bootstrap_values(model: Any) -> None:
+    """Recompute a V-trace learner's bootstrap values ``V(x_T)`` with the current policy.
+
+    The rollout buffer keeps the value of the observation after the rollout as the policy
+    computed it when collecting; CORA bootstraps from the learner's value of that frame in
+    the update. The two agree unless the parameters changed in between, which P&C's reset
+    of the active column does at the first update of a task. (PPO's returns, computed at
+    the end of collection, are left as they are.)"""
+    buffer = getattr(model, "rollout_buffer", None)
+    last_obs = getattr(model, "_last_obs", None)
+    if buffer is None or last_obs is None or not hasattr(buffer, "last_values"):
+        return
+    with th.no_grad():
+        values = model.policy.predict_values(obs_as_tensor(last_obs, model.policy.device))
+    buffer.last_values = values.cpu().numpy().flatten()
 
 
 class ProgressCompress(ContinualMethod):
@@ -192,6 +210,7 @@ class ProgressCompress(ContinualMethod):
             self.updates_since_boundary = 0
             self.policy.reset_active_column(adapters=self.reset == "column+adapters")
             self.resets.append(int(model.num_timesteps))
+            refresh_bootstrap_values(model)
         if self.kb_task_id is None:
             self.kb_task_id = task_id
         self.last_task_id = task_id
@@ -270,11 +289,12 @@ class ProgressCompress(ContinualMethod):
         params = list(policy.parameters())
         if self.kb_listed_twice:
             params += [p for _, p in self.kb_parameters()]
-        th.nn.utils.clip_grad_norm_(params, model.max_grad_norm)
+        norm = th.nn.utils.clip_grad_norm_(params, model.max_grad_norm)
         policy.optimizer.step()
         if self.kb_listed_twice:
             policy.optimizer.step()  # the KB's second entry in CORA's parameter list
         if getattr(model, "_logger", None) is not None:
+            model.logger.record("train/grad_norm", float(norm))
             model.logger.record("train/pnc_distill_kl", float(kl.detach()))
             if penalty is not None:
                 model.logger.record("train/pnc_kb_ewc", float(penalty.detach()))

@@ -25,9 +25,12 @@ method              importance / terms                           scale, paramete
 =================== ============================================ ============================
 
 The importance of a finished task is computed at the task switch (the agent step where
-the sequence env's ``on_task_switch`` fires). The penalty gradient is written straight into
-``.grad`` in closed form (``penalty_grad_``): with ``F_sum = sum_t F_t`` and ``Fm = sum_t
-F_t anchor_t`` it is ``lam * scale * (F_sum theta - Fm)``, as cheap after 100 tasks as after one.
+the sequence env's ``on_task_switch`` fires; CORA's methods: in the first update of the
+next task, as CORA). The penalty gradient is written straight into ``.grad`` in closed
+form (``penalty_grad_``): with ``F_sum = sum_t F_t`` and the importance-weighted anchor
+``m_bar = sum_t F_t anchor_t / F_sum`` it is ``lam * scale * F_sum (theta - m_bar)``, as
+cheap after 100 tasks as after one, and as precise as CORA's ``F (theta - anchor)`` for one
+term (``m_bar`` is then the anchor itself).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from baselines_sb3.cl.base import (
     Rollout,
     find_task_switch_source,
     flat_obs,
+    latest_step_segment,
     logits_and_values,
     select_parameters,
 )
@@ -211,10 +215,14 @@ class QuadraticPenalty(ContinualMethod):
             self._segment = segment
 
     def current_task_id(self) -> int:
-        """The task being trained now (read from the env's cursor when there is one)."""
-        current = getattr(self._source, "current_task", None)
-        segment = current if isinstance(current, Segment) else self._segment
-        return int(segment.task_id) if segment is not None else 0
+        """The task of the data the next update trains on: the segment of the env cursor's
+        latest step (``latest_step_segment``: an update on a rollout that ended exactly at
+        a switch is the old task's, as CORA labels an update with its batch's task), else
+        the last segment heard of."""
+        cursor = getattr(self._source, "cursor", None)
+        if cursor is not None:
+            return int(latest_step_segment(cursor)[0].task_id)
+        return int(self._segment.task_id) if self._segment is not None else 0
 
     def named_parameters(self, policy: ActorCriticPolicy) -> list[tuple[str, th.nn.Parameter]]:
         """The regularised parameters (``groups``)."""
@@ -265,16 +273,29 @@ class QuadraticPenalty(ContinualMethod):
             params = [p for _, p in named]
             sizes = [p.numel() for p in params]
             device = params[0].device if params else "cpu"
-            f_sum = th.zeros(sum(sizes), device=device)
+            f_sum = th.zeros(sum(sizes), dtype=th.float64, device=device)
             fm_sum = th.zeros_like(f_sum)
-            const = th.zeros((), dtype=th.float64, device=device)
+            fmm_sum = th.zeros((), dtype=th.float64, device=device)
             for importance, anchor in self.terms.values():
-                f = th.cat([importance[n].reshape(-1).to(device) for n in names])
-                m = th.cat([anchor[n].reshape(-1).to(device) for n in names])
+                f = th.cat([importance[n].reshape(-1).to(device) for n in names]).double()
+                m = th.cat([anchor[n].reshape(-1).to(device) for n in names]).double()
                 f_sum += f
                 fm_sum += f * m
-                const += (f.double() * m.double().pow(2)).sum()
-            self._flat = (policy, params, sizes, f_sum, fm_sum, const, len(self.terms), sum(sizes))
+                fmm_sum += (f * m.pow(2)).sum()
+            # sum_t F_t (theta - m_t) = F_sum (theta - m_bar), m_bar = sum_t F_t m_t / F_sum: one
+            # term's m_bar is its anchor exactly, so theta - m_bar loses no precision
+            mean = th.where(f_sum > 0, fm_sum / f_sum.clamp_min(1e-300), th.zeros_like(f_sum))
+            const = fmm_sum - (f_sum * mean.pow(2)).sum()  # sum_t F_t m_t^2 - F_sum m_bar^2
+            self._flat = (
+                policy,
+                params,
+                sizes,
+                f_sum.float(),
+                mean.float(),
+                const,
+                len(self.terms),
+                sum(sizes),
+            )
         return self._flat
 
     def scale(self, n_terms: int, n_params: int) -> float:
@@ -298,20 +319,18 @@ class QuadraticPenalty(ContinualMethod):
         return 0.5 * self.lam * self.scale(n_terms, n_params) * total
 
     def penalty_grad_(self, policy: ActorCriticPolicy) -> th.Tensor | None:
-        """Adds ``lam * scale * (F_sum theta - Fm)`` to ``.grad`` (no autograd graph) and
-        returns the penalty's value."""
+        """Adds ``lam * scale * F_sum (theta - m_bar)`` (``= lam * scale * sum_t F_t (theta -
+        m_t)``) to ``.grad`` (no autograd graph) and returns the penalty's value."""
         if not self.terms or self.lam == 0 or not self.penalty_active():
             return None
-        _, params, sizes, f_sum, fm_sum, const, n_terms, n_params = self._flat_state(policy)
+        _, params, sizes, f_sum, mean, const, n_terms, n_params = self._flat_state(policy)
         if not params:
             return None
         coef = self.lam * self.scale(n_terms, n_params)
         with th.no_grad():
-            theta = th.cat([p.reshape(-1) for p in params])
-            grad = (f_sum * theta - fm_sum).mul_(coef)
-            quad = (f_sum.double() * theta.double().pow(2)).sum()
-            cross = (fm_sum.double() * theta.double()).sum()
-            value = 0.5 * coef * (quad - 2 * cross + const)
+            diff = th.cat([p.reshape(-1) for p in params]) - mean
+            grad = (f_sum * diff).mul_(coef)
+            value = 0.5 * coef * ((f_sum.double() * diff.double().pow(2)).sum() + const)
             for p, g in zip(params, grad.split(sizes), strict=True):
                 if p.grad is None:
                     p.grad = g.view_as(p).clone()
@@ -376,13 +395,29 @@ def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> 
 class _CoraFisherMixin:
     """CORA's Fisher on stored unrolls, shared by EWC and online EWC.
 
-    CORA consolidates at the first learner update of the new task (``custom_loss``), once
-    every unroll of the finished task is in its buffer. Here the switch is noted and the
-    consolidation runs at the end of the rollout in which it happened, after that rollout
-    is stored, before the learner's next update.
+    CORA consolidates inside the loss of the first learner update whose batch carries the
+    new task id (``custom_loss``): after that update's rewards entered the running reward
+    moments, with the parameters the previous (old task's) update left. Here the switch is
+    noted, and the consolidation runs in the first update that trains on steps of the new
+    task, when the learner asks for the penalty (``penalty_grad_``, after the learner
+    updated its reward moments): an update on a rollout that ended exactly at the switch
+    is still the old task's.
     """
 
     _pending: TaskSwitch | None = None
+
+    def _consolidate_due(self) -> None:
+        """Consolidate the pending switch once the learner has steps of the new task."""
+        if self._pending is not None and self._learner_step() > self._task_start:  # type: ignore[attr-defined]
+            self._consolidate_pending()
+
+    def penalty_grad_(self, policy: ActorCriticPolicy) -> th.Tensor | None:
+        self._consolidate_due()
+        return super().penalty_grad_(policy)  # type: ignore[misc]
+
+    def penalty(self, policy: ActorCriticPolicy) -> th.Tensor | None:
+        self._consolidate_due()
+        return super().penalty(policy)  # type: ignore[misc]
 
     def on_task_switch(self, event: TaskSwitch) -> None:
         task = int(event.previous.task_id)
@@ -490,14 +525,13 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
         return self.buffers[task_id]
 
     def on_rollout_end(self, rollout: Rollout) -> None:
-        """Store the rollout in its task's buffer, then consolidate a task that ended
-        during it (see ``_CoraFisherMixin``). A rollout cut by a switch mixes two tasks:
+        """Store the rollout in its task's buffer (a task that ended is consolidated in the
+        next update, see ``_CoraFisherMixin``). A rollout cut by a switch mixes two tasks:
         CORA's per-task buffers never hold such unrolls, so it is left out."""
         if rollout.first_step >= self._task_start:
             self._buffer(self.current_task_id()).add(rollout)
         elif self._pending is not None and rollout.end_step <= self._task_start:
             self._buffer(int(self._pending.previous.task_id)).add(rollout)
-        self._consolidate_pending()
 
     def consolidate_task(self, event: TaskSwitch) -> None:
         task = int(event.previous.task_id)
@@ -592,7 +626,6 @@ class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         self.buffer.add(rollout)
-        self._consolidate_pending()
 
     def consolidate_task(self, event: TaskSwitch) -> None:
         if len(self.buffer) == 0:

@@ -175,8 +175,9 @@ def _handle_kind(obj: Any) -> SimulatorHandle | None:
 class _Discard:
     """A file that forgets what is written (to walk an env without keeping the bytes)."""
 
-    def write(self, data: bytes) -> int:
-        return len(data)
+    def write(self, data: Any) -> int:
+        # bytes, or a PickleBuffer: the pickler hands large arrays' buffers over directly
+        return memoryview(data).nbytes
 
 
 def _new_object(cls: type) -> Any:

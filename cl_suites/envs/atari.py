@@ -7,9 +7,14 @@ cadences in cl-suites count agent steps, never frames.
 The stack, innermost first (gymnasium's wrappers wherever their semantics match CORA's):
 
 1. ``ALE/<Game>-v5`` made with ``frameskip=1``, ``repeat_action_probability=0`` (no sticky
-   actions), ``full_action_space=True`` (``Discrete(18)``), grayscale screen;
-2. ``gymnasium.wrappers.AtariPreprocessing``: up to 30 no-op frames at reset, frame skip 4
-   with a max-pool over the last two frames, 84x84 grayscale (``cv2.INTER_AREA``);
+   actions), ``full_action_space=True`` (``Discrete(18)``), RAM observations (the cheapest:
+   the screens are read from the emulator below);
+2. ``MaxPoolFrameSkip``: up to 30 no-op frames at reset, frame skip 4 with a max-pool of
+   the last two frames' RGB screens; then ``GrayscaleResize``: OpenCV's RGB-to-gray, 84x84
+   with ``cv2.INTER_AREA``. The order is CORA's (``MaxAndSkipEnv`` pools RGB screens,
+   ``WarpFrame`` then converts): pooling gray screens, as gymnasium's grayscale
+   ``AtariPreprocessing`` does, changes up to 0.2% of the pixels of a frame by up to 42
+   gray levels (MsPacman; ``benchmarks/parity_cora.py``);
 3. ``gymnasium.wrappers.TimeLimit``: 10,000 agent steps per game;
 4. ``gymnasium.wrappers.RecordEpisodeStatistics``: ``info["episode"]`` at the end of each
    whole game (all lives), with the game's unclipped return; its length ``"l"`` counts
@@ -96,6 +101,75 @@ def has_fire(env: gym.Env) -> bool:
     """True when FIRE is in the env's action set (CORA's fire-reset check); with the full
     action space that is every game."""
     return "FIRE" in env.unwrapped.get_action_meanings()
+
+
+class MaxPoolFrameSkip(gym.Wrapper):
+    """Up to ``noop_max`` no-op frames at reset, then each step repeats the action for
+    ``frame_skip`` frames, sums the rewards and returns the max of the last two frames'
+    RGB screens: CORA's ``NoopResetEnv`` + ``MaxAndSkipEnv`` (the semantics of gymnasium's
+    ``AtariPreprocessing`` with ``grayscale_obs=False``, without resizing), reading the
+    screens from the ALE so that the game below needs no per-frame image observation.
+
+    The number of no-op frames is drawn in ``[1, noop_max]`` from the game's seeded RNG. A
+    step that ends the episode within the skip returns the pool of the screens read so far
+    (as CORA's and gymnasium's wrappers; the learner never sees that observation).
+    Observations: ``uint8 (210, 160, 3)``.
+    """
+
+    def __init__(self, env: gym.Env, noop_max: int = NOOP_MAX, frame_skip: int = FRAME_SKIP):
+        super().__init__(env)
+        if getattr(env.unwrapped, "_frameskip", None) != 1:
+            raise ValueError("MaxPoolFrameSkip needs the game made with frameskip=1")
+        if noop_max > 0 and env.unwrapped.get_action_meanings()[0] != "NOOP":
+            raise ValueError("no-op starts need action 0 to be NOOP")
+        self.noop_max, self.frame_skip = int(noop_max), int(frame_skip)
+        height, width = env.unwrapped.ale.getScreenDims()
+        self._screens = np.zeros((2, height, width, 3), dtype=np.uint8)
+        self.observation_space = gym.spaces.Box(0, 255, (height, width, 3), np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        _, info = self.env.reset(seed=seed, options=options)
+        game = self.env.unwrapped
+        noops = game.np_random.integers(1, self.noop_max + 1) if self.noop_max > 0 else 0
+        for _ in range(noops):
+            _, _, terminated, truncated, step_info = self.env.step(0)
+            info.update(step_info)
+            if terminated or truncated:
+                _, info = self.env.reset(seed=seed, options=options)
+        game.ale.getScreenRGB(self._screens[0])
+        self._screens[1].fill(0)
+        return self._screens[0].copy(), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        total, terminated, truncated, info = 0.0, False, False, {}
+        ale = self.env.unwrapped.ale
+        for t in range(self.frame_skip):
+            _, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+            if t == self.frame_skip - 2:
+                ale.getScreenRGB(self._screens[1])
+            elif t == self.frame_skip - 1:
+                ale.getScreenRGB(self._screens[0])
+        return np.maximum(self._screens[0], self._screens[1]), total, terminated, truncated, info
+
+
+class GrayscaleResize(gym.ObservationWrapper):
+    """RGB frames to ``uint8 (84, 84)`` gray: ``cv2.cvtColor(..., COLOR_RGB2GRAY)`` (the
+    ALE's own grayscale screen is the same), then ``cv2.resize`` with ``INTER_AREA``."""
+
+    def __init__(self, env: gym.Env, size: int = SCREEN_SIZE):
+        super().__init__(env)
+        require("cv2", extra="atari")  # fails here when missing; not kept (envs are pickled)
+        self.size = int(size)
+        self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size), np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        import cv2
+
+        gray = cv2.cvtColor(observation, cv2.COLOR_RGB2GRAY)
+        return cv2.resize(gray, (self.size, self.size), interpolation=cv2.INTER_AREA)
 
 
 class EpisodicLife(gym.Wrapper):
@@ -215,14 +289,12 @@ def make_atari_env(
         frameskip=1,
         repeat_action_probability=repeat_action_probability,
         full_action_space=True,
-        obs_type="grayscale",
+        obs_type="ram",  # the screens are read by MaxPoolFrameSkip
         render_mode=render_mode,
         disable_env_checker=True,
     )
     fire = has_fire(env)
-    env = gym.wrappers.AtariPreprocessing(
-        env, noop_max=noop_max, frame_skip=FRAME_SKIP, screen_size=SCREEN_SIZE
-    )
+    env = GrayscaleResize(MaxPoolFrameSkip(env, noop_max=noop_max, frame_skip=FRAME_SKIP))
     env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     env = EpisodicLife(env)

@@ -78,8 +78,8 @@ def test_fisher_computed_at_switch_step_and_not_before():
     assert before and all(c == 0 and not imp for _, c, imp in before)
     assert method.consolidations[0]["total_step"] == 800
     assert method.consolidations[0]["task_id"] == 0
-    # CORA consolidates before the first update of the new task: at the end of the
-    # rollout in which the switch happened, once the old task's unrolls are stored
+    # CORA consolidates in the first update of the new task: here the update of the
+    # rollout in which the switch happened (it has steps of task 1), before its first step
     assert next(s for s in seen if s[0] == 836)[1:] == (1, True)
 
 
