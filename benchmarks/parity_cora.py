@@ -400,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
+    # Forked children (CORA's actors, its evaluation pools) keep SIGTERM's default action:
+    # Pool.terminate ends its workers with it, and an inherited Python handler left one
+    # worker hanging in a semaphore wait, and the run with it.
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         if args.mode == "train-cora":
