@@ -21,6 +21,18 @@ every ``--snapshot-every`` steps (``snapshots/task<k>_step<s>.tar``), and every 
 episode's return (``episodes.jsonl``: task, task step, returns). A run that is stopped
 resumes where CORA's last save left it with the same command (CORA's ``resume_id``).
 
+``compare`` (issue 28 item 3, the project's interpreter, no CORA import) pairs the runs
+under ``--root``: CORA's ``cora_<policy>_s<k>`` (``train-cora --out``) with ours
+``ours_<method>_s<k>`` (``train-ours``, ``cl-suites run --preset paper`` at the same
+budget; ``impala`` is our ``ft``), scores CORA's snapshots with our evaluator
+(``cora_learning.py``: one scorer, the same evaluation episodes), checks that the scorer
+reproduces our own run's last evaluation, and writes per method a plot of both sides'
+learning curves (``--plots``) and Markdown tables of the scores after each task::
+
+    .venv/bin/python benchmarks/parity_cora.py train-ours --method ft --seed 0 \
+        --out /tmp/cora_runs/ours_ft_s0
+    .venv/bin/python benchmarks/parity_cora.py compare --root /tmp/cora_runs
+
 ``update`` (issue 28 items 2 and 5) plays every case of ``cora_cases.py`` on CORA's side
 (``cora_side.py``: CORA's policy classes from its configs, ``Monobeast.learn``) and ours
 (``cora_ours.py``), each of our updates from CORA's state before it, and every
@@ -371,6 +383,92 @@ def write_pins(path: Path, pins: dict) -> None:
     print(f"CORA's values of {sum(len(v) for v in pins.values())} cases written to {path}")
 
 
+# --- learning at equal budgets (item 3) --------------------------------------------------
+
+POLICY_OF_METHOD = {"ft": "impala", "ewc": "ewc", "clear": "clear"}
+"""Our ``--method`` -> CORA's policy name (CORA's plain IMPALA is our fine-tuning)."""
+
+
+def train_ours(args: argparse.Namespace) -> int:
+    """``cl-suites run --preset paper`` at ``train-cora``'s budget (resumes a started run)."""
+    import subprocess
+
+    from cora_learning import Budget, ours_command
+
+    budget = Budget(tuple(args.pairs), args.steps_per_task, args.eval_every, args.eval_episodes)
+    out = Path(args.out)
+    cmd = ours_command(args.method, args.seed, out, budget)
+    return subprocess.call([sys.executable, "-m", "cl_suites.cli", *cmd[1:]])
+
+
+def _run_pairs(root: Path) -> dict[str, list[tuple[int, Path, Path]]]:
+    """``method -> [(seed, CORA dir, our dir)]`` of the run pairs under ``root``."""
+    pairs: dict[str, list[tuple[int, Path, Path]]] = {}
+    for ours in sorted(root.glob("ours_*_s*")):
+        if not ours.is_dir():
+            continue
+        method, seed = ours.name[len("ours_") :].rsplit("_s", 1)
+        cora = root / f"cora_{POLICY_OF_METHOD.get(method, method)}_s{seed}"
+        if cora.is_dir() and (ours / "eval.csv").exists():
+            pairs.setdefault(method, []).append((int(seed), cora, ours))
+    return pairs
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Score, plot and tabulate every CORA/ours run pair under ``--root``."""
+    import pandas as pd
+    from cora_learning import (
+        Budget,
+        binned,
+        cora_training_returns,
+        eval_table,
+        our_training_returns,
+        plot,
+        rescore_ours,
+        score_cora,
+    )
+
+    root = Path(args.root)
+    budget = Budget(tuple(args.pairs), args.steps_per_task, args.eval_every, args.eval_episodes)
+    pairs = _run_pairs(root)
+    if not pairs:
+        print(f"parity_cora: no ours_<method>_s<k> / cora_<policy>_s<k> pair under {root}")
+        return 2
+    plots = Path(args.plots)
+    plots.mkdir(parents=True, exist_ok=True)
+    for method, runs in pairs.items():
+        curves, tables = {}, {}
+        for seed, cora, ours in runs:
+            scores = cora / "scores.csv"
+            newest = max((p.stat().st_mtime for p in (cora / "snapshots").glob("*.tar")), default=0)
+            if args.rescore or not scores.exists() or scores.stat().st_mtime < newest:
+                print(f"scoring {cora.name} with our evaluator (seed {seed}) ...", flush=True)
+                score_cora(cora, budget, seed, scores)
+            if args.check_scorer and (ours / "checkpoint").exists():
+                gap = rescore_ours(ours, budget, seed)
+                print(f"{ours.name}: scorer vs the run's own last evaluation: max |diff| {gap:.2e}")
+            cora_eval = pd.read_csv(scores)
+            our_eval = pd.read_csv(ours / "eval.csv")
+            our_eval = our_eval[our_eval.total_step > 0]
+            curves[f"CORA s{seed}"] = (binned(cora_training_returns(cora), budget), cora_eval)
+            curves[f"ours s{seed}"] = (binned(our_training_returns(ours, budget), budget), our_eval)
+            tables[f"CORA s{seed}"], tables[f"ours s{seed}"] = cora_eval, our_eval
+        title = (
+            f"MiniHack15 pairs {list(budget.pairs)}, {method} (CORA: {POLICY_OF_METHOD[method]}), "
+            f"{budget.steps_per_task:,} steps per task; CORA solid, ours dashed"
+        )
+        out = plots / f"cora-parity-minihack-{method}.png"
+        plot(curves, budget, out, title)
+        print(f"\n### {method}: greedy return after each task ({budget.eval_episodes} episodes)\n")
+        print(eval_table(tables, budget))
+        print(f"\ntraining returns per {100_000:,}-step bin (task, bin end: CORA / ours):")
+        for name, (train, _) in curves.items():
+            cells = " ".join(f"{m:.3f}" for m in train["mean"])
+            print(f"  {name:8s} {cells}")
+        print(f"plot: {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cora-repo", help="checkout of AGI-Labs/continual_rl at f2754bb")
@@ -390,6 +488,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     train.add_argument("--num-actors", type=int, default=8)
     train.add_argument("--out", required=True)
+    ours = sub.add_parser("train-ours", help="cl-suites run --preset paper at the same budget")
+    ours.add_argument("--method", choices=sorted(POLICY_OF_METHOD), default="ft")
+    ours.add_argument("--seed", type=int, default=0)
+    ours.add_argument("--out", required=True)
+    cmp_ = sub.add_parser("compare", help="score, plot and tabulate the run pairs under --root")
+    cmp_.add_argument(
+        "--root", required=True, help="holds cora_<policy>_s<k> and ours_<method>_s<k>"
+    )
+    cmp_.add_argument("--plots", default="benchmarks/results")
+    cmp_.add_argument("--rescore", action="store_true", help="score CORA's snapshots again")
+    cmp_.add_argument(
+        "--check-scorer",
+        action="store_true",
+        help="rescore our last checkpoint and compare with the run's own evaluation",
+    )
+    for p in (ours, cmp_):
+        p.add_argument("--pairs", type=int, nargs="+", default=[0, 1])
+        p.add_argument("--steps-per-task", type=int, default=1_000_000)
+        p.add_argument("--eval-every", type=int, default=250_000)
+        p.add_argument("--eval-episodes", type=int, default=50)
     upd = sub.add_parser("update", help="update-for-update checks against CORA's learners")
     upd.add_argument("--cases", nargs="+", help="case names (default: all)")
     upd.add_argument("--write-pins", help="write CORA's values for the CI test to this JSON")
@@ -408,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.mode == "train-cora":
             train_cora(args)
+        elif args.mode == "train-ours":
+            return train_ours(args)
+        elif args.mode == "compare":
+            return compare(args)
         elif args.mode == "update":
             try:
                 return update(args)
