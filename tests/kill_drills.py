@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from baselines_sb3 import callbacks
-from baselines_sb3.main_job import run_main_job
+from cl_suites.job.main_job import run_main_job
 
 
 def kill_run_at(run_dir, job, overrides, kill_at):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from baselines_sb3 import hyperparameters, presets, run_spec
 from baselines_sb3.factory import LEARNERS
 from cl_suites.errors import ConfigError, UnknownSuiteError
+from cl_suites.job import hyperparameters, presets, run_spec
 from cl_suites.suites import (
     SUITE_TEMPLATES,
     SUITES,

@@ -261,7 +261,7 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
-    from baselines_sb3.hyperparameters import default_learner as preset_learner
+    from cl_suites.job.hyperparameters import default_learner as preset_learner
 
     try:
         return preset_learner(suite, preset)

@@ -37,7 +37,16 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.checkpoint import (
+from baselines_sb3.cl import attach_method, make_method
+from baselines_sb3.cl.clear import replay_storage
+from baselines_sb3.factory import build_model, wrap_env
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress, plan_text
+from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
+from cl_suites.core.task import Segment
+from cl_suites.core.video import VideoRecorder
+from cl_suites.errors import BadValueError, RunDirConflictError
+from cl_suites.job.checkpoint import (
     CheckpointCallback,
     apply_checkpoint,
     checkpoint_dir,
@@ -45,12 +54,9 @@ from baselines_sb3.checkpoint import (
     load_resume_state,
     truncate_logs,
 )
-from baselines_sb3.cl import attach_method, make_method
-from baselines_sb3.cl.clear import replay_storage
-from baselines_sb3.factory import build_model, wrap_env
-from baselines_sb3.jax_options import JAX_LEARNER
-from baselines_sb3.option_specs import job_size_warnings
-from baselines_sb3.run_spec import (
+from cl_suites.job.jax_options import JAX_LEARNER
+from cl_suites.job.option_specs import job_size_warnings
+from cl_suites.job.run_spec import (
     JOB_OPTIONS,  # noqa: F401  (the job options' names; README names them here)
     TORCH_THREADS,  # noqa: F401  (the thread default, named in docs/fidelity.md)
     JobOptions,
@@ -59,13 +65,7 @@ from baselines_sb3.run_spec import (
     resolve_seed_group,
     rollout_steps,
 )
-from baselines_sb3.tracking import configure_logger, track_run_log
-from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, plan_text
-from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
-from cl_suites.core.task import Segment
-from cl_suites.core.video import VideoRecorder
-from cl_suites.errors import BadValueError, RunDirConflictError
+from cl_suites.job.tracking import configure_logger, track_run_log
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -300,7 +300,7 @@ def run_seed_group(
 
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
     """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
-    from baselines_sb3.jax_job import run_jax_job
+    from cl_suites.job.jax_job import run_jax_job
 
     schedule = specs[0].sequence.schedule(specs[0].num_envs)
     if resume:

@@ -32,10 +32,14 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3 import hyperparameters, presets
 from baselines_sb3.cl import METHODS, method_class
 from baselines_sb3.factory import LEARNERS, learner_class
-from baselines_sb3.jax_options import (
+from baselines_sb3.keywords import accepted_options
+from cl_suites.config import argument_docs, check_names, keyword_defaults
+from cl_suites.core.task import TaskSequence
+from cl_suites.errors import BadValueError, ConfigError
+from cl_suites.job import hyperparameters, presets
+from cl_suites.job.jax_options import (
     JAX_LEARNER,
     TORCH_ONLY_JOB_OPTIONS,
     check_no_jax_options,
@@ -45,11 +49,7 @@ from baselines_sb3.jax_options import (
     route_jax_overrides,
     torch_only_options,
 )
-from baselines_sb3.keywords import accepted_options
-from baselines_sb3.option_specs import Opt
-from cl_suites.config import argument_docs, check_names, keyword_defaults
-from cl_suites.core.task import TaskSequence
-from cl_suites.errors import BadValueError, ConfigError
+from cl_suites.job.option_specs import Opt
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite, meal_suite
 from cl_suites.suites.runtime import SuiteInstance
 
@@ -776,7 +776,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
 def _signature_defaults(cls: type | None) -> dict[str, Any]:
     """Keyword defaults of ``cls(...)`` through its bases (``{}`` for ``None``)."""
     if cls is None:
-        from baselines_sb3.jax_options import jax_api
+        from cl_suites.job.jax_options import jax_api
 
         return {
             f.name: f.default

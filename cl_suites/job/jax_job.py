@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from baselines_sb3.jax_checkpoint import (
-    common_checkpoint,
-    load_jax_checkpoint,
-    save_jax_checkpoint,
-)
-from baselines_sb3.jax_options import jax_api, make_config
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog, truncate_logs
 from cl_suites.core.task import Segment, task_seed
+from cl_suites.job.jax_checkpoint import (
+    common_checkpoint,
+    load_jax_checkpoint,
+    save_jax_checkpoint,
+)
+from cl_suites.job.jax_options import jax_api, make_config
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""

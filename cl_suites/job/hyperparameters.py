@@ -15,11 +15,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from baselines_sb3 import presets
 from baselines_sb3.cl import METHODS, method_class
 from baselines_sb3.factory import learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.job import presets
 from cl_suites.suites import find_suite, parse_suite_id
 
 POLICY_OPTIONS: tuple[str, ...] = (

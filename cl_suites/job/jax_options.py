@@ -21,9 +21,9 @@ import importlib
 from typing import Any
 
 from baselines_sb3.factory import learner_class
-from baselines_sb3.hyperparameters import POLICY_OPTIONS
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError
+from cl_suites.job.hyperparameters import POLICY_OPTIONS
 
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``)."""
