@@ -479,7 +479,7 @@ def _shared_kitchens_note(seeds: list[int], spec: Any) -> str:
 def _start(config: RunConfig, specs: list[Any] | None, run_dir: Path, resume: bool) -> None:
     """Train the resolved ``specs`` (``None``: the random agent) into ``run_dir``."""
     if specs is None:
-        from cl_suites.training import run_random_agent
+        from cl_suites.random_agent import run_random_agent
 
         options = dict(config.options)
         run_random_agent(
