@@ -12,11 +12,11 @@ import pytest
 from baselines_sb3.factory import LEARNERS
 from cl_suites.errors import ConfigError, UnknownSuiteError
 from cl_suites.job import hyperparameters, presets, run_spec
+from cl_suites.meal.runtime import meal_suite
 from cl_suites.suites import (
     SUITE_TEMPLATES,
     SUITES,
     find_suite,
-    meal_suite,
     parse_suite_id,
 )
 from cl_suites.suites.runtime import AGENT_STEPS, ENV_STEPS, VECTOR_RUNTIME
@@ -125,3 +125,13 @@ def test_single_agent_instance():
     assert instance.num_agents == 1 and instance.run_metadata() == {}
     assert instance.describe() == instance.sequence.describe()
     assert info.runtime.seeded_kwargs({"cycles": 2}, seed=3) == {"cycles": 2}
+
+
+def test_the_id_parser_names_exactly_the_catalog_entries():
+    """``cl_suites.suites.ids`` (a leaf: MEAL's suite builder parses ids without the
+    catalog) names the catalog's entries, in order; MEAL's entry is registered by its
+    runtime's module."""
+    from cl_suites.suites.ids import SUITE_NAMES
+
+    assert tuple(SUITES) == SUITE_NAMES
+    assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] is meal_suite

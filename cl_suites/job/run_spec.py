@@ -50,7 +50,8 @@ from cl_suites.job.jax_options import (
     torch_only_options,
 )
 from cl_suites.job.option_specs import Opt
-from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite, meal_suite
+from cl_suites.meal.runtime import meal_suite
+from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
 
 TORCH_THREADS = 1
