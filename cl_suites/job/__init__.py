@@ -7,3 +7,16 @@ run specification and its resolution (``run_spec``, ``hyperparameters``, ``prese
 (``checkpoint``, ``jax_checkpoint``), tracking (``tracking``) and the parameter converter
 between the two families (``convert``).
 """
+
+from cl_suites.job.main_job import run_main_job, run_resolved, run_seed_group
+from cl_suites.job.run_spec import JobOptions, JobSpec, resolve, resolve_seed_group
+
+__all__ = [
+    "JobOptions",
+    "JobSpec",
+    "resolve",
+    "resolve_seed_group",
+    "run_main_job",
+    "run_resolved",
+    "run_seed_group",
+]
