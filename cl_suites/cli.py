@@ -344,7 +344,7 @@ def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
 
 
 def _resolve(config: RunConfig) -> list[Any]:
-    """The run's ``baselines_sb3.run_spec.JobSpec``s (one, or one per seed of ``--seeds``):
+    """The run's ``cl_suites.job.run_spec.JobSpec``s (one, or one per seed of ``--seeds``):
     everything checked, nothing built or written. The CLI draws the progress bar unless
     the run says otherwise."""
     from cl_suites.job.run_spec import resolve, resolve_seed_group

@@ -33,7 +33,7 @@ The tree (classes defined in other modules are re-parented onto the categories h
     +-- SequenceDoneError (RuntimeError)        cl_suites.core.task
     +-- LayoutGenerationError (RuntimeError)    cl_suites.meal.layouts
     +-- ReplayMemoryError (MemoryError)         baselines_sb3.cl.clear
-    +-- TrackingError (RuntimeError)            baselines_sb3.tracking
+    +-- TrackingError (RuntimeError)            cl_suites.job.tracking
     +-- RunInterrupted                          cl_suites.cli: Ctrl-C / SIGTERM (exit 130)
 
 >>> from cl_suites.errors import CLSuitesError, UnknownOptionError

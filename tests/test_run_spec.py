@@ -3,7 +3,7 @@ accepts or refuses an option name the same way.
 
 The entry points: ``cl-suites run --set``, ``cl-suites sweep --set`` (the grid its
 preflight and workers resolve), a run config file, a sweep file and the library call
-``run_main_job`` / ``resolve_job``; all of them end in ``baselines_sb3.run_spec.resolve``.
+``run_main_job`` / ``resolve_job``; all of them end in ``cl_suites.job.run_spec.resolve``.
 """
 
 from __future__ import annotations

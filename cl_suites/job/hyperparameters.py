@@ -1,10 +1,10 @@
 """A run's hyperparameters from the preset tables, and where each of a run's options goes.
 
-:func:`resolve` composes ``baselines_sb3.presets``' tables (data only) into the settings of
+:func:`resolve` composes ``cl_suites.job.presets``' tables (data only) into the settings of
 one suite x learner x method x preset: ``learner`` kwargs, ``method`` kwargs, ``num_envs``,
 the policy options and the suite kwargs the preset sets. :func:`route_overrides` sends each
 of a run's hyperparameter overrides to the learner, the method or the policy.
-``baselines_sb3.run_spec`` calls both; ``cl`` and ``factory`` check keyword names with
+``cl_suites.job.run_spec`` calls both; ``cl`` and ``factory`` check keyword names with
 ``baselines_sb3.keywords``, so nothing here is imported back (no import cycle).
 
 All step counts are agent steps (MEAL: env steps).

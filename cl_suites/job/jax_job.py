@@ -21,7 +21,7 @@ Training episodes (``episodes.csv``): every finished one, and at each task's end
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
 
-Checkpoints (``baselines_sb3.jax_checkpoint``): every ``checkpoint_every`` env steps and
+Checkpoints (``cl_suites.job.jax_checkpoint``): every ``checkpoint_every`` env steps and
 at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
 (parameters, optimizer and CL state, env state and PRNG keys are in the state).
 

@@ -2,7 +2,7 @@
 its name, its settings taken from the one preset table, and its options.
 
 ``ppo-jax`` is MEAL's default learner; ``ppo`` (SB3/torch ``ContinualPPO``) computes the
-same algorithm. Both read their values from ``baselines_sb3.presets`` (one ledger,
+same algorithm. Both read their values from ``cl_suites.job.presets`` (one ledger,
 ``docs/fidelity.md``): :func:`resolve_jax` translates the torch learner's resolved
 settings, field by field, into ``baselines_jax.IPPOConfig`` keyword arguments
 (``TORCH_TO_JAX``), so a preset change moves both learners. A run's overrides use the
@@ -29,7 +29,7 @@ JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``)."""
 
 TORCH_TO_JAX: dict[str, str] = {
-    # learner (baselines_sb3.presets.MEAL_PPO / SMALL_PPO)
+    # learner (cl_suites.job.presets.MEAL_PPO / SMALL_PPO)
     "learning_rate": "learning_rate",
     "n_steps": "num_steps",
     "n_epochs": "update_epochs",
@@ -47,7 +47,7 @@ TORCH_TO_JAX: dict[str, str] = {
     "trunk_layer_norm": "layer_norm",
     "multi_head": "multi_head",
     "task_id_input": "task_id_input",
-    # method (baselines_sb3.presets.MEAL_METHOD_VALUES)
+    # method (cl_suites.job.presets.MEAL_METHOD_VALUES)
     "lam": "reg_coef",
     "decay": "ewc_decay",
     "episodes": "importance_episodes",

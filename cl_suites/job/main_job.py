@@ -7,7 +7,7 @@ the suite's training env and its SB3 view, the learner with the CL method
 after a kill, and writes the metrics report at the end.
 
 MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
-``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
+``baselines_jax``): ``run_main_job`` hands them to ``cl_suites.job.jax_job`` with the
 shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
 report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
 program, one run directory each. What differs between suites comes from the suite's
@@ -70,7 +70,7 @@ from cl_suites.job.tracking import configure_logger, track_run_log
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
 resolve_job = resolve
-"""The library name of :func:`baselines_sb3.run_spec.resolve` (the one resolution)."""
+"""The library name of :func:`cl_suites.job.run_spec.resolve` (the one resolution)."""
 
 
 def run_main_job(
@@ -299,7 +299,7 @@ def run_seed_group(
 
 
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
-    """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
+    """The ``ppo-jax`` job (``cl_suites.job.jax_job``) with this module's shared pieces."""
     from cl_suites.job.jax_job import run_jax_job
 
     schedule = specs[0].sequence.schedule(specs[0].num_envs)

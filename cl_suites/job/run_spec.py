@@ -1,13 +1,13 @@
 """One typed run specification, resolved in one place.
 
 Every option of a run is declared once here, with its type (an
-:class:`~baselines_sb3.option_specs.Opt`), its default and a one-line doc:
+:class:`~cl_suites.job.option_specs.Opt`), its default and a one-line doc:
 
 * the job options: the fields of :class:`JobOptions` (a frozen dataclass; the job reads
   its typed fields);
 * the hyperparameters (learner, CL method, policy) and the common suite options:
-  :data:`OPTIONS` (their defaults are the preset tables of ``baselines_sb3.presets``,
-  composed by ``baselines_sb3.hyperparameters.resolve``, and the suites' paper values).
+  :data:`OPTIONS` (their defaults are the preset tables of ``cl_suites.job.presets``,
+  composed by ``cl_suites.job.hyperparameters.resolve``, and the suites' paper values).
 
 :func:`resolve` turns ``(suite, method, learner, preset, num_envs, overrides, seed)`` into a
 frozen :class:`JobSpec`, building no env. ``cl-suites run`` (``--print-config`` too),

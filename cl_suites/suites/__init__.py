@@ -87,7 +87,7 @@ class SuiteInfo:
         learners: the learners the main job trains it with; ``default_learner`` the one
             a run uses when it names none (under every preset).
         methods: the CL methods it supports (``None``: all of ``baselines_sb3.cl``).
-        preset_key: the suite key of ``baselines_sb3.presets`` (``None``: ``name``;
+        preset_key: the suite key of ``cl_suites.job.presets`` (``None``: ``name``;
             every ``MEAL-<N>`` shares ``"MEAL"``).
         runtime: builds its instance, training env, SB3 view and evaluation source
             (``cl_suites.suites.runtime``).
@@ -115,7 +115,7 @@ class SuiteInfo:
 
     @property
     def preset_key(self) -> str:
-        """The suite key of ``baselines_sb3.presets`` (``"MEAL"`` for every MEAL-N)."""
+        """The suite key of ``cl_suites.job.presets`` (``"MEAL"`` for every MEAL-N)."""
         return self.preset_name or self.name
 
     @property

@@ -180,7 +180,7 @@ class SweepSpec:
 def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     """The runs as they train: the seeds of one MEAL configuration with learner
     ``ppo-jax`` whose kitchens the overrides fix (``layout_seed``) train vmapped in one
-    program (``baselines_sb3.main_job.run_seed_group``); every other run trains alone
+    program (``cl_suites.job.main_job.run_seed_group``); every other run trains alone
     (MEAL's kitchens otherwise follow each run's seed, and seeds on different kitchens
     cannot share one program). Groups keep the grid's order."""
     groups: dict[tuple[Any, ...], list[RunSpec]] = {}

@@ -1,6 +1,6 @@
 """The torch learner (baselines_sb3, MEAL preset) and the JAX learner (baselines_jax)
 compute the same IPPO and CL methods (issue 20 item 3): the same parameters are loaded
-into both (``baselines_jax.convert``) and both get the same batch; forward outputs,
+into both (``cl_suites.job.convert``) and both get the same batch; forward outputs,
 losses, gradients, an Adam update, GAE, penalties and importances agree to float32
 tolerance. No MEAL checkout needed."""
 
