@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from baselines_sb3.cl import METHODS, method_class
-from baselines_sb3.factory import learner_class
+from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
 from cl_suites.job import presets
@@ -37,6 +37,11 @@ POLICY_OPTIONS: tuple[str, ...] = (
     "time_limit_terminal",
 )
 """Top-level keys of ``resolve``'s dict that a run may override."""
+LEARNER_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: accepted_options(learner_class(name)) for name in LEARNERS
+}
+"""The keywords each torch learner's class accepts (``ppo``: ``ContinualPPO``, ``vtrace``:
+``VTrace``), read once."""
 
 
 def suite_family(suite: str) -> str:
@@ -130,7 +135,15 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
     _check_preset(preset)
     if learner not in ("ppo", "vtrace"):
         raise ValueError(f"unknown learner {learner!r}; valid: ppo, vtrace")
-    family, name, small = suite_family(suite), suite_name(suite), preset == "small"
+    return compose(suite_family(suite), suite_name(suite), learner, method, preset)
+
+
+def compose(family: str, name: str, learner: str, method: str, preset: str) -> dict[str, Any]:
+    """:func:`resolve`'s settings for a suite known by its catalog entry: ``family``
+    (``"cora"``, ``"meal"``, ``"diagnostic"``), ``name`` its presets' key (``"MEAL"`` for
+    every ``MEAL-<N>``), ``learner`` ``"ppo"`` or ``"vtrace"``. The values are checked by
+    the caller (``resolve``; the run specification, which has the catalog entry)."""
+    small = preset == "small"
     if family == "meal":
         return _resolve_meal(learner, method, small)
     image = family == "cora"
@@ -232,15 +245,13 @@ def route_overrides(
     the method accepts it, to ``hp`` itself when it is a policy option; a key that only
     another learner or method accepts raises ``ValueError`` naming it and the valid ones.
     """
-    learner_opts = accepted_options(learner_class(learner))
+    learner_opts = LEARNER_OPTIONS[learner]
     method_cls = method_class(method, hp["method"].get("variant"))
     method_opts = set(accepted_options(method_cls)) | {"variant"}
     foreign: dict[str, str] = {}
-    for other in ("ppo", "vtrace"):
+    for other, options in LEARNER_OPTIONS.items():
         if other != learner:
-            foreign.update(
-                {k: f"learner {other!r}" for k in accepted_options(learner_class(other))}
-            )
+            foreign.update({k: f"learner {other!r}" for k in options})
     for other, classes in METHODS.items():
         for cls in classes.values():
             if other != method:

@@ -196,7 +196,7 @@ def run_jax_job(
                 loop.runs[-1].evaluator.load_state_dict(evaluator_states[i])
         if loop.state is None:
             loop.state = learner.init_state()
-        loop.run(spec.sequence.schedule(spec.num_envs))
+        loop.run(spec.schedule)
         outcome = "finished"
     finally:
         for run in loop.runs:

@@ -54,7 +54,6 @@ from cl_suites.job.checkpoint import (
     load_resume_state,
     truncate_logs,
 )
-from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.option_specs import job_size_warnings
 from cl_suites.job.run_spec import (
     JOB_OPTIONS,  # noqa: F401  (the job options' names; README names them here)
@@ -134,7 +133,7 @@ def run_resolved(
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
     run_dirs = [Path(d) for d in run_dirs]
-    if len(specs) > 1 or specs[0].learner == JAX_LEARNER:
+    if len(specs) > 1 or specs[0].learner_entry.family == "baselines_jax":
         if len(specs) == 1:
             _print_size_warnings(specs[0])
         _run_jax(list(specs), [int(s) for s in seeds], run_dirs, resume)
@@ -150,9 +149,9 @@ def _print_size_warnings(spec: JobSpec) -> None:
 
 def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     """One run of a torch learner (``ppo``, ``vtrace``) into ``run_dir``."""
-    sequence, job, hp, n_envs = spec.sequence, spec.options, spec.hp, spec.num_envs
+    sequence, job, hp = spec.sequence, spec.options, spec.hp
     agents = spec.num_agents
-    schedule = sequence.schedule(n_envs)
+    schedule = spec.schedule
     metadata = _metadata(spec, seed, schedule)
     state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
@@ -302,7 +301,7 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
     """The ``ppo-jax`` job (``cl_suites.job.jax_job``) with this module's shared pieces."""
     from cl_suites.job.jax_job import run_jax_job
 
-    schedule = specs[0].sequence.schedule(specs[0].num_envs)
+    schedule = specs[0].schedule
     if resume:
         for spec, seed, run_dir in zip(specs, seeds, run_dirs, strict=True):
             if (run_dir / METADATA_FILE).exists():

@@ -138,7 +138,7 @@ def job_size_warnings(spec: Any) -> list[str]:
     """:func:`size_warnings` of a resolved run (``run_spec.JobSpec``)."""
     learner = spec.hp["learner"]
     return size_warnings(
-        total_steps=spec.sequence.schedule(spec.num_envs)[-1].end_step,
+        total_steps=spec.schedule[-1].end_step,
         step_unit=spec.suite.step_unit.name,
         num_envs=spec.num_envs,
         agents=spec.num_agents,

@@ -25,32 +25,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3.cl import METHODS, method_class
-from baselines_sb3.factory import LEARNERS, learner_class
-from baselines_sb3.keywords import accepted_options
+from baselines_sb3.cl import METHODS
 from cl_suites.config import argument_docs, check_names, keyword_defaults
-from cl_suites.core.task import TaskSequence
+from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.errors import BadValueError, ConfigError
 from cl_suites.job import hyperparameters, presets
-from cl_suites.job.jax_options import (
-    JAX_LEARNER,
-    TORCH_ONLY_JOB_OPTIONS,
-    check_no_jax_options,
-    jax_fields,
-    make_config,
-    resolve_jax,
-    route_jax_overrides,
-    torch_only_options,
-)
+from cl_suites.job.jax_options import JAX_LEARNER
+from cl_suites.job.learners import LearnerEntry, find_learner
 from cl_suites.job.option_specs import Opt
-from cl_suites.meal.runtime import meal_suite
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
 
@@ -300,10 +288,6 @@ OPTION_SPECS: dict[str, Opt] = {
 }
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
-MEAL_LEARNERS: tuple[str, ...] = meal_suite(1).learners
-"""Learners of MEAL suites (their catalog entry's): the JAX IPPO (default) and the
-SB3/torch IPPO."""
-
 
 def _read_only(value: Any) -> Any:
     """``value`` with every mapping inside it read-only (lists stay lists)."""
@@ -443,6 +427,8 @@ class JobSpec:
         multi_head / task_id_input: policy options.
         instance: the suite as built for this run by its catalog entry's runtime
             (``SingleAgentSuite``; MEAL: the ``MealSuite``, its kitchens and agents).
+        learner_entry: the learner's entry (``cl_suites.job.learners``): its family
+            and how its settings were routed.
     """
 
     suite: SuiteInfo
@@ -458,12 +444,18 @@ class JobSpec:
     multi_head: bool
     task_id_input: bool
     instance: SuiteInstance
+    learner_entry: LearnerEntry = field(repr=False)
 
     @property
     def meal(self) -> Any:
         """The ``MealSuite`` of a MEAL run (what ``baselines_jax`` trains on), else
         ``None``."""
         return self.instance if self.suite.family == "meal" else None
+
+    @cached_property
+    def schedule(self) -> tuple[Segment, ...]:
+        """The run's schedule: ``sequence`` cut for ``num_envs`` envs (computed once)."""
+        return self.sequence.schedule(self.num_envs)
 
     @property
     def job(self) -> dict[str, Any]:
@@ -545,30 +537,13 @@ def resolve(
     info = find_suite(suite)
     if info.methods is not None:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
-    preset_suite = info.preset_key  # every MEAL-<N> shares the "MEAL" preset
-    learner = learner or info.default_learner  # the same under every preset
-    valid = info.learners
-    if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
-        raise ValueError(
-            f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
-        )
-    _check_choice("learner", learner, valid)
-    hp = hyperparameters.resolve(
-        preset_suite, "ppo" if learner == JAX_LEARNER else learner, method, preset
-    )
+    entry = find_learner(learner, info)  # the default: the same under every preset
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    if learner == JAX_LEARNER:
-        hp, rest = _resolve_jax_learner(hp, method, given, overrides)
-    else:
-        if JAX_LEARNER in info.learners:  # the torch IPPO refuses the JAX IPPO's names
-            check_no_jax_options(overrides, learner)
-        rest = hyperparameters.route_overrides(hp, learner, method, overrides)
-    _check_suite_names(info, rest, learner, method, hp)
+    hp, rest = entry.settings(info, method, preset, given, overrides)
+    _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
-    if learner == JAX_LEARNER:
-        hp["learner"]["num_envs"] = n_envs
-        make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
+    entry.finish(hp, n_envs)
     # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
     instance, suite_kwargs = info.runtime.run_instance(
         info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
@@ -589,7 +564,7 @@ def resolve(
     return JobSpec(
         suite=info,
         method=method,
-        learner=learner,
+        learner=entry.name,
         preset=preset,
         hp=Hyperparameters.from_dict(hp),
         options=options,
@@ -600,6 +575,7 @@ def resolve(
         multi_head=multi_head,
         task_id_input=task_id_input,
         instance=instance,
+        learner_entry=entry,
     )
 
 
@@ -613,30 +589,19 @@ def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
 
 
 def valid_options(
-    info: SuiteInfo, learner: str, method: str, hp: dict[str, Any]
+    info: SuiteInfo, learner: LearnerEntry, method: str, hp: Mapping[str, Any]
 ) -> dict[str, tuple[str, ...]]:
     """The option names a run takes, by section (``job``, ``learner``, ``method``,
     ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
     job_owned = ("cl_method", "policy_kwargs", "seed", "device", "disk_dir", "storage")
-    if learner == JAX_LEARNER:
-        jax_owned = ("cl_method", "num_envs", *JOB_OPTIONS)  # multi_head, ...: job options
-        learner_names = tuple(n for n in jax_fields() if n not in jax_owned)
-        method_names: tuple[str, ...] = ()
-        policy: tuple[str, ...] = ()  # the IPPOConfig fields hidden_sizes, layer_norm, ...
-        job = tuple(n for n in JOB_OPTIONS if n not in TORCH_ONLY_JOB_OPTIONS)
-    else:
-        learner_names = accepted_options(learner_class(learner))
-        variant = hp["method"].get("variant")
-        method_names = ("variant", *accepted_options(method_class(method, variant)))
-        policy = hyperparameters.POLICY_OPTIONS
-        job = JOB_OPTIONS
+    names = learner.option_names(method, hp, JOB_OPTIONS)
     suite = suite_options(info) or {}
     seeded = info.runtime.seeded_kwargs({}, 0)  # MEAL: the run seed decides the kitchens
     return {
-        "job": job,
-        "learner": tuple(n for n in learner_names if n not in job_owned),
-        "method": tuple(dict.fromkeys(n for n in method_names if n not in job_owned)),
-        "policy": policy,
+        "job": tuple(n for n in JOB_OPTIONS if n not in learner.refused_job_options),
+        "learner": tuple(n for n in names["learner"] if n not in job_owned),
+        "method": tuple(dict.fromkeys(n for n in names["method"] if n not in job_owned)),
+        "policy": names["policy"],
         "suite": tuple(n for n in suite if n != "seed" or not seeded),
     }
 
@@ -644,7 +609,7 @@ def valid_options(
 def _check_suite_names(
     info: SuiteInfo,
     rest: Mapping[str, Any],
-    learner: str,
+    learner: LearnerEntry,
     method: str,
     hp: dict[str, Any],
 ) -> None:
@@ -655,37 +620,7 @@ def _check_suite_names(
     if "seed" in rest and info.runtime.seeded_kwargs({}, 0):
         return  # refused with its own message by the runtime (MEAL: use layout_seed)
     known = valid_options(info, learner, method, hp)
-    check_names(rest, known, f"--suite {info.name} --learner {learner} --method {method}")
-
-
-def _resolve_jax_learner(
-    hp: dict[str, Any], method: str, job: dict[str, Any], overrides: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
-    ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
-    torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
-    if torch_job:
-        raise ValueError(
-            f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner 'ppo', "
-            f"not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
-        )
-    torch_only = torch_only_options(hp, accepted_options(learner_class("ppo")))
-    values = resolve_jax(hp, method)
-    if "cl_method" in overrides:
-        raise ValueError("set the CL method with --method, not with the option cl_method")
-    overrides = route_jax_overrides(values, overrides, torch_only)
-    for key in ("multi_head", "task_id_input"):
-        if key in job and key in values:
-            values[key] = bool(job[key])
-    jax_hp = {
-        "learner": values,
-        "method": {},
-        "num_envs": hp["num_envs"],
-        "multi_head": bool(values.get("multi_head", hp["multi_head"])),
-        "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
-        "suite_defaults": hp["suite_defaults"],
-    }
-    return jax_hp, overrides
+    check_names(rest, known, f"--suite {info.name} --learner {learner.name} --method {method}")
 
 
 def rollout_steps(hp: dict[str, Any]) -> int:
@@ -730,7 +665,7 @@ def resolve_seed_group(
         for s in seeds
     ]
     spec = specs[0]
-    if spec.learner != JAX_LEARNER:  # the catalog offers ppo-jax on MEAL only
+    if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
         raise ConfigError(
             f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
             f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
@@ -742,14 +677,8 @@ def resolve_seed_group(
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     """Every option of the resolved run ``spec`` with its value and one-line doc, by
     section (what ``cl-suites options`` prints)."""
-    known = valid_options(spec.suite, spec.learner, spec.method, spec.hp)
-    learner_defaults = _signature_defaults(
-        None if spec.learner == JAX_LEARNER else learner_class(spec.learner)
-    )
-    method_defaults: dict[str, Any] = {}
-    if spec.learner != JAX_LEARNER:
-        variant = spec.hp["method"].get("variant")
-        method_defaults = _signature_defaults(method_class(spec.method, variant))
+    known = valid_options(spec.suite, spec.learner_entry, spec.method, spec.hp)
+    learner_defaults, method_defaults = spec.learner_entry.defaults(spec.method, spec.hp)
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
@@ -772,24 +701,3 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
             rows.append((name, sources[section].get(name), doc))
         table[section] = rows
     return table
-
-
-def _signature_defaults(cls: type | None) -> dict[str, Any]:
-    """Keyword defaults of ``cls(...)`` through its bases (``{}`` for ``None``)."""
-    if cls is None:
-        from cl_suites.job.jax_options import jax_api
-
-        return {
-            f.name: f.default
-            for f in dataclasses.fields(jax_api().IPPOConfig)
-            if f.default is not dataclasses.MISSING
-        }
-    out: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.default is not p.empty:
-                out[p.name] = p.default
-    return out

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from cl_suites.meal.suite import MealSuite
 
 JAX_LEARNER = "ppo-jax"
-"""MEAL's JAX IPPO (``baselines_jax``)."""
+"""The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
 MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
 """The CL methods MEAL's baselines define (``cl_suites.job.presets.MEAL_METHODS``)."""
 
