@@ -231,7 +231,8 @@ def test_the_resolved_hyperparameters_are_frozen_and_typed():
     policy options), a read-only mapping view for the factory, plain data for JSON."""
     import dataclasses
 
-    from cl_suites.job.run_spec import Hyperparameters, PolicyOptions, resolve
+    from cl_suites.job.hyperparameters import Hyperparameters, PolicyOptions
+    from cl_suites.job.run_spec import resolve
 
     spec = resolve(
         suite="Diagnostic",

@@ -46,7 +46,7 @@ from cl_suites.job.jax_checkpoint import (
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
-from cl_suites.job.jax_options import jax_api, make_config
+from cl_suites.job.jax_options import jax_api
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
@@ -172,7 +172,7 @@ def run_jax_job(
     """
     spec = specs[0]
     api = jax_api()
-    learner = api.JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(seeds))
+    learner = api.JaxIPPO(spec.meal, spec.learner_config, list(seeds))
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None

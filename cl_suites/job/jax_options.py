@@ -233,11 +233,11 @@ class JaxLearner:
             "policy": (),
         }
 
-    def finish(self, hp: dict[str, Any], num_envs: int) -> None:
-        """The run's ``num_envs`` into the settings; ``IPPOConfig`` checks its values (bad
-        ones fail here, before anything compiles)."""
+    def finish(self, hp: dict[str, Any], num_envs: int) -> Any:
+        """The run's ``num_envs`` into the settings, and the ``IPPOConfig`` the JAX job
+        trains with: it checks its values (bad ones fail here, before anything compiles)."""
         hp["learner"]["num_envs"] = num_envs
-        make_config(hp["learner"])
+        return make_config(hp["learner"])
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         fields = dataclasses.fields(jax_api().IPPOConfig)

@@ -63,8 +63,10 @@ class LearnerEntry(Protocol):
         keywords the job sets itself; ``job_options``: the job options' names)."""
         ...
 
-    def finish(self, hp: dict[str, Any], num_envs: int) -> None:
-        """Complete and check the resolved settings (``num_envs``: the run's)."""
+    def finish(self, hp: dict[str, Any], num_envs: int) -> Any:
+        """Complete and check the resolved settings (``num_envs``: the run's); the
+        learner's checked configuration object, if its family has one (``ppo-jax``: its
+        ``IPPOConfig``), else ``None``."""
         ...
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
@@ -122,7 +124,7 @@ class TorchLearner:
         }
 
     def finish(self, hp: dict[str, Any], num_envs: int) -> None:
-        return None
+        return None  # the learner's keywords are hp["learner"], checked when it is built
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         variant = hp["method"].get("variant")

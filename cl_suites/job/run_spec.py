@@ -23,12 +23,10 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any
 
 from baselines_sb3.cl import METHODS
@@ -36,6 +34,7 @@ from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.errors import BadValueError, ConfigError
 from cl_suites.job import hyperparameters, presets
+from cl_suites.job.hyperparameters import Hyperparameters
 from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
 from cl_suites.job.option_specs import Opt
@@ -289,115 +288,6 @@ OPTION_SPECS: dict[str, Opt] = {
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
 
-def _read_only(value: Any) -> Any:
-    """``value`` with every mapping inside it read-only (lists stay lists)."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with every mapping inside it a ``dict`` again (JSON-ready)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return copy.deepcopy(value)
-
-
-@dataclass(frozen=True)
-class PolicyOptions:
-    """The policy and env-wrapper options of a torch-learner run (``OPTIONS``'s ``policy``
-    section documents each; the preset's values after the run's overrides)."""
-
-    network: str
-    net_arch: list[int]
-    activation: str
-    cnn_features_dim: int | None
-    ortho_init: bool
-    trunk_layer_norm: bool
-    normalize_images: bool
-    action_mask_mode: str
-    previous_action_reward: bool
-    reward_clip: tuple[float, float] | list[float] | None
-    reward_sign: bool
-    time_limit_terminal: bool
-    optimizer_kwargs: Mapping[str, Any] | None = None
-    """Extra optimizer keywords (MEAL: Adam's ``eps``); not a run option."""
-
-
-@dataclass(frozen=True)
-class Hyperparameters(Mapping):
-    """The resolved learner, method and policy settings of a run, frozen.
-
-    Attributes:
-        learner: the learner's constructor keywords (``n_steps`` and other step counts in
-            agent steps; MEAL: env steps); ``ppo-jax``: every ``IPPOConfig`` field.
-        method: the CL method's keywords (``variant`` included; ``ppo-jax``: empty, its
-            CL settings are ``IPPOConfig`` fields).
-        policy: ``PolicyOptions`` (``None`` for ``ppo-jax``, whose network settings are
-            ``IPPOConfig`` fields).
-        num_envs: the preset's number of envs (the run's is ``JobSpec.num_envs``).
-        multi_head / task_id_input: the preset's policy heads and task-id input.
-        suite_defaults: suite options the preset sets unless the run does.
-
-    Also a read-only mapping with ``hyperparameters.resolve``'s keys (``hp["learner"]``,
-    ``hp["net_arch"]``, ...), what the learner factory and the env wrappers read.
-    """
-
-    learner: Mapping[str, Any]
-    method: Mapping[str, Any]
-    policy: PolicyOptions | None
-    num_envs: int
-    multi_head: bool
-    task_id_input: bool
-    suite_defaults: Mapping[str, Any]
-
-    @classmethod
-    def from_dict(cls, hp: Mapping[str, Any]) -> Hyperparameters:
-        """Freeze the dict of ``hyperparameters.resolve`` (after the overrides)."""
-        fields = {f.name for f in dataclasses.fields(PolicyOptions)}
-        policy = {k: _read_only(v) for k, v in hp.items() if k in fields}
-        return cls(
-            learner=_read_only(hp["learner"]),
-            method=_read_only(hp["method"]),
-            policy=PolicyOptions(**policy) if policy else None,
-            num_envs=int(hp["num_envs"]),
-            multi_head=bool(hp["multi_head"]),
-            task_id_input=bool(hp["task_id_input"]),
-            suite_defaults=_read_only(hp["suite_defaults"]),
-        )
-
-    @cached_property
-    def _items(self) -> dict[str, Any]:
-        """The mapping view, built once (the fields are frozen)."""
-        policy = {}
-        if self.policy is not None:
-            policy = {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(self.policy)}
-            if policy["optimizer_kwargs"] is None:
-                del policy["optimizer_kwargs"]
-        return {
-            "learner": self.learner,
-            "method": self.method,
-            "num_envs": self.num_envs,
-            **policy,
-            "multi_head": self.multi_head,
-            "task_id_input": self.task_id_input,
-            "suite_defaults": self.suite_defaults,
-        }
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-ready data (``dict`` copies)."""
-        return _plain(self._items)
-
-
 def check_option(name: str, value: Any) -> Any:
     """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
     option; an integral float as an ``int`` for an integer option); ``BadValueError``
@@ -429,6 +319,9 @@ class JobSpec:
             (``SingleAgentSuite``; MEAL: the ``MealSuite``, its kitchens and agents).
         learner_entry: the learner's entry (``cl_suites.job.learners``): its family
             and how its settings were routed.
+        learner_config: the learner's checked configuration (``ppo-jax``: its
+            ``IPPOConfig``; ``None`` for the torch learners, whose keywords are
+            ``hp.learner``).
     """
 
     suite: SuiteInfo
@@ -445,6 +338,7 @@ class JobSpec:
     task_id_input: bool
     instance: SuiteInstance
     learner_entry: LearnerEntry = field(repr=False)
+    learner_config: Any = field(default=None, repr=False)
 
     @property
     def meal(self) -> Any:
@@ -543,7 +437,7 @@ def resolve(
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
-    entry.finish(hp, n_envs)
+    learner_config = entry.finish(hp, n_envs)
     # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
     instance, suite_kwargs = info.runtime.run_instance(
         info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
@@ -576,6 +470,7 @@ def resolve(
         task_id_input=task_id_input,
         instance=instance,
         learner_entry=entry,
+        learner_config=learner_config,
     )
 
 
