@@ -7,10 +7,13 @@ Every option of a run is declared once here, with its type (an
   its typed fields);
 * the hyperparameters (learner, CL method, policy) and the common suite options:
   :data:`OPTIONS` (their defaults are the preset tables of ``cl_suites.job.presets``,
-  composed by ``cl_suites.job.hyperparameters.resolve``, and the suites' paper values).
+  composed by ``cl_suites.job.hyperparameters``, and the suites' paper values).
 
 :func:`resolve` turns ``(suite, method, learner, preset, num_envs, overrides, seed)`` into a
-frozen :class:`JobSpec`, building no env. ``cl-suites run`` (``--print-config`` too),
+frozen :class:`JobSpec`, building no env, in one pass: the option values are checked, the
+suite's catalog entry and the learner's entry (``cl_suites.job.learners``) are looked up
+once, the learner's entry gives the settings (presets, the run's overrides routed), the
+left-over names are checked as suite options, the suite's runtime builds the instance. ``cl-suites run`` (``--print-config`` too),
 ``cl-suites sweep`` (its preflight and its workers), config files and the library call
 ``run_main_job`` all go through it, so they accept, refuse and convert every option alike:
 each value is checked against its declaration, each name against the options the run's
