@@ -4,7 +4,8 @@ resumes with today's code and ends exactly as that code's uninterrupted run.
 ``tests/fixtures/run-f56fd38`` (written by ``tests/fixtures/make_run_f56fd38.py`` at that
 commit): ``killed/`` holds the run directory at its checkpoint of step 1280 (the checkpoint
 names the task env's classes, ``cl_suites.suites.diagnostic.CueEnv``, in its pickled env
-state); ``full/`` the logs of the same run uninterrupted.
+state); ``full/`` the logs of the same run uninterrupted; ``config.json`` the arguments of
+both.
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ import torch as th
 
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
 from cl_suites.job import run_main_job
-from tests.fixtures.make_run_f56fd38 import JOB, OVERRIDES
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-f56fd38"
 
 
 def test_a_checkpoint_written_before_the_move_resumes_to_the_same_run(tmp_path):
+    config = json.loads((FIXTURE / "config.json").read_text())
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE / "killed", run_dir)
     assert read_eval(run_dir).total_step.max() < 2000  # killed mid-run
     previous = th.get_num_threads()
     th.set_num_threads(1)
     try:
-        run_main_job(run_dir=run_dir, resume=True, overrides=dict(OVERRIDES), **JOB)
+        run_main_job(run_dir=run_dir, resume=True, overrides=config["overrides"], **config["job"])
     finally:
         th.set_num_threads(previous)
     full = FIXTURE / "full"
@@ -41,5 +42,6 @@ def test_a_checkpoint_written_before_the_move_resumes_to_the_same_run(tmp_path):
         read_metadata(run_dir),
         json.loads((full / "metadata.json").read_text()),
     )
-    assert resumed.pop("start_time") != uninterrupted.pop("start_time")  # two runs
+    for metadata in (resumed, uninterrupted):
+        del metadata["start_time"]  # of two runs
     assert resumed == uninterrupted

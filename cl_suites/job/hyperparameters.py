@@ -28,6 +28,10 @@ from cl_suites.errors import UnknownOptionError, UnknownSuiteError
 from cl_suites.job import presets
 from cl_suites.suites import find_suite, parse_suite_id
 
+Values = dict[str, Any]
+"""Values by name: a run's options, or :func:`resolve`'s settings (``learner``, ``method``,
+``net_arch``, ...)."""
+
 POLICY_OPTIONS: tuple[str, ...] = (
     "network",
     "net_arch",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from cl_suites.errors import UnknownOptionError
 from cl_suites.job import hyperparameters
-from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS
+from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS, Values
 from cl_suites.meal.runtime import JAX_LEARNER
 
 if TYPE_CHECKING:
@@ -186,13 +186,8 @@ class JaxLearner:
     refused_job_options: tuple[str, ...] = TORCH_ONLY_JOB_OPTIONS
 
     def settings(
-        self,
-        suite: SuiteInfo,
-        method: str,
-        preset: str,
-        job: dict[str, Any],
-        overrides: dict[str, Any],
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
+    ) -> tuple[Values, Values]:
         """``(hp, suite overrides)``: ``hp["learner"]`` holds every ``IPPOConfig`` field
         (the ``ppo`` preset's values translated, then the run's overrides)."""
         hp = hyperparameters.compose(suite.family, suite.preset_key, self.preset, method, preset)

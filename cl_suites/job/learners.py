@@ -22,6 +22,7 @@ from baselines_sb3.cl import method_class
 from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.job import hyperparameters
+from cl_suites.job.hyperparameters import Values
 from cl_suites.job.jax_options import JAX_IPPO, JAX_LEARNER, check_no_jax_options
 from cl_suites.suites import SuiteInfo
 
@@ -43,13 +44,8 @@ class LearnerEntry(Protocol):
     refused_job_options: tuple[str, ...]
 
     def settings(
-        self,
-        suite: SuiteInfo,
-        method: str,
-        preset: str,
-        job: dict[str, Any],
-        overrides: dict[str, Any],
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
+    ) -> tuple[Values, Values]:
         """``(hp, rest)``: its settings for ``suite`` and ``method`` under ``preset``
         (``cl_suites.job.hyperparameters``' keys) with the run's learner, method and
         policy ``overrides`` moved in; ``rest`` the overrides left (suite options).
@@ -101,13 +97,8 @@ class TorchLearner:
         return self.name
 
     def settings(
-        self,
-        suite: SuiteInfo,
-        method: str,
-        preset: str,
-        job: dict[str, Any],
-        overrides: dict[str, Any],
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
+    ) -> tuple[Values, Values]:
         if JAX_LEARNER in suite.learners:  # the torch IPPO refuses the JAX IPPO's names
             check_no_jax_options(overrides, self.name)
         hp = hyperparameters.compose(suite.family, suite.preset_key, self.name, method, preset)

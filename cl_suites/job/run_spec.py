@@ -13,9 +13,10 @@ Every option of a run is declared once here, with its type (an
 frozen :class:`JobSpec`, building no env, in one pass: the option values are checked, the
 suite's catalog entry and the learner's entry (``cl_suites.job.learners``) are looked up
 once, the learner's entry gives the settings (presets, the run's overrides routed), the
-left-over names are checked as suite options, the suite's runtime builds the instance. ``cl-suites run`` (``--print-config`` too),
-``cl-suites sweep`` (its preflight and its workers), config files and the library call
-``run_main_job`` all go through it, so they accept, refuse and convert every option alike:
+left-over names are checked as suite options, the suite's runtime builds the instance.
+``cl-suites run`` (``--print-config`` too), ``cl-suites sweep`` (its preflight and its
+workers), config files and the library call ``run_main_job`` all go through it, so they
+accept, refuse and convert every option alike:
 each value is checked against its declaration, each name against the options the run's
 suite, learner and method take (:func:`cl_suites.config.check_names`: did-you-mean and the
 valid names by section).
