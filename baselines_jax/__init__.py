@@ -1,12 +1,16 @@
 """MEAL's IPPO in JAX: one compiled program per ``train`` call, ``K`` seeds vmapped.
 
 ``IPPOConfig`` (MEAL's settings), ``JaxIPPO`` (init_state / train / end_task / act /
-state_dict / load_state_dict, ``compile_seconds``), ``TrainState``, ``ActorCritic`` (the
-flax network) and the torch-policy parameter converter ``params_from_torch``.
+state_dict / load_state_dict, ``compile_seconds``), ``TrainState`` and ``ActorCritic`` (the
+flax network). The parameter converter between this family and the torch policies
+(``params_from_torch``) is ``cl_suites.job.convert``, above both families.
 """
 
 from baselines_jax.config import CL_METHODS, IPPOConfig
 from baselines_jax.learner import JaxIPPO, Metrics, TrainState
 from baselines_jax.network import ActorCritic
+from cl_suites.errors import point_to_moved_modules
+
+point_to_moved_modules({"baselines_jax.convert": "cl_suites.job.convert"})
 
 __all__ = ["CL_METHODS", "ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]

@@ -1,7 +1,7 @@
 """Building a baseline from resolved hyperparameters: the env wrappers a preset asks for and
 the SB3 learner with its policy, for every suite (MEAL's IPPO included).
 
-``baselines_sb3.hyperparameters.resolve`` says *what* to build (a plain dict of hyperparameters);
+``cl_suites.job.hyperparameters.resolve`` says *what* to build (a plain dict of hyperparameters);
 this module builds it. The main job, and any user script, call :func:`wrap_env` on the
 sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and then :func:`build_model`.
 """

@@ -1,7 +1,7 @@
 """The keyword names a class accepts, and one check of a run's keywords against them.
 
-A leaf module (imports nothing of the package): ``cl``, ``factory`` and
-``hyperparameters`` use it without importing one another.
+A leaf module (imports nothing of the package): ``cl`` and ``factory`` (and the job
+layer's ``cl_suites.job.hyperparameters``) use it without importing one another.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
     import torch as th
 
     from baselines_sb3 import learners
-    from baselines_sb3.main_job import run_main_job
+    from cl_suites.job.main_job import run_main_job
 
     marks: list[tuple[float, float, int]] = []
     epochs_s: list[float] = []  # seconds in the PPO epochs (``train``) of each update
@@ -200,8 +200,8 @@ def run_jax(num_envs: int, updates: int, tasks: int, seeds: int) -> dict:
     timed as training (the same compiled program)."""
     import jax
 
-    from baselines_sb3.jax_options import jax_api, make_config
-    from baselines_sb3.main_job import resolve_job
+    from cl_suites.job.jax_options import jax_api, make_config
+    from cl_suites.job.main_job import resolve_job
 
     spec = resolve_job(
         suite="MEAL-2",

@@ -45,7 +45,7 @@ def one_after_another(spec: SweepSpec, out: Path, threads: int) -> float:
         kwargs = run.job_kwargs()
         kwargs["overrides"] = {**JOB_OPTIONS, **kwargs["overrides"]}
         code = (
-            "import json, sys, torch; from baselines_sb3.main_job import run_main_job; "
+            "import json, sys, torch; from cl_suites.job.main_job import run_main_job; "
             f"{f'torch.set_num_threads({threads}); ' if threads else ''}"
             "run_main_job(**json.loads(sys.argv[1]), run_dir=sys.argv[2], resume=False)"
         )

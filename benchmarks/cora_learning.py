@@ -76,12 +76,11 @@ class Scorer:
     the given parameters."""
 
     def __init__(self, budget: Budget, seed: int, episodes: int | None = None):
-        from cl_suites.job.hyperparameters import resolve
-
         from baselines_sb3.cl import make_method
         from baselines_sb3.factory import build_model, wrap_env
         from cl_suites import make_sequence, make_vec
         from cl_suites.core.evaluation import Evaluator
+        from cl_suites.job.hyperparameters import resolve
 
         kwargs = dict(
             pairs=list(budget.pairs),

@@ -24,12 +24,12 @@ from gymnasium import spaces
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv
 
-from baselines_sb3 import hyperparameters
 from baselines_sb3.cl import attach_method, make_method
 from baselines_sb3.cl.base import rollout_from_buffer
 from baselines_sb3.cora_weights import cora_names
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.task import Segment, TaskSwitch
+from cl_suites.job import hyperparameters
 
 
 class _Cursor(SimpleNamespace):

@@ -680,7 +680,7 @@ class TorchStep:
         import numpy as np
         import torch as th
 
-        from baselines_jax.convert import load_into_torch, params_from_torch, torch_names
+        from cl_suites.job.convert import load_into_torch, params_from_torch, torch_names
 
         policy, cfg = self.policy, self.cfg
         load_into_torch(policy, state.params)

@@ -279,7 +279,7 @@ def _run_dirs(config: RunConfig, run_dir: Path) -> list[Path]:
     of ``--seeds``."""
     if config.seeds is None:
         return [run_dir]
-    from baselines_sb3.main_job import seed_run_dirs
+    from cl_suites.job.main_job import seed_run_dirs
 
     return seed_run_dirs(run_dir, config.seeds)
 
@@ -344,10 +344,10 @@ def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
 
 
 def _resolve(config: RunConfig) -> list[Any]:
-    """The run's ``baselines_sb3.run_spec.JobSpec``s (one, or one per seed of ``--seeds``):
+    """The run's ``cl_suites.job.run_spec.JobSpec``s (one, or one per seed of ``--seeds``):
     everything checked, nothing built or written. The CLI draws the progress bar unless
     the run says otherwise."""
-    from baselines_sb3.run_spec import resolve, resolve_seed_group
+    from cl_suites.job.run_spec import resolve, resolve_seed_group
 
     kwargs = dict(
         suite=config.suite,
@@ -479,7 +479,7 @@ def _shared_kitchens_note(seeds: list[int], spec: Any) -> str:
 def _start(config: RunConfig, specs: list[Any] | None, run_dir: Path, resume: bool) -> None:
     """Train the resolved ``specs`` (``None``: the random agent) into ``run_dir``."""
     if specs is None:
-        from cl_suites.training import run_random_agent
+        from cl_suites.random_agent import run_random_agent
 
         options = dict(config.options)
         run_random_agent(
@@ -492,7 +492,7 @@ def _start(config: RunConfig, specs: list[Any] | None, run_dir: Path, resume: bo
             **options,
         )
         return
-    from baselines_sb3.main_job import run_resolved
+    from cl_suites.job.main_job import run_resolved
 
     seeds = config.seeds if config.seeds is not None else [config.seed]
     run_resolved(specs, seeds, _run_dirs(config, run_dir), resume)
@@ -584,7 +584,7 @@ def cmd_options(args: argparse.Namespace) -> int:
         }  # fmt: skip
         title = f"--suite {info.name} --method random"
     else:
-        from baselines_sb3.run_spec import option_table, resolve
+        from cl_suites.job.run_spec import option_table, resolve
 
         spec = resolve(
             suite=args.suite,

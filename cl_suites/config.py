@@ -7,7 +7,7 @@ A configuration is one flat mapping. The *run keys* choose what runs::
 and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
 ``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
 ``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a learner / method hyperparameter
-(``learning_rate``, ``lam``, ``buffer_size``, ...); ``baselines_sb3.run_spec.resolve``
+(``learning_rate``, ``lam``, ``buffer_size``, ...); ``cl_suites.job.run_spec.resolve``
 declares each once and sends it to its place. A TOML file::
 
     suite = "Procgen6"

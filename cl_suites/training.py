@@ -1,20 +1,18 @@
-"""Pieces every training loop over a sequence shares, and the random-agent run.
+"""Pieces every training loop over a sequence shares.
 
 ``run_metadata`` describes a run for its run log; ``episode_records`` turns a vector
 step's infos into training-episode rows (both used by ``cl_suites.Recorder``, the object
-an own loop calls once per step); ``run_random_agent`` is the reference loop (and the
-CLI's ``--method random``): plug a learner in by replacing the action choice.
+an own loop calls once per step). The reference loop, ``run_random_agent``, lives in
+``cl_suites.random_agent`` (it runs on a ``Recorder``, which uses this module).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
-from cl_suites.core.vector import VectorizationMode
 from cl_suites.suites import find_suite
 
 
@@ -76,47 +74,9 @@ def episode_records(infos: dict[str, Any], total_step: int) -> list[dict[str, An
     ]
 
 
-def run_random_agent(
-    suite: str,
-    *,
-    seed: int,
-    run_dir: str | Path,
-    num_envs: int = 8,
-    vectorization_mode: VectorizationMode = "sync",
-    progress: bool = False,
-    **env_kwargs: Any,
-) -> Path:
-    """Play a whole sequence with uniformly random actions, evaluating on schedule.
-
-    Writes a complete run directory (``metadata.json``, ``eval.csv``, ``episodes.csv``,
-    ``progress.json``) and returns its path. ``env_kwargs`` override the suite's defaults
-    (``steps_per_task``, ``cycles``, ``eval_every``, ``eval_episodes``, ...).
-    ``progress=True`` draws the rich progress bar (the CLI does; library calls are quiet).
-    """
-    from cl_suites.recorder import Recorder
-
-    rec = Recorder(
-        run_dir,
-        suite,
-        num_envs=num_envs,
-        seed=seed,
-        method="random",
-        progress=progress,
-        vectorization_mode=vectorization_mode,
-        **env_kwargs,
-    )
-    rng = np.random.default_rng(seed)
-    n_actions = rec.sequence.action_space.n
-
-    def policy(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
-        return rng.integers(n_actions, size=len(obs))
-
-    with rec:
-        env = rec.envs
-        env.action_space.seed(seed)
-        _, infos = env.reset(seed=seed)
-        rec.step(infos, policy)
-        while not rec.done:
-            _, _, _, _, infos = env.step(env.action_space.sample())
-            rec.step(infos, policy)
-    return Path(run_dir)
+def __getattr__(name: str):
+    if name == "run_random_agent":
+        raise ImportError(
+            "cl_suites.training.run_random_agent moved to cl_suites.random_agent.run_random_agent"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,6 @@ import pandas as pd
 import pytest
 import torch as th
 
-from baselines_sb3 import checkpoint
-from baselines_sb3.main_job import run_main_job
 from cl_suites.cli import main
 from cl_suites.core import checkpoint_files
 from cl_suites.core.checkpoint_files import (
@@ -39,6 +37,8 @@ from cl_suites.core.checkpoint_files import (
 from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
 from cl_suites.core.evaluation import EvalBatch
 from cl_suites.core.runlog import read_episodes, read_eval
+from cl_suites.job import checkpoint
+from cl_suites.job.main_job import run_main_job
 from tests.kill_drills import kill_run_at
 
 th.set_num_threads(1)
@@ -383,7 +383,7 @@ def test_killed_at_a_fixed_moment_then_resumed_loses_and_repeats_nothing(
 def test_a_corrupt_ppo_jax_checkpoint_is_named_and_the_previous_one_resumes(
     tmp_path, capsys, damage
 ):
-    from baselines_sb3.jax_checkpoint import (
+    from cl_suites.job.jax_checkpoint import (
         common_checkpoint,
         jax_checkpoint_path,
         save_jax_checkpoint,

@@ -331,10 +331,10 @@ def test_wandb_offline_gets_the_training_scalars(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     from baselines_sb3.learners import ContinualPPO
     from baselines_sb3.policies import ContinualPolicy
-    from baselines_sb3.tracking import configure_logger
     from cl_suites.api import make_vec
     from cl_suites.core.runlog import RunLog
     from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.job.tracking import configure_logger
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

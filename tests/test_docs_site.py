@@ -27,6 +27,7 @@ DOCSTRING_SENTENCES = [
     ("api/cl_suites.html", "sub-envs that switch task together."),  # cl_suites.make_vec
     ("api/cl_suites.html", "The training env, run log, evaluator and progress of one run"),
     ("api/metrics.html", "A, F and P of one run (MEAL section 4.5)."),  # meal_metrics
+    ("api/job.html", "Train learner + method over suite and write the run directory."),
     ("api/baselines_sb3.html", "install the loss hook, subscribe it to the env's task"),
     ("api/baselines_jax.html", "MEAL's IPPO (Table 4; IPPO_CL.py Config where the paper"),
 ]

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from baselines_sb3.cl.clear import ReplayMemoryError
-from baselines_sb3.main_job import resolve_job
-from baselines_sb3.tracking import TrackingError
 from cl_suites import cli
 from cl_suites.api import make_sequence
 from cl_suites.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, main
@@ -50,6 +48,8 @@ from cl_suites.errors import (
     UnknownSuiteError,
     require,
 )
+from cl_suites.job.main_job import resolve_job
+from cl_suites.job.tracking import TrackingError
 from cl_suites.meal.layouts import LayoutGenerationError
 from cl_suites.metrics.runs import MetricsInputError
 from cl_suites.sweep.grid import SweepError
@@ -233,7 +233,7 @@ def test_unknown_option_exits_2_from_the_cli(capsys):
 def test_type_error_from_a_bug_exits_as_unexpected(monkeypatch, tmp_path, capsys):
     """A ``TypeError`` deep inside the run (a bug, not input) exits 1 as unexpected, even
     with the "unexpected keyword argument" text the CLI once matched as bad input."""
-    import baselines_sb3.main_job
+    import cl_suites.job.main_job
 
     def helper(steps):
         return steps
@@ -241,7 +241,7 @@ def test_type_error_from_a_bug_exits_as_unexpected(monkeypatch, tmp_path, capsys
     def broken_run(specs, seeds, run_dirs, resume):
         return helper(stpes=seeds[0])  # the bug
 
-    monkeypatch.setattr(baselines_sb3.main_job, "run_resolved", broken_run)
+    monkeypatch.setattr(cl_suites.job.main_job, "run_resolved", broken_run)
     code = main([*RUN_DIAGNOSTIC, "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == EXIT_FAILED

@@ -104,7 +104,7 @@ def test_corrupt_logs_raise_clear_errors(tmp_path):
 
 
 def test_random_agent_run_writes_complete_log(tmp_path):
-    from cl_suites.training import run_random_agent
+    from cl_suites.random_agent import run_random_agent
 
     run = run_random_agent(
         "Procgen6",

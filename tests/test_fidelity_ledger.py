@@ -119,8 +119,9 @@ UNKEYED = {
 
 
 def _namespace() -> dict[str, Any]:
-    from baselines_sb3 import cl, hyperparameters, learners, policies, presets
+    from baselines_sb3 import cl, learners, policies
     from baselines_sb3.cl import unroll_buffer
+    from cl_suites.job import hyperparameters, presets
 
     names: dict[str, Any] = {"presets": presets, "hyperparameters": hyperparameters}
     for module in (learners, cl, policies, unroll_buffer):
@@ -150,7 +151,7 @@ def resolve_key(key: str) -> Any:
             return value(node.value)[ast.literal_eval(node.slice)]
         if isinstance(node, ast.Call):
             func = value(node.func)
-            if getattr(func, "__module__", "") != "baselines_sb3.hyperparameters":
+            if getattr(func, "__module__", "") != "cl_suites.job.hyperparameters":
                 raise ValueError(f"only preset functions may be called, not {func!r}")
             args = [ast.literal_eval(a) for a in node.args]
             return func(*args, **{k.arg: ast.literal_eval(k.value) for k in node.keywords})
@@ -217,7 +218,7 @@ def test_cora_rows_carry_default_keys():
 
 def test_a_drifted_default_fails_the_key_check():
     """The check can fail: a stated value that differs from the code's is reported."""
-    from baselines_sb3 import presets
+    from cl_suites.job import presets
 
     row = {"ours (default)": '`presets.CORA_VTRACE["gamma"] = 0.9` and `VTrace.n_steps = 20`'}
     keys = dict(default_keys(row))

@@ -12,14 +12,14 @@ import pytest
 import torch as th
 from PIL import Image
 
-from baselines_sb3 import main_job
 from baselines_sb3.cl.base import ContinualMethod
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, read_progress
 from cl_suites.core.runlog import read_eval
 from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.core.video import VideoRecorder, poster_path, video_path
-from cl_suites.training import run_random_agent
+from cl_suites.job import main_job
+from cl_suites.random_agent import run_random_agent
 
 th.set_num_threads(1)
 

@@ -17,18 +17,18 @@ import pytest
 
 pytest.importorskip("meal")
 
-from baselines_sb3 import jax_job, jax_options
-from baselines_sb3.jax_checkpoint import (
+from cl_suites.cli import main
+from cl_suites.core.progress import read_progress
+from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from cl_suites.job import jax_job, jax_options
+from cl_suites.job.jax_checkpoint import (
     common_checkpoint,
     jax_checkpoint_path,
     load_jax_checkpoint,
     read_meta,
     save_jax_checkpoint,
 )
-from baselines_sb3.main_job import resolve_job, run_main_job, run_seed_group
-from cl_suites.cli import main
-from cl_suites.core.progress import read_progress
-from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from cl_suites.job.main_job import resolve_job, run_main_job, run_seed_group
 from tests.kill_drills import kill_inside_first_checkpoint
 
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
@@ -404,7 +404,7 @@ def test_eval_policy_acts_per_task_and_samples_from_its_own_keys():
 
 
 def test_sweep_worker_runs_a_seed_group_once_and_records_every_run(tmp_path, monkeypatch):
-    from baselines_sb3 import main_job
+    from cl_suites.job import main_job
     from cl_suites.sweep import worker
     from cl_suites.sweep.grid import SweepSpec, seed_groups
     from cl_suites.sweep.sweep_dir import SweepDir

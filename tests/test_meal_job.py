@@ -16,9 +16,10 @@ import torch as th
 
 pytest.importorskip("meal")
 
-from baselines_sb3 import callbacks, checkpoint
-from baselines_sb3.main_job import resolve_job, run_main_job
+from baselines_sb3 import callbacks
 from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
+from cl_suites.job import checkpoint
+from cl_suites.job.main_job import resolve_job, run_main_job
 from tests.kill_drills import kill_inside_first_checkpoint
 from tests.thread_recording import record_threads
 
@@ -145,7 +146,7 @@ def test_meal_evaluation_is_meals(ft_run):
 def test_meal_runs_start_episodes_at_random_states(ft_run):
     """As MEAL's paper-time code (random_reset=True): random agent positions, inventories
     and pot states at every reset; a fixed start with ``random_reset=False``."""
-    from baselines_sb3.main_job import _training_env
+    from cl_suites.job.main_job import _training_env
 
     def starts(**overrides):
         spec = resolve_job(
@@ -163,7 +164,7 @@ def test_meal_runs_start_episodes_at_random_states(ft_run):
 def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
     """MEAL's training code treats its 400-step done as terminal (no bootstrap); an episode
     cut by a task switch is still a truncation (bootstrapped)."""
-    from baselines_sb3.main_job import _training_env
+    from cl_suites.job.main_job import _training_env
 
     spec = resolve_job(
         suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
@@ -215,8 +216,8 @@ def test_meal_kill_inside_the_first_checkpoint_write_resumes_from_the_start(ft_r
 
 def _task0_drift(run_dir) -> float:
     """Mean KL(pi_end_of_task0 || pi_final) of the task-0 head over task-0 observations."""
-    from baselines_sb3.main_job import _training_env
     from baselines_sb3.policies import OBS_KEY, TASK_KEY
+    from cl_suites.job.main_job import _training_env
 
     spec = resolve_job(
         suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
@@ -246,7 +247,7 @@ def _task0_drift(run_dir) -> float:
 def _policy_from(spec, weights):
     from baselines_sb3.cl import make_method
     from baselines_sb3.factory import build_model, wrap_env
-    from baselines_sb3.main_job import _training_env
+    from cl_suites.job.main_job import _training_env
 
     _, sb3_env, _ = _training_env(spec)
     env, _ = wrap_env(sb3_env, spec.sequence, spec.hp, multi_head=True, task_id_input=True)

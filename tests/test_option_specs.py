@@ -10,12 +10,12 @@ import threading
 import numpy as np
 import pytest
 
-from baselines_sb3 import main_job
-from baselines_sb3.main_job import resolve_job
-from baselines_sb3.option_specs import job_size_warnings, size_warnings
-from baselines_sb3.run_spec import JOB_OPTIONS, OPTION_SPECS, check_option
 from cl_suites.cli import main
 from cl_suites.config import MAX_CONFIG_BYTES, ConfigError, load_config_file
+from cl_suites.job import main_job
+from cl_suites.job.main_job import resolve_job
+from cl_suites.job.option_specs import job_size_warnings, size_warnings
+from cl_suites.job.run_spec import JOB_OPTIONS, OPTION_SPECS, check_option
 from cl_suites.sweep.grid import SweepError, load_sweep_file
 
 DIAG = dict(suite="Diagnostic", method="ewc", learner="ppo", preset="small", num_envs=None)

@@ -238,7 +238,7 @@ def test_unwritable_directory_is_one_line(tmp_path, monkeypatch):
 
 
 def _run(tmp_path, name, **extra):
-    from baselines_sb3.main_job import run_main_job
+    from cl_suites.job.main_job import run_main_job
 
     overrides = {
         "n_tasks": 2,
@@ -264,7 +264,7 @@ def _run(tmp_path, name, **extra):
 
 
 def test_disk_full_during_a_checkpoint_then_resume_completes_identically(tmp_path, monkeypatch):
-    from baselines_sb3.checkpoint import latest_checkpoint, load_checkpoint
+    from cl_suites.job.checkpoint import latest_checkpoint, load_checkpoint
 
     full = _run(tmp_path, "full")
     fill_disk(monkeypatch, "pt", skip=1)  # the second checkpoint hits a full disk

@@ -3,7 +3,7 @@ accepts or refuses an option name the same way.
 
 The entry points: ``cl-suites run --set``, ``cl-suites sweep --set`` (the grid its
 preflight and workers resolve), a run config file, a sweep file and the library call
-``run_main_job`` / ``resolve_job``; all of them end in ``baselines_sb3.run_spec.resolve``.
+``run_main_job`` / ``resolve_job``; all of them end in ``cl_suites.job.run_spec.resolve``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from baselines_sb3 import main_job
-from baselines_sb3.run_spec import JOB_FIELDS, JobOptions, resolve
 from cl_suites import cli
 from cl_suites.config import parse_set, parse_value
 from cl_suites.errors import UnknownOptionError
+from cl_suites.job import main_job
+from cl_suites.job.run_spec import JOB_FIELDS, JobOptions, resolve
 from cl_suites.sweep import cli as sweep_cli
 from cl_suites.sweep.driver import preflight
 from cl_suites.sweep.grid import load_sweep_file
@@ -275,7 +275,8 @@ def test_the_resolved_hyperparameters_are_frozen_and_typed():
     policy options), a read-only mapping view for the factory, plain data for JSON."""
     import dataclasses
 
-    from baselines_sb3.run_spec import Hyperparameters, PolicyOptions, resolve
+    from cl_suites.job.hyperparameters import Hyperparameters, PolicyOptions
+    from cl_suites.job.run_spec import resolve
 
     spec = resolve(
         suite="Diagnostic",

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from baselines_sb3 import hyperparameters, presets, run_spec
 from baselines_sb3.factory import LEARNERS
 from cl_suites.errors import ConfigError, UnknownSuiteError
+from cl_suites.job import hyperparameters, presets
+from cl_suites.job.learners import LEARNER_ENTRIES
+from cl_suites.meal.runtime import meal_suite
 from cl_suites.suites import (
     SUITE_TEMPLATES,
     SUITES,
     find_suite,
-    meal_suite,
     parse_suite_id,
 )
 from cl_suites.suites.runtime import AGENT_STEPS, ENV_STEPS, VECTOR_RUNTIME
@@ -81,7 +82,7 @@ def test_meal_is_a_catalog_entry_with_its_differences_as_fields():
     assert info.family == "meal" and info.preset_key == "MEAL"
     assert info.step_unit is ENV_STEPS
     assert (info.evaluation.at_start, info.evaluation.per_task) == (False, True)
-    assert info.learners == run_spec.MEAL_LEARNERS == ("ppo-jax", "ppo")
+    assert info.learners == ("ppo-jax", "ppo") and set(info.learners) <= set(LEARNER_ENTRIES)
     assert info.methods == presets.MEAL_METHODS
     assert type(info.runtime).__name__ == "MealRuntime" and info.runtime.num_tasks == 20
     assert find_suite("MEAL-20") == meal_suite(20)  # equal entries for one id
@@ -125,3 +126,13 @@ def test_single_agent_instance():
     assert instance.num_agents == 1 and instance.run_metadata() == {}
     assert instance.describe() == instance.sequence.describe()
     assert info.runtime.seeded_kwargs({"cycles": 2}, seed=3) == {"cycles": 2}
+
+
+def test_the_id_parser_names_exactly_the_catalog_entries():
+    """``cl_suites.suites.ids`` (a leaf: MEAL's suite builder parses ids without the
+    catalog) names the catalog's entries, in order; MEAL's entry is registered by its
+    runtime's module."""
+    from cl_suites.suites.ids import SUITE_NAMES
+
+    assert tuple(SUITES) == SUITE_NAMES
+    assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] is meal_suite

@@ -338,7 +338,7 @@ class RunLog:
         tensorboard: also write the eval returns and training-episode returns as
             TensorBoard scalars under ``run_dir/tb`` (needs the ``tensorboard`` package).
             The main job leaves this off and routes the same scalars through the SB3
-            logger's writers instead (``baselines_sb3.tracking``).
+            logger's writers instead (``cl_suites.job.tracking``).
     """
 
     def __init__(

@@ -22,6 +22,7 @@ from cl_suites.meal.layouts import (
     MealLayout,
     preset_names,
 )
+from cl_suites.meal.runtime import meal_suite  # registers MEAL-<N> into the suite catalog
 from cl_suites.meal.suite import MealSuite, build_suite, parse_meal_id
 
 REGISTERED_SIZES: tuple[int, ...] = (10, 20, 50, 100)
@@ -38,6 +39,7 @@ __all__ = [
     "make_batched",
     "make_parallel",
     "make_sb3_vec_env",
+    "meal_suite",
     "parse_meal_id",
     "preset_names",
     "register_meal_ids",

@@ -1,10 +1,14 @@
-"""MEAL's run-time pieces for its catalog entry (``cl_suites.suites.find_suite("MEAL-20")``).
+"""MEAL's catalog entry (``cl_suites.suites.find_suite("MEAL-20")``) and its run-time pieces.
 
-The main job, the recorder and ``cl-suites info`` build MEAL through this object like any
-suite (see ``cl_suites.suites.runtime``): the instance is a ``MealSuite``, the training
-env MEAL's batched JAX engine (``MealBatchedEnv``; SB3 view ``MealSB3VecEnv``: one slot
-per agent, parameter sharing, i.e. IPPO), evaluation MEAL's ``MealEvalSource`` (every
-kitchen in one jitted call). Steps are **env steps** (one joint action of all agents).
+:func:`meal_suite` is the entry of ``MEAL-<N>``, registered into the catalog's
+``SUITE_TEMPLATES`` when this module is imported (``cl_suites`` imports it).
+
+The main job, the recorder and ``cl-suites info`` build MEAL through its runtime
+(:class:`MealRuntime`) like any suite (see ``cl_suites.suites.runtime``): the instance
+is a ``MealSuite``, the training env MEAL's batched JAX engine (``MealBatchedEnv``; SB3
+view ``MealSB3VecEnv``: one slot per agent, parameter sharing, i.e. IPPO), evaluation
+MEAL's ``MealEvalSource`` (every kitchen in one jitted call). Steps are **env steps**
+(one joint action of all agents).
 """
 
 from __future__ import annotations
@@ -14,10 +18,16 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cl_suites.core.task import check_positive_int
+from cl_suites.suites import MEAL_ID, SUITE_TEMPLATES, SuiteInfo
+from cl_suites.suites.runtime import ENV_STEPS, EvalDefaults
 
 if TYPE_CHECKING:
     from cl_suites.meal.suite import MealSuite
-    from cl_suites.suites import SuiteInfo
+
+JAX_LEARNER = "ppo-jax"
+"""The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
+MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
+"""The CL methods MEAL's baselines define (``cl_suites.job.presets.MEAL_METHODS``)."""
 
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
 """Suite options of MEAL training runs (unless overridden): MEAL's paper-time training
@@ -99,3 +109,28 @@ class MealRuntime:
         from cl_suites.meal.evaluation import MealEvalSource
 
         return MealEvalSource(instance)
+
+
+def meal_suite(num_tasks: int) -> SuiteInfo:
+    """The catalog entry of ``MEAL-<num_tasks>`` (``num_tasks >= 1``)."""
+    return SuiteInfo(
+        name=f"MEAL-{int(num_tasks)}",
+        builder="cl_suites.meal.suite:build_suite",
+        extra="meal",
+        modules=("meal", "jax", "pettingzoo"),
+        paper="MEAL (Tomilin et al.), sections 4-5",
+        description="Overcooked kitchens in a row, one per task (PettingZoo; "
+        "cl_suites.make_parallel)",
+        api="pettingzoo",
+        family="meal",
+        step_unit=ENV_STEPS,
+        evaluation=EvalDefaults(at_start=False, per_task=True),
+        learners=(JAX_LEARNER, "ppo"),
+        default_learner=JAX_LEARNER,
+        methods=MEAL_METHODS,
+        preset_name="MEAL",
+        runtime=MealRuntime(num_tasks),
+    )
+
+
+SUITE_TEMPLATES[MEAL_ID] = meal_suite

@@ -31,6 +31,7 @@ from cl_suites.meal.layouts import (
     check_choice,
     preset_names,
 )
+from cl_suites.suites.ids import parse_suite_id
 
 NUM_ACTIONS = 6
 """meal-bench's actions: up, down, right, left, stay, interact."""
@@ -47,10 +48,8 @@ OBS_PADDINGS = ("zeros", "walls")
 
 def parse_meal_id(id_or_n: str | int) -> int:
     """The number of tasks of ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20`` (ids are
-    parsed by ``cl_suites.suites.parse_suite_id``); ``UnknownSuiteError`` (a
+    parsed by ``cl_suites.suites.ids.parse_suite_id``); ``UnknownSuiteError`` (a
     ``ValueError``) otherwise."""
-    from cl_suites.suites import parse_suite_id
-
     if isinstance(id_or_n, (int, np.integer)) and not isinstance(id_or_n, bool):
         n = int(id_or_n)
         if n < 1:

@@ -3,8 +3,9 @@
 Each entry (:class:`SuiteInfo`) names the module function that builds the suite's
 ``TaskSequence``; nothing here imports a simulator, so the catalog can be listed on any
 machine. ``MEAL-<N>`` (any ``N >= 1``) is an entry like every other suite
-(:func:`meal_suite`, listed once in ``SUITE_TEMPLATES``): what makes MEAL different is
-held in its fields, never in "is this MEAL?" branches of the code that runs it:
+(``cl_suites.meal.runtime.meal_suite``, listed once in ``SUITE_TEMPLATES``): what makes
+MEAL different is held in its fields, never in "is this MEAL?" branches of the code that
+runs it:
 
 =================  ===============================  =====================================
 field              single-agent suites              ``MEAL-<N>``
@@ -21,8 +22,13 @@ field              single-agent suites              ``MEAL-<N>``
 
 The runtime (``cl_suites.suites.runtime``) builds the suite's *instance* (its sequence,
 agents per env, description and run metadata: MEAL's score normalisers and kitchens),
-the training env, its SB3 view and the evaluator's env source. :func:`parse_suite_id` is
-the one parser of suite ids.
+the training env, its SB3 view and the evaluator's env source.
+
+The catalog stands at the bottom: it imports no suite's code. Builders are named by
+``"module:function"`` and imported when a suite is built; ids with a parameter register
+their entry into :data:`SUITE_TEMPLATES` from their runtime's module (``MEAL-<N>``:
+``cl_suites.meal.runtime``, imported with ``cl_suites``). :func:`parse_suite_id`, the one
+parser of suite ids, lives in the leaf module ``cl_suites.suites.ids``.
 """
 
 from __future__ import annotations
@@ -31,16 +37,21 @@ import difflib
 import importlib
 import importlib.util
 import inspect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cl_suites.core.task import TaskSequence, check_positive_int
-from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.errors import UnknownOptionError
+from cl_suites.suites.ids import (
+    MEAL_ID,
+    NAMESPACE,
+    SUITE_NAMES,
+    parse_suite_id,
+    short_name,
+)
 from cl_suites.suites.runtime import (
     AGENT_STEPS,
-    ENV_STEPS,
     EVAL_FROM_START,
     VECTOR_RUNTIME,
     EvalDefaults,
@@ -49,17 +60,10 @@ from cl_suites.suites.runtime import (
     SuiteRuntime,
 )
 
-NAMESPACE = "CLSuite"
 COMMON_KWARGS: tuple[str, ...] = ("steps_per_task", "cycles", "eval_every", "eval_episodes")
 """Keyword arguments every suite builder takes (all counts in agent steps or episodes)."""
 TORCH_LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
 """The stable-baselines3/torch learners (``baselines_sb3.factory.LEARNERS``)."""
-JAX_LEARNER = "ppo-jax"
-"""MEAL's JAX IPPO (``baselines_jax``)."""
-MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
-"""The CL methods MEAL's baselines define (``baselines_sb3.presets.MEAL_METHODS``)."""
-MEAL_ID = "CLSuite/MEAL-<N>-v0"
-"""MEAL's ids: one suite per number of tasks ``N >= 1``."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class SuiteInfo:
         learners: the learners the main job trains it with; ``default_learner`` the one
             a run uses when it names none (under every preset).
         methods: the CL methods it supports (``None``: all of ``baselines_sb3.cl``).
-        preset_key: the suite key of ``baselines_sb3.presets`` (``None``: ``name``;
+        preset_key: the suite key of ``cl_suites.job.presets`` (``None``: ``name``;
             every ``MEAL-<N>`` shares ``"MEAL"``).
         runtime: builds its instance, training env, SB3 view and evaluation source
             (``cl_suites.suites.runtime``).
@@ -111,7 +115,7 @@ class SuiteInfo:
 
     @property
     def preset_key(self) -> str:
-        """The suite key of ``baselines_sb3.presets`` (``"MEAL"`` for every MEAL-N)."""
+        """The suite key of ``cl_suites.job.presets`` (``"MEAL"`` for every MEAL-N)."""
         return self.preset_name or self.name
 
     @property
@@ -218,78 +222,29 @@ SUITES: dict[str, SuiteInfo] = {
 }
 
 
-_MEAL = re.compile(r"MEAL-(\d+)")
-
-
-def parse_suite_id(suite: object) -> str:
-    """The catalog name of a suite id: the one suite-id parser of the package.
-
-    Accepts the short name (``"Procgen6"``, ``"MEAL-20"``), the gymnasium id
-    (``"CLSuite/Procgen6-v0"``, ``"CLSuite/MEAL-20-v0"``) and gymnasium's module-qualified
-    form (``"cl_suites:CLSuite/Procgen6-v0"``). ``MEAL-<N>`` is any ``N >= 1``
-    (``"MEAL-020"`` -> ``"MEAL-20"``). Anything else raises ``UnknownSuiteError`` (a
-    ``KeyError`` and a ``ValueError``) listing the valid ids.
-    """
-    name = str(suite).strip().split(":", 1)[-1]
-    if name.startswith(NAMESPACE + "/"):
-        name = name[len(NAMESPACE) + 1 :]
-    name = name.removesuffix("-v0")
-    if name in SUITES:
-        return name
-    if name.startswith("MEAL"):
-        match = _MEAL.fullmatch(name)
-        if match is None or int(match.group(1)) < 1:
-            raise UnknownSuiteError(
-                f"{suite!r} is not a MEAL id; use {MEAL_ID!r} or 'MEAL-<N>' with N >= 1 tasks"
-            )
-        return f"MEAL-{int(match.group(1))}"
-    raise UnknownSuiteError(
-        f"unknown suite {suite!r}; available: {', '.join(s.id for s in SUITES.values())}"
-        f" and {MEAL_ID} (N >= 1)"
-    )
-
-
-def short_name(suite: object) -> str:
-    """The catalog name of ``suite`` (:func:`parse_suite_id`), or its text as given when
-    the catalog does not know it (an own loop's suite; a name a later check reports)."""
-    try:
-        return parse_suite_id(suite)
-    except UnknownSuiteError:
-        return str(suite)
-
-
-def meal_suite(num_tasks: int) -> SuiteInfo:
-    """The catalog entry of ``MEAL-<num_tasks>`` (``num_tasks >= 1``)."""
-    from cl_suites.meal.runtime import MealRuntime
-
-    return SuiteInfo(
-        name=f"MEAL-{int(num_tasks)}",
-        builder="cl_suites.meal.suite:build_suite",
-        extra="meal",
-        modules=("meal", "jax", "pettingzoo"),
-        paper="MEAL (Tomilin et al.), sections 4-5",
-        description="Overcooked kitchens in a row, one per task (PettingZoo; "
-        "cl_suites.make_parallel)",
-        api="pettingzoo",
-        family="meal",
-        step_unit=ENV_STEPS,
-        evaluation=EvalDefaults(at_start=False, per_task=True),
-        learners=(JAX_LEARNER, "ppo"),
-        default_learner=JAX_LEARNER,
-        methods=MEAL_METHODS,
-        preset_name="MEAL",
-        runtime=MealRuntime(num_tasks),
-    )
-
-
 def find_suite(suite: str) -> SuiteInfo:
     """The catalog entry of ``suite`` (any id :func:`parse_suite_id` accepts, MEAL-N
     included); ``UnknownSuiteError`` (a ``KeyError``) lists the valid ids otherwise."""
     name = parse_suite_id(suite)
     if name in SUITES:
         return SUITES[name]
-    return meal_suite(int(name.removeprefix("MEAL-")))
+    return SUITE_TEMPLATES[MEAL_ID](int(name.removeprefix("MEAL-")))
 
 
-SUITE_TEMPLATES: dict[str, Callable[[int], SuiteInfo]] = {MEAL_ID: meal_suite}
-"""Ids with a parameter: one catalog entry per value (``MEAL-<N>``: ``meal_suite(N)``)."""
+SUITE_TEMPLATES: dict[str, Callable[[int], SuiteInfo]] = {}
+"""Ids with a parameter: one catalog entry per value, registered by the runtime's module
+(``MEAL-<N>``: ``cl_suites.meal.runtime.meal_suite(N)``)."""
+
+__all__ = [
+    "COMMON_KWARGS",
+    "MEAL_ID",
+    "NAMESPACE",
+    "SUITES",
+    "SUITE_NAMES",
+    "SUITE_TEMPLATES",
+    "TORCH_LEARNERS",
+    "SuiteInfo",
+    "find_suite",
+    "parse_suite_id",
+    "short_name",
+]

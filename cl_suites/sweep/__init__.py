@@ -2,7 +2,7 @@
 
 ``cl-suites sweep`` (``cl_suites.sweep.cli``) and :func:`run_sweep` run every
 (suite, method, learner, seed) of a :class:`SweepSpec` as one Ray task that calls the
-unchanged ``baselines_sb3.main_job.run_main_job`` in a fresh worker process, write one
+unchanged ``cl_suites.job.main_job.run_main_job`` in a fresh worker process, write one
 run directory per run under ``SWEEP_DIR/runs/``, retry runs whose worker dies from their
 last checkpoint, and end with the metrics report of all runs in ``SWEEP_DIR/report/``.
 Ray is the optional extra ``cl-suites[sweep]``; nothing here imports it until a sweep

@@ -105,7 +105,7 @@ def _some_runs(names: list[str], shown: int = 3) -> str:
 
 def _check_run(run: RunSpec) -> None:
     """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
-    from baselines_sb3.run_spec import resolve
+    from cl_suites.job.run_spec import resolve
 
     resolve(**run.job_kwargs())
 

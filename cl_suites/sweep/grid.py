@@ -180,7 +180,7 @@ class SweepSpec:
 def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     """The runs as they train: the seeds of one MEAL configuration with learner
     ``ppo-jax`` whose kitchens the overrides fix (``layout_seed``) train vmapped in one
-    program (``baselines_sb3.main_job.run_seed_group``); every other run trains alone
+    program (``cl_suites.job.main_job.run_seed_group``); every other run trains alone
     (MEAL's kitchens otherwise follow each run's seed, and seeds on different kitchens
     cannot share one program). Groups keep the grid's order."""
     groups: dict[tuple[Any, ...], list[RunSpec]] = {}
@@ -261,7 +261,7 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
-    from baselines_sb3.hyperparameters import default_learner as preset_learner
+    from cl_suites.job.hyperparameters import default_learner as preset_learner
 
     try:
         return preset_learner(suite, preset)

@@ -117,7 +117,7 @@ def _attempt(
     )
     error = None
     try:
-        from baselines_sb3.main_job import run_main_job, run_seed_group
+        from cl_suites.job.main_job import run_main_job, run_seed_group
 
         _configure_resources(cpus, gpus)
         overrides = {"progress": False, "report": False, **job.get("overrides", {})}

@@ -12,7 +12,6 @@ import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
-from baselines_sb3 import hyperparameters, presets
 from baselines_sb3.cl import CoraEWC, CoraOnlineEWC, ProgressCompress, attach_method, make_method
 from baselines_sb3.cl.base import Rollout
 from baselines_sb3.cl.importance import cora_fisher
@@ -27,6 +26,7 @@ from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
 from cl_suites.api import make_vec
 from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
+from cl_suites.job import hyperparameters, presets
 
 
 def _diag_env(n_envs=4, steps=400, n_tasks=2):
@@ -328,7 +328,7 @@ def test_action_masks_as_cora_nets():
 
 
 def test_cora_evaluation_is_greedy_by_default():
-    from baselines_sb3.main_job import resolve_job
+    from cl_suites.job.main_job import resolve_job
 
     for suite in ("Atari6", "Procgen6", "MiniHack15"):
         spec = resolve_job(
@@ -986,8 +986,8 @@ def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, metho
     """The per-task LR, the previous-action inputs, the Fisher buffers and P&C's phase and
     knowledge base survive a kill: the resumed run logs exactly the uninterrupted one."""
     from baselines_sb3 import callbacks
-    from baselines_sb3.main_job import run_main_job
     from cl_suites.core.runlog import read_episodes, read_eval
+    from cl_suites.job.main_job import run_main_job
 
     kw = dict(
         suite="Diagnostic", method=method, learner="vtrace", preset="small", seed=1, num_envs=4

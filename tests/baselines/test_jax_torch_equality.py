@@ -1,6 +1,6 @@
 """The torch learner (baselines_sb3, MEAL preset) and the JAX learner (baselines_jax)
 compute the same IPPO and CL methods (issue 20 item 3): the same parameters are loaded
-into both (``baselines_jax.convert``) and both get the same batch; forward outputs,
+into both (``cl_suites.job.convert``) and both get the same batch; forward outputs,
 losses, gradients, an Adam update, GAE, penalties and importances agree to float32
 tolerance. No MEAL checkout needed."""
 
@@ -17,7 +17,6 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from baselines_jax import cl as jcl
 from baselines_jax.config import IPPOConfig
-from baselines_jax.convert import load_into_torch, params_from_torch, torch_names
 from baselines_jax.network import ActorCritic
 from baselines_jax.ppo import Transition, gae, make_optimizer, ppo_loss
 from baselines_sb3.cl import MealEWC, MealL2, MealMAS, MealOnlineEWC
@@ -25,6 +24,7 @@ from baselines_sb3.cl.base import FreshEpisodes
 from baselines_sb3.cl.importance import mas_importance, score_fisher
 from baselines_sb3.learners import ContinualPPO
 from baselines_sb3.policies import ContinualPolicy
+from cl_suites.job.convert import load_into_torch, params_from_torch, torch_names
 
 OBS_SHAPE, N_TASKS, N_ACTIONS, TASK = (5, 5, 26), 3, 6, 1
 D = int(np.prod(OBS_SHAPE))
@@ -405,8 +405,8 @@ def test_shaping_coefficient_held_per_update_as_ppo_jax():
     counted from each task's start. The torch job's env gives, step by step over a whole
     task and into the next, the weight ppo-jax uses for the update that step belongs to."""
     from baselines_jax import JaxIPPO
-    from baselines_sb3.jax_options import make_config
-    from baselines_sb3.main_job import _training_env, resolve_job, rollout_steps
+    from cl_suites.job.jax_options import make_config
+    from cl_suites.job.main_job import _training_env, resolve_job, rollout_steps
 
     overrides = {"steps_per_task": 320, "shaping_horizon": 200, "episode_len": 100}
     torch_spec = resolve_job(

@@ -11,7 +11,6 @@ import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
-from baselines_sb3 import hyperparameters, presets
 from baselines_sb3.cl import MealEWC, MealL2, MealMAS, MealOnlineEWC, attach_method
 from baselines_sb3.cl.base import FreshEpisodes
 from baselines_sb3.cl.importance import mas_importance, score_fisher
@@ -23,6 +22,7 @@ from baselines_sb3.wrappers import TaskIdObservation
 from cl_suites.api import make_vec
 from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
+from cl_suites.job import hyperparameters, presets
 
 N_TASKS, OBS = 2, 4
 

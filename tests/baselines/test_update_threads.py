@@ -7,7 +7,7 @@ import pytest
 import torch as th
 
 from baselines_sb3.learners import TaskSwitchLearner
-from baselines_sb3.main_job import resolve_job
+from cl_suites.job.main_job import resolve_job
 from tests.thread_recording import record_threads
 
 
@@ -62,7 +62,7 @@ def test_a_run_acts_and_updates_with_one_torch_thread_by_default(tmp_path, one_t
     """``TORCH_THREADS`` (1) holds for every suite, whatever the process had (here 2), and
     the process gets its count back (issue 23: thread defaults that hold up next to
     other processes)."""
-    from baselines_sb3 import main_job
+    from cl_suites.job import main_job
 
     with pytest.MonkeyPatch.context() as mp:
         seen = record_threads(mp)

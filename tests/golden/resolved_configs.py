@@ -34,9 +34,9 @@ def _jsonable(value: Any) -> Any:
 
 def combinations() -> list[tuple[str, str | None, str, str]]:
     """(suite, learner or None for the suite's default, method, preset) to resolve."""
-    from baselines_sb3 import presets
     from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS
+    from cl_suites.job import presets
     from cl_suites.suites import SUITES
 
     learners: list[str | None] = [None, *LEARNERS]
@@ -51,7 +51,7 @@ def combinations() -> list[tuple[str, str | None, str, str]]:
 
 def resolve_all() -> dict[str, Any]:
     """``{"suite|learner|method|preset": resolved config or the error it raises}``."""
-    from baselines_sb3.main_job import resolve_job
+    from cl_suites.job.main_job import resolve_job
 
     out: dict[str, Any] = {}
     for suite, learner, method, preset in combinations():

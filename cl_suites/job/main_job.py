@@ -7,7 +7,7 @@ the suite's training env and its SB3 view, the learner with the CL method
 after a kill, and writes the metrics report at the end.
 
 MEAL suites train with the JAX IPPO by default (learner ``ppo-jax``, package
-``baselines_jax``): ``run_main_job`` hands them to ``baselines_sb3.jax_job`` with the
+``baselines_jax``): ``run_main_job`` hands them to ``cl_suites.job.jax_job`` with the
 shared pieces of this module (run log and metadata, evaluator, progress, resume checks,
 report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
 program, one run directory each. What differs between suites comes from the suite's
@@ -37,7 +37,16 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.checkpoint import (
+from baselines_sb3.cl import attach_method, make_method
+from baselines_sb3.cl.clear import replay_storage
+from baselines_sb3.factory import build_model, wrap_env
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.progress import RunProgress, plan_text
+from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
+from cl_suites.core.task import Segment
+from cl_suites.core.video import VideoRecorder
+from cl_suites.errors import BadValueError, RunDirConflictError
+from cl_suites.job.checkpoint import (
     CheckpointCallback,
     apply_checkpoint,
     checkpoint_dir,
@@ -45,12 +54,8 @@ from baselines_sb3.checkpoint import (
     load_resume_state,
     truncate_logs,
 )
-from baselines_sb3.cl import attach_method, make_method
-from baselines_sb3.cl.clear import replay_storage
-from baselines_sb3.factory import build_model, wrap_env
-from baselines_sb3.jax_options import JAX_LEARNER
-from baselines_sb3.option_specs import job_size_warnings
-from baselines_sb3.run_spec import (
+from cl_suites.job.option_specs import job_size_warnings
+from cl_suites.job.run_spec import (
     JOB_OPTIONS,  # noqa: F401  (the job options' names; README names them here)
     TORCH_THREADS,  # noqa: F401  (the thread default, named in docs/fidelity.md)
     JobOptions,
@@ -59,18 +64,12 @@ from baselines_sb3.run_spec import (
     resolve_seed_group,
     rollout_steps,
 )
-from baselines_sb3.tracking import configure_logger, track_run_log
-from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, plan_text
-from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
-from cl_suites.core.task import Segment
-from cl_suites.core.video import VideoRecorder
-from cl_suites.errors import BadValueError, RunDirConflictError
+from cl_suites.job.tracking import configure_logger, track_run_log
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
 resolve_job = resolve
-"""The library name of :func:`baselines_sb3.run_spec.resolve` (the one resolution)."""
+"""The library name of :func:`cl_suites.job.run_spec.resolve` (the one resolution)."""
 
 
 def run_main_job(
@@ -134,7 +133,7 @@ def run_resolved(
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
     run_dirs = [Path(d) for d in run_dirs]
-    if len(specs) > 1 or specs[0].learner == JAX_LEARNER:
+    if len(specs) > 1 or specs[0].learner_entry.family == "baselines_jax":
         if len(specs) == 1:
             _print_size_warnings(specs[0])
         _run_jax(list(specs), [int(s) for s in seeds], run_dirs, resume)
@@ -150,9 +149,9 @@ def _print_size_warnings(spec: JobSpec) -> None:
 
 def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     """One run of a torch learner (``ppo``, ``vtrace``) into ``run_dir``."""
-    sequence, job, hp, n_envs = spec.sequence, spec.options, spec.hp, spec.num_envs
+    sequence, job, hp = spec.sequence, spec.options, spec.hp
     agents = spec.num_agents
-    schedule = sequence.schedule(n_envs)
+    schedule = spec.schedule
     metadata = _metadata(spec, seed, schedule)
     state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
@@ -299,10 +298,10 @@ def run_seed_group(
 
 
 def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
-    """The ``ppo-jax`` job (``baselines_sb3.jax_job``) with this module's shared pieces."""
-    from baselines_sb3.jax_job import run_jax_job
+    """The ``ppo-jax`` job (``cl_suites.job.jax_job``) with this module's shared pieces."""
+    from cl_suites.job.jax_job import run_jax_job
 
-    schedule = specs[0].sequence.schedule(specs[0].num_envs)
+    schedule = specs[0].schedule
     if resume:
         for spec, seed, run_dir in zip(specs, seeds, run_dirs, strict=True):
             if (run_dir / METADATA_FILE).exists():

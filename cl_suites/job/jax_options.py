@@ -2,7 +2,7 @@
 its name, its settings taken from the one preset table, and its options.
 
 ``ppo-jax`` is MEAL's default learner; ``ppo`` (SB3/torch ``ContinualPPO``) computes the
-same algorithm. Both read their values from ``baselines_sb3.presets`` (one ledger,
+same algorithm. Both read their values from ``cl_suites.job.presets`` (one ledger,
 ``docs/fidelity.md``): :func:`resolve_jax` translates the torch learner's resolved
 settings, field by field, into ``baselines_jax.IPPOConfig`` keyword arguments
 (``TORCH_TO_JAX``), so a preset change moves both learners. A run's overrides use the
@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from baselines_sb3.factory import learner_class
-from baselines_sb3.hyperparameters import POLICY_OPTIONS
-from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError
+from cl_suites.job import hyperparameters
+from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS, Values
+from cl_suites.meal.runtime import JAX_LEARNER
 
-JAX_LEARNER = "ppo-jax"
-"""The JAX IPPO learner's name (``--learner ppo-jax``)."""
+if TYPE_CHECKING:
+    from cl_suites.suites import SuiteInfo
 
 TORCH_TO_JAX: dict[str, str] = {
-    # learner (baselines_sb3.presets.MEAL_PPO / SMALL_PPO)
+    # learner (cl_suites.job.presets.MEAL_PPO / SMALL_PPO)
     "learning_rate": "learning_rate",
     "n_steps": "num_steps",
     "n_epochs": "update_epochs",
@@ -47,7 +49,7 @@ TORCH_TO_JAX: dict[str, str] = {
     "trunk_layer_norm": "layer_norm",
     "multi_head": "multi_head",
     "task_id_input": "task_id_input",
-    # method (baselines_sb3.presets.MEAL_METHOD_VALUES)
+    # method (cl_suites.job.presets.MEAL_METHOD_VALUES)
     "lam": "reg_coef",
     "decay": "ewc_decay",
     "episodes": "importance_episodes",
@@ -161,7 +163,7 @@ def route_jax_overrides(
 
 def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
     """``ValueError`` when a torch run of MEAL is given an ``IPPOConfig``-only option."""
-    shared = set(accepted_options(learner_class(learner))) | set(POLICY_OPTIONS)
+    shared = set(LEARNER_OPTIONS[learner]) | set(POLICY_OPTIONS)
     shared |= set(TORCH_TO_JAX)
     jax_only = sorted(k for k in overrides if k in set(jax_fields()) - shared)
     if jax_only:
@@ -170,3 +172,72 @@ def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
             f"not to learner {learner!r}; run with --learner {JAX_LEARNER} or use the torch "
             f"names ({', '.join(f'{t}={j}' for t, j in TORCH_TO_JAX.items() if j in jax_only)})"
         )
+
+
+@dataclass(frozen=True)
+class JaxLearner:
+    """The learner entry of ``ppo-jax`` (``cl_suites.job.learners.LearnerEntry``): MEAL's
+    JAX IPPO (``baselines_jax.JaxIPPO``), trained by the JAX job (several seeds in one
+    program); its settings are the torch ``ppo`` preset's, translated (``resolve_jax``)."""
+
+    name: str = JAX_LEARNER
+    family: str = "baselines_jax"
+    preset: str = "ppo"
+    refused_job_options: tuple[str, ...] = TORCH_ONLY_JOB_OPTIONS
+
+    def settings(
+        self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
+    ) -> tuple[Values, Values]:
+        """``(hp, suite overrides)``: ``hp["learner"]`` holds every ``IPPOConfig`` field
+        (the ``ppo`` preset's values translated, then the run's overrides)."""
+        hp = hyperparameters.compose(suite.family, suite.preset_key, self.preset, method, preset)
+        torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
+        if torch_job:
+            raise ValueError(
+                f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner "
+                f"'ppo', not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
+            )
+        torch_only = torch_only_options(hp, LEARNER_OPTIONS["ppo"])
+        values = resolve_jax(hp, method)
+        if "cl_method" in overrides:
+            raise ValueError("set the CL method with --method, not with the option cl_method")
+        overrides = route_jax_overrides(values, overrides, torch_only)
+        for key in ("multi_head", "task_id_input"):
+            if key in job and key in values:
+                values[key] = bool(job[key])
+        jax_hp = {
+            "learner": values,
+            "method": {},
+            "num_envs": hp["num_envs"],
+            "multi_head": bool(values.get("multi_head", hp["multi_head"])),
+            "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
+            "suite_defaults": hp["suite_defaults"],
+        }
+        return jax_hp, overrides
+
+    def option_names(
+        self, method: str, hp: Mapping[str, Any], job_options: tuple[str, ...]
+    ) -> dict[str, tuple[str, ...]]:
+        """``IPPOConfig``'s fields, less the ones the job sets (``cl_method``, ``num_envs``,
+        and ``multi_head``, ...: job options); no method or policy section (the CL and
+        network settings are ``IPPOConfig`` fields too)."""
+        owned = ("cl_method", "num_envs", *job_options)
+        return {
+            "learner": tuple(n for n in jax_fields() if n not in owned),
+            "method": (),
+            "policy": (),
+        }
+
+    def finish(self, hp: dict[str, Any], num_envs: int) -> Any:
+        """The run's ``num_envs`` into the settings, and the ``IPPOConfig`` the JAX job
+        trains with: it checks its values (bad ones fail here, before anything compiles)."""
+        hp["learner"]["num_envs"] = num_envs
+        return make_config(hp["learner"])
+
+    def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+        fields = dataclasses.fields(jax_api().IPPOConfig)
+        return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}, {}
+
+
+JAX_IPPO = JaxLearner()
+"""The entry of ``ppo-jax``."""

@@ -1,6 +1,6 @@
 """What an option's value must be (:class:`Opt`), and warnings about absurd run sizes.
 
-Each option declares its :class:`Opt` once, in ``baselines_sb3.run_spec`` (the job
+Each option declares its :class:`Opt` once, in ``cl_suites.job.run_spec`` (the job
 options' fields and ``OPTIONS``); ``run_spec.resolve`` checks every value against it, so
 every way to start a run (``cl-suites run --set`` / ``--config``, ``cl-suites sweep``,
 library calls) refuses a bad value before anything is built, in one line naming the
@@ -138,7 +138,7 @@ def job_size_warnings(spec: Any) -> list[str]:
     """:func:`size_warnings` of a resolved run (``run_spec.JobSpec``)."""
     learner = spec.hp["learner"]
     return size_warnings(
-        total_steps=spec.sequence.schedule(spec.num_envs)[-1].end_step,
+        total_steps=spec.schedule[-1].end_step,
         step_unit=spec.suite.step_unit.name,
         num_envs=spec.num_envs,
         agents=spec.num_agents,

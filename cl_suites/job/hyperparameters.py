@@ -1,11 +1,12 @@
 """A run's hyperparameters from the preset tables, and where each of a run's options goes.
 
-:func:`resolve` composes ``baselines_sb3.presets``' tables (data only) into the settings of
+:func:`resolve` composes ``cl_suites.job.presets``' tables (data only) into the settings of
 one suite x learner x method x preset: ``learner`` kwargs, ``method`` kwargs, ``num_envs``,
-the policy options and the suite kwargs the preset sets. :func:`route_overrides` sends each
-of a run's hyperparameter overrides to the learner, the method or the policy.
-``baselines_sb3.run_spec`` calls both; ``cl`` and ``factory`` check keyword names with
-``baselines_sb3.keywords``, so nothing here is imported back (no import cycle).
+the policy options and the suite kwargs the preset sets (:func:`compose` for a suite known
+by its catalog entry). :func:`route_overrides` sends each of a run's hyperparameter
+overrides to the learner, the method or the policy. :class:`Hyperparameters` is the result,
+frozen, as a run specification holds it. The learner entries (``cl_suites.job.learners``)
+call them for the run specification (``cl_suites.job.run_spec``).
 
 All step counts are agent steps (MEAL: env steps).
 """
@@ -13,14 +14,23 @@ All step counts are agent steps (MEAL: env steps).
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3 import presets
 from baselines_sb3.cl import METHODS, method_class
-from baselines_sb3.factory import learner_class
+from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.job import presets
 from cl_suites.suites import find_suite, parse_suite_id
+
+Values = dict[str, Any]
+"""Values by name: a run's options, or :func:`resolve`'s settings (``learner``, ``method``,
+``net_arch``, ...)."""
 
 POLICY_OPTIONS: tuple[str, ...] = (
     "network",
@@ -37,6 +47,11 @@ POLICY_OPTIONS: tuple[str, ...] = (
     "time_limit_terminal",
 )
 """Top-level keys of ``resolve``'s dict that a run may override."""
+LEARNER_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: accepted_options(learner_class(name)) for name in LEARNERS
+}
+"""The keywords each torch learner's class accepts (``ppo``: ``ContinualPPO``, ``vtrace``:
+``VTrace``), read once."""
 
 
 def suite_family(suite: str) -> str:
@@ -130,7 +145,15 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
     _check_preset(preset)
     if learner not in ("ppo", "vtrace"):
         raise ValueError(f"unknown learner {learner!r}; valid: ppo, vtrace")
-    family, name, small = suite_family(suite), suite_name(suite), preset == "small"
+    return compose(suite_family(suite), suite_name(suite), learner, method, preset)
+
+
+def compose(family: str, name: str, learner: str, method: str, preset: str) -> dict[str, Any]:
+    """:func:`resolve`'s settings for a suite known by its catalog entry: ``family``
+    (``"cora"``, ``"meal"``, ``"diagnostic"``), ``name`` its presets' key (``"MEAL"`` for
+    every ``MEAL-<N>``), ``learner`` ``"ppo"`` or ``"vtrace"``. The values are checked by
+    the caller (``resolve``; the run specification, which has the catalog entry)."""
+    small = preset == "small"
     if family == "meal":
         return _resolve_meal(learner, method, small)
     image = family == "cora"
@@ -232,15 +255,13 @@ def route_overrides(
     the method accepts it, to ``hp`` itself when it is a policy option; a key that only
     another learner or method accepts raises ``ValueError`` naming it and the valid ones.
     """
-    learner_opts = accepted_options(learner_class(learner))
+    learner_opts = LEARNER_OPTIONS[learner]
     method_cls = method_class(method, hp["method"].get("variant"))
     method_opts = set(accepted_options(method_cls)) | {"variant"}
     foreign: dict[str, str] = {}
-    for other in ("ppo", "vtrace"):
+    for other, options in LEARNER_OPTIONS.items():
         if other != learner:
-            foreign.update(
-                {k: f"learner {other!r}" for k in accepted_options(learner_class(other))}
-            )
+            foreign.update({k: f"learner {other!r}" for k in options})
     for other, classes in METHODS.items():
         for cls in classes.values():
             if other != method:
@@ -265,3 +286,112 @@ def route_overrides(
         else:
             rest[key] = value
     return rest
+
+
+def _read_only(value: Any) -> Any:
+    """``value`` with every mapping inside it read-only (lists stay lists)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping inside it a ``dict`` again (JSON-ready)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """The policy and env-wrapper options of a torch-learner run (``OPTIONS``'s ``policy``
+    section documents each; the preset's values after the run's overrides)."""
+
+    network: str
+    net_arch: list[int]
+    activation: str
+    cnn_features_dim: int | None
+    ortho_init: bool
+    trunk_layer_norm: bool
+    normalize_images: bool
+    action_mask_mode: str
+    previous_action_reward: bool
+    reward_clip: tuple[float, float] | list[float] | None
+    reward_sign: bool
+    time_limit_terminal: bool
+    optimizer_kwargs: Mapping[str, Any] | None = None
+    """Extra optimizer keywords (MEAL: Adam's ``eps``); not a run option."""
+
+
+@dataclass(frozen=True)
+class Hyperparameters(Mapping):
+    """The resolved learner, method and policy settings of a run, frozen.
+
+    Attributes:
+        learner: the learner's constructor keywords (``n_steps`` and other step counts in
+            agent steps; MEAL: env steps); ``ppo-jax``: every ``IPPOConfig`` field.
+        method: the CL method's keywords (``variant`` included; ``ppo-jax``: empty, its
+            CL settings are ``IPPOConfig`` fields).
+        policy: ``PolicyOptions`` (``None`` for ``ppo-jax``, whose network settings are
+            ``IPPOConfig`` fields).
+        num_envs: the preset's number of envs (the run's is ``JobSpec.num_envs``).
+        multi_head / task_id_input: the preset's policy heads and task-id input.
+        suite_defaults: suite options the preset sets unless the run does.
+
+    Also a read-only mapping with ``hyperparameters.resolve``'s keys (``hp["learner"]``,
+    ``hp["net_arch"]``, ...), what the learner factory and the env wrappers read.
+    """
+
+    learner: Mapping[str, Any]
+    method: Mapping[str, Any]
+    policy: PolicyOptions | None
+    num_envs: int
+    multi_head: bool
+    task_id_input: bool
+    suite_defaults: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, hp: Mapping[str, Any]) -> Hyperparameters:
+        """Freeze the dict of ``hyperparameters.resolve`` (after the overrides)."""
+        fields = {f.name for f in dataclasses.fields(PolicyOptions)}
+        policy = {k: _read_only(v) for k, v in hp.items() if k in fields}
+        return cls(
+            learner=_read_only(hp["learner"]),
+            method=_read_only(hp["method"]),
+            policy=PolicyOptions(**policy) if policy else None,
+            num_envs=int(hp["num_envs"]),
+            multi_head=bool(hp["multi_head"]),
+            task_id_input=bool(hp["task_id_input"]),
+            suite_defaults=_read_only(hp["suite_defaults"]),
+        )
+
+    @cached_property
+    def _items(self) -> dict[str, Any]:
+        """The mapping view, built once (the fields are frozen)."""
+        policy = {}
+        if self.policy is not None:
+            policy = {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(self.policy)}
+            if policy["optimizer_kwargs"] is None:
+                del policy["optimizer_kwargs"]
+        return {
+            "learner": self.learner,
+            "method": self.method,
+            "num_envs": self.num_envs,
+            **policy,
+            "multi_head": self.multi_head,
+            "task_id_input": self.task_id_input,
+            "suite_defaults": self.suite_defaults,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-ready data (``dict`` copies)."""
+        return _plain(self._items)

@@ -1,6 +1,6 @@
 """Hyperparameter presets as data: the tables, in one readable place (every value has a row
 in ``docs/fidelity.md``). How a run's settings are composed from them, and where a run's
-options go, is ``baselines_sb3.hyperparameters``; this module imports nothing of the package.
+options go, is ``cl_suites.job.hyperparameters``; this module imports nothing of the package.
 
 ``paper``: the values the reference code ran.
 

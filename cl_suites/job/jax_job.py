@@ -21,7 +21,7 @@ Training episodes (``episodes.csv``): every finished one, and at each task's end
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
 
-Checkpoints (``baselines_sb3.jax_checkpoint``): every ``checkpoint_every`` env steps and
+Checkpoints (``cl_suites.job.jax_checkpoint``): every ``checkpoint_every`` env steps and
 at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
 (parameters, optimizer and CL state, env state and PRNG keys are in the state).
 
@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from baselines_sb3.jax_checkpoint import (
-    common_checkpoint,
-    load_jax_checkpoint,
-    save_jax_checkpoint,
-)
-from baselines_sb3.jax_options import jax_api, make_config
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog, truncate_logs
 from cl_suites.core.task import Segment, task_seed
+from cl_suites.job.jax_checkpoint import (
+    common_checkpoint,
+    load_jax_checkpoint,
+    save_jax_checkpoint,
+)
+from cl_suites.job.jax_options import jax_api
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
@@ -172,7 +172,7 @@ def run_jax_job(
     """
     spec = specs[0]
     api = jax_api()
-    learner = api.JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(seeds))
+    learner = api.JaxIPPO(spec.meal, spec.learner_config, list(seeds))
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None
@@ -196,7 +196,7 @@ def run_jax_job(
                 loop.runs[-1].evaluator.load_state_dict(evaluator_states[i])
         if loop.state is None:
             loop.state = learner.init_state()
-        loop.run(spec.sequence.schedule(spec.num_envs))
+        loop.run(spec.schedule)
         outcome = "finished"
     finally:
         for run in loop.runs:

@@ -1,18 +1,22 @@
 """One typed run specification, resolved in one place.
 
 Every option of a run is declared once here, with its type (an
-:class:`~baselines_sb3.option_specs.Opt`), its default and a one-line doc:
+:class:`~cl_suites.job.option_specs.Opt`), its default and a one-line doc:
 
 * the job options: the fields of :class:`JobOptions` (a frozen dataclass; the job reads
   its typed fields);
 * the hyperparameters (learner, CL method, policy) and the common suite options:
-  :data:`OPTIONS` (their defaults are the preset tables of ``baselines_sb3.presets``,
-  composed by ``baselines_sb3.hyperparameters.resolve``, and the suites' paper values).
+  :data:`OPTIONS` (their defaults are the preset tables of ``cl_suites.job.presets``,
+  composed by ``cl_suites.job.hyperparameters``, and the suites' paper values).
 
 :func:`resolve` turns ``(suite, method, learner, preset, num_envs, overrides, seed)`` into a
-frozen :class:`JobSpec`, building no env. ``cl-suites run`` (``--print-config`` too),
-``cl-suites sweep`` (its preflight and its workers), config files and the library call
-``run_main_job`` all go through it, so they accept, refuse and convert every option alike:
+frozen :class:`JobSpec`, building no env, in one pass: the option values are checked, the
+suite's catalog entry and the learner's entry (``cl_suites.job.learners``) are looked up
+once, the learner's entry gives the settings (presets, the run's overrides routed), the
+left-over names are checked as suite options, the suite's runtime builds the instance.
+``cl-suites run`` (``--print-config`` too), ``cl-suites sweep`` (its preflight and its
+workers), config files and the library call ``run_main_job`` all go through it, so they
+accept, refuse and convert every option alike:
 each value is checked against its declaration, each name against the options the run's
 suite, learner and method take (:func:`cl_suites.config.check_names`: did-you-mean and the
 valid names by section).
@@ -23,34 +27,22 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3 import hyperparameters, presets
-from baselines_sb3.cl import METHODS, method_class
-from baselines_sb3.factory import LEARNERS, learner_class
-from baselines_sb3.jax_options import (
-    JAX_LEARNER,
-    TORCH_ONLY_JOB_OPTIONS,
-    check_no_jax_options,
-    jax_fields,
-    make_config,
-    resolve_jax,
-    route_jax_overrides,
-    torch_only_options,
-)
-from baselines_sb3.keywords import accepted_options
-from baselines_sb3.option_specs import Opt
+from baselines_sb3.cl import METHODS
 from cl_suites.config import argument_docs, check_names, keyword_defaults
-from cl_suites.core.task import TaskSequence
+from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.errors import BadValueError, ConfigError
-from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite, meal_suite
+from cl_suites.job import hyperparameters, presets
+from cl_suites.job.hyperparameters import Hyperparameters
+from cl_suites.job.jax_options import JAX_LEARNER
+from cl_suites.job.learners import LearnerEntry, find_learner
+from cl_suites.job.option_specs import Opt
+from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
 
 TORCH_THREADS = 1
@@ -299,119 +291,6 @@ OPTION_SPECS: dict[str, Opt] = {
 }
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
-MEAL_LEARNERS: tuple[str, ...] = meal_suite(1).learners
-"""Learners of MEAL suites (their catalog entry's): the JAX IPPO (default) and the
-SB3/torch IPPO."""
-
-
-def _read_only(value: Any) -> Any:
-    """``value`` with every mapping inside it read-only (lists stay lists)."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with every mapping inside it a ``dict`` again (JSON-ready)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return copy.deepcopy(value)
-
-
-@dataclass(frozen=True)
-class PolicyOptions:
-    """The policy and env-wrapper options of a torch-learner run (``OPTIONS``'s ``policy``
-    section documents each; the preset's values after the run's overrides)."""
-
-    network: str
-    net_arch: list[int]
-    activation: str
-    cnn_features_dim: int | None
-    ortho_init: bool
-    trunk_layer_norm: bool
-    normalize_images: bool
-    action_mask_mode: str
-    previous_action_reward: bool
-    reward_clip: tuple[float, float] | list[float] | None
-    reward_sign: bool
-    time_limit_terminal: bool
-    optimizer_kwargs: Mapping[str, Any] | None = None
-    """Extra optimizer keywords (MEAL: Adam's ``eps``); not a run option."""
-
-
-@dataclass(frozen=True)
-class Hyperparameters(Mapping):
-    """The resolved learner, method and policy settings of a run, frozen.
-
-    Attributes:
-        learner: the learner's constructor keywords (``n_steps`` and other step counts in
-            agent steps; MEAL: env steps); ``ppo-jax``: every ``IPPOConfig`` field.
-        method: the CL method's keywords (``variant`` included; ``ppo-jax``: empty, its
-            CL settings are ``IPPOConfig`` fields).
-        policy: ``PolicyOptions`` (``None`` for ``ppo-jax``, whose network settings are
-            ``IPPOConfig`` fields).
-        num_envs: the preset's number of envs (the run's is ``JobSpec.num_envs``).
-        multi_head / task_id_input: the preset's policy heads and task-id input.
-        suite_defaults: suite options the preset sets unless the run does.
-
-    Also a read-only mapping with ``hyperparameters.resolve``'s keys (``hp["learner"]``,
-    ``hp["net_arch"]``, ...), what the learner factory and the env wrappers read.
-    """
-
-    learner: Mapping[str, Any]
-    method: Mapping[str, Any]
-    policy: PolicyOptions | None
-    num_envs: int
-    multi_head: bool
-    task_id_input: bool
-    suite_defaults: Mapping[str, Any]
-
-    @classmethod
-    def from_dict(cls, hp: Mapping[str, Any]) -> Hyperparameters:
-        """Freeze the dict of ``hyperparameters.resolve`` (after the overrides)."""
-        fields = {f.name for f in dataclasses.fields(PolicyOptions)}
-        policy = {k: _read_only(v) for k, v in hp.items() if k in fields}
-        return cls(
-            learner=_read_only(hp["learner"]),
-            method=_read_only(hp["method"]),
-            policy=PolicyOptions(**policy) if policy else None,
-            num_envs=int(hp["num_envs"]),
-            multi_head=bool(hp["multi_head"]),
-            task_id_input=bool(hp["task_id_input"]),
-            suite_defaults=_read_only(hp["suite_defaults"]),
-        )
-
-    @cached_property
-    def _items(self) -> dict[str, Any]:
-        """The mapping view, built once (the fields are frozen)."""
-        policy = {}
-        if self.policy is not None:
-            policy = {f.name: getattr(self.policy, f.name) for f in dataclasses.fields(self.policy)}
-            if policy["optimizer_kwargs"] is None:
-                del policy["optimizer_kwargs"]
-        return {
-            "learner": self.learner,
-            "method": self.method,
-            "num_envs": self.num_envs,
-            **policy,
-            "multi_head": self.multi_head,
-            "task_id_input": self.task_id_input,
-            "suite_defaults": self.suite_defaults,
-        }
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-ready data (``dict`` copies)."""
-        return _plain(self._items)
-
 
 def check_option(name: str, value: Any) -> Any:
     """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
@@ -442,6 +321,11 @@ class JobSpec:
         multi_head / task_id_input: policy options.
         instance: the suite as built for this run by its catalog entry's runtime
             (``SingleAgentSuite``; MEAL: the ``MealSuite``, its kitchens and agents).
+        learner_entry: the learner's entry (``cl_suites.job.learners``): its family
+            and how its settings were routed.
+        learner_config: the learner's checked configuration (``ppo-jax``: its
+            ``IPPOConfig``; ``None`` for the torch learners, whose keywords are
+            ``hp.learner``).
     """
 
     suite: SuiteInfo
@@ -457,12 +341,19 @@ class JobSpec:
     multi_head: bool
     task_id_input: bool
     instance: SuiteInstance
+    learner_entry: LearnerEntry = field(repr=False)
+    learner_config: Any = field(default=None, repr=False)
 
     @property
     def meal(self) -> Any:
         """The ``MealSuite`` of a MEAL run (what ``baselines_jax`` trains on), else
         ``None``."""
         return self.instance if self.suite.family == "meal" else None
+
+    @cached_property
+    def schedule(self) -> tuple[Segment, ...]:
+        """The run's schedule: ``sequence`` cut for ``num_envs`` envs (computed once)."""
+        return self.sequence.schedule(self.num_envs)
 
     @property
     def job(self) -> dict[str, Any]:
@@ -544,30 +435,13 @@ def resolve(
     info = find_suite(suite)
     if info.methods is not None:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
-    preset_suite = info.preset_key  # every MEAL-<N> shares the "MEAL" preset
-    learner = learner or info.default_learner  # the same under every preset
-    valid = info.learners
-    if learner in (*LEARNERS, *MEAL_LEARNERS) and learner not in valid:
-        raise ValueError(
-            f"learner {learner!r} is not available for {info.name}; valid: {', '.join(valid)}"
-        )
-    _check_choice("learner", learner, valid)
-    hp = hyperparameters.resolve(
-        preset_suite, "ppo" if learner == JAX_LEARNER else learner, method, preset
-    )
+    entry = find_learner(learner, info)  # the default: the same under every preset
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
-    if learner == JAX_LEARNER:
-        hp, rest = _resolve_jax_learner(hp, method, given, overrides)
-    else:
-        if JAX_LEARNER in info.learners:  # the torch IPPO refuses the JAX IPPO's names
-            check_no_jax_options(overrides, learner)
-        rest = hyperparameters.route_overrides(hp, learner, method, overrides)
-    _check_suite_names(info, rest, learner, method, hp)
+    hp, rest = entry.settings(info, method, preset, given, overrides)
+    _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
-    if learner == JAX_LEARNER:
-        hp["learner"]["num_envs"] = n_envs
-        make_config(hp["learner"])  # IPPOConfig checks its values: bad ones fail here
+    learner_config = entry.finish(hp, n_envs)
     # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
     instance, suite_kwargs = info.runtime.run_instance(
         info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
@@ -588,7 +462,7 @@ def resolve(
     return JobSpec(
         suite=info,
         method=method,
-        learner=learner,
+        learner=entry.name,
         preset=preset,
         hp=Hyperparameters.from_dict(hp),
         options=options,
@@ -599,6 +473,8 @@ def resolve(
         multi_head=multi_head,
         task_id_input=task_id_input,
         instance=instance,
+        learner_entry=entry,
+        learner_config=learner_config,
     )
 
 
@@ -612,30 +488,19 @@ def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
 
 
 def valid_options(
-    info: SuiteInfo, learner: str, method: str, hp: dict[str, Any]
+    info: SuiteInfo, learner: LearnerEntry, method: str, hp: Mapping[str, Any]
 ) -> dict[str, tuple[str, ...]]:
     """The option names a run takes, by section (``job``, ``learner``, ``method``,
     ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
     job_owned = ("cl_method", "policy_kwargs", "seed", "device", "disk_dir", "storage")
-    if learner == JAX_LEARNER:
-        jax_owned = ("cl_method", "num_envs", *JOB_OPTIONS)  # multi_head, ...: job options
-        learner_names = tuple(n for n in jax_fields() if n not in jax_owned)
-        method_names: tuple[str, ...] = ()
-        policy: tuple[str, ...] = ()  # the IPPOConfig fields hidden_sizes, layer_norm, ...
-        job = tuple(n for n in JOB_OPTIONS if n not in TORCH_ONLY_JOB_OPTIONS)
-    else:
-        learner_names = accepted_options(learner_class(learner))
-        variant = hp["method"].get("variant")
-        method_names = ("variant", *accepted_options(method_class(method, variant)))
-        policy = hyperparameters.POLICY_OPTIONS
-        job = JOB_OPTIONS
+    names = learner.option_names(method, hp, JOB_OPTIONS)
     suite = suite_options(info) or {}
     seeded = info.runtime.seeded_kwargs({}, 0)  # MEAL: the run seed decides the kitchens
     return {
-        "job": job,
-        "learner": tuple(n for n in learner_names if n not in job_owned),
-        "method": tuple(dict.fromkeys(n for n in method_names if n not in job_owned)),
-        "policy": policy,
+        "job": tuple(n for n in JOB_OPTIONS if n not in learner.refused_job_options),
+        "learner": tuple(n for n in names["learner"] if n not in job_owned),
+        "method": tuple(dict.fromkeys(n for n in names["method"] if n not in job_owned)),
+        "policy": names["policy"],
         "suite": tuple(n for n in suite if n != "seed" or not seeded),
     }
 
@@ -643,7 +508,7 @@ def valid_options(
 def _check_suite_names(
     info: SuiteInfo,
     rest: Mapping[str, Any],
-    learner: str,
+    learner: LearnerEntry,
     method: str,
     hp: dict[str, Any],
 ) -> None:
@@ -654,37 +519,7 @@ def _check_suite_names(
     if "seed" in rest and info.runtime.seeded_kwargs({}, 0):
         return  # refused with its own message by the runtime (MEAL: use layout_seed)
     known = valid_options(info, learner, method, hp)
-    check_names(rest, known, f"--suite {info.name} --learner {learner} --method {method}")
-
-
-def _resolve_jax_learner(
-    hp: dict[str, Any], method: str, job: dict[str, Any], overrides: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(hp, suite overrides)`` of a ``ppo-jax`` run: ``hp["learner"]`` holds every
-    ``IPPOConfig`` field (the preset's values, then the run's overrides)."""
-    torch_job = sorted(k for k in job if k in TORCH_ONLY_JOB_OPTIONS)
-    if torch_job:
-        raise ValueError(
-            f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner 'ppo', "
-            f"not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
-        )
-    torch_only = torch_only_options(hp, accepted_options(learner_class("ppo")))
-    values = resolve_jax(hp, method)
-    if "cl_method" in overrides:
-        raise ValueError("set the CL method with --method, not with the option cl_method")
-    overrides = route_jax_overrides(values, overrides, torch_only)
-    for key in ("multi_head", "task_id_input"):
-        if key in job and key in values:
-            values[key] = bool(job[key])
-    jax_hp = {
-        "learner": values,
-        "method": {},
-        "num_envs": hp["num_envs"],
-        "multi_head": bool(values.get("multi_head", hp["multi_head"])),
-        "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
-        "suite_defaults": hp["suite_defaults"],
-    }
-    return jax_hp, overrides
+    check_names(rest, known, f"--suite {info.name} --learner {learner.name} --method {method}")
 
 
 def rollout_steps(hp: dict[str, Any]) -> int:
@@ -729,7 +564,7 @@ def resolve_seed_group(
         for s in seeds
     ]
     spec = specs[0]
-    if spec.learner != JAX_LEARNER:  # the catalog offers ppo-jax on MEAL only
+    if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
         raise ConfigError(
             f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
             f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
@@ -741,14 +576,8 @@ def resolve_seed_group(
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     """Every option of the resolved run ``spec`` with its value and one-line doc, by
     section (what ``cl-suites options`` prints)."""
-    known = valid_options(spec.suite, spec.learner, spec.method, spec.hp)
-    learner_defaults = _signature_defaults(
-        None if spec.learner == JAX_LEARNER else learner_class(spec.learner)
-    )
-    method_defaults: dict[str, Any] = {}
-    if spec.learner != JAX_LEARNER:
-        variant = spec.hp["method"].get("variant")
-        method_defaults = _signature_defaults(method_class(spec.method, variant))
+    known = valid_options(spec.suite, spec.learner_entry, spec.method, spec.hp)
+    learner_defaults, method_defaults = spec.learner_entry.defaults(spec.method, spec.hp)
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
@@ -771,24 +600,3 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
             rows.append((name, sources[section].get(name), doc))
         table[section] = rows
     return table
-
-
-def _signature_defaults(cls: type | None) -> dict[str, Any]:
-    """Keyword defaults of ``cls(...)`` through its bases (``{}`` for ``None``)."""
-    if cls is None:
-        from baselines_sb3.jax_options import jax_api
-
-        return {
-            f.name: f.default
-            for f in dataclasses.fields(jax_api().IPPOConfig)
-            if f.default is not dataclasses.MISSING
-        }
-    out: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.default is not p.empty:
-                out[p.name] = p.default
-    return out
