@@ -3,7 +3,7 @@
 # benchmarks/parity_cora.py and benchmarks/bench_cora.py. It installs no CORA code (pass
 # the checkout with --cora-repo): a venv with gym==0.25.2 (0.26 breaks CORA's wrappers)
 # and dotmap, which reuses the project's .venv packages (torch, nle/minihack, procgen2,
-# ale-py, opencv, ...) through a .pth file. Run `make install` first.
+# ale-py, opencv, ...) and this checkout (cl_suites, for the shims) through a .pth file. Run `make install` first.
 #   bash benchmarks/cora_env.sh            # builds $CORA_VENV (default /tmp/cora/venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,7 @@ test -x "$CORA_VENV/bin/python" || "$(command -v "$PY_VERSION" || command -v pyt
 "$CORA_VENV/bin/python" -m pip install --quiet "gym==0.25.2" "dotmap==1.3.30"
 SITE=$("$PROJECT_PY" -c 'import site; print(site.getsitepackages()[0])')
 VENV_SITE=$("$CORA_VENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-echo "$SITE" > "$VENV_SITE/zz_cl_suites_project.pth"
-"$CORA_VENV/bin/python" -c 'import gym, dotmap, torch, minihack; assert gym.__version__ == "0.25.2"'
+# the project's packages, then this checkout itself (PYTHONPATH still wins, e.g. a worktree)
+printf '%s\n%s\n' "$SITE" "$(pwd)" > "$VENV_SITE/zz_cl_suites_project.pth"
+"$CORA_VENV/bin/python" -c 'import gym, dotmap, torch, minihack, cl_suites; assert gym.__version__ == "0.25.2"'
 echo "CORA's interpreter: $CORA_VENV/bin/python"

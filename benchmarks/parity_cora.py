@@ -101,17 +101,50 @@ METHOD_CONFIG = {
 config; EWC has no MiniHack config in CORA, so its settings are CORA's Procgen/Atari EWC
 configs' (``configs/procgen/ewc_procgen.json``), as our paper preset's."""
 
+WIDEST_ACTION_SPACE_ENV = "Corridor-R2-v0"
+"""The MiniHack15 train env with the most actions (11: 8 directions, OPEN, KICK, SEARCH)."""
+
 
 def _experiment_loader(pairs: list[int], steps_per_task: int, eval_every: int):
+    """CORA's ``create_minihack_loader`` for ``pairs`` (train task, then its test task,
+    per pair), plus one task that never runs and is never evaluated but has MiniHack15's
+    largest action space (Corridor: 11 actions). CORA sizes its network's policy output
+    and previous-action input by the largest action space of the experiment's tasks:
+    11 in its MiniHack15 run (and ours), but only 8 for the Room pairs alone; the extra
+    task keeps the network CORA ran (``experiment.py:_get_action_spaces``,
+    ``impala_policy.py``: ``Utils.get_max_discrete_action_space``)."""
     from continual_rl.experiment_specs import create_minihack_loader
+    from continual_rl.experiments.tasks.image_task import ImageTask
+    from continual_rl.experiments.tasks.make_minihack_task import make_minihack
 
-    return create_minihack_loader(
+    loader = create_minihack_loader(
         "cora_parity",
         [MINIHACK_PAIRS[i] for i in pairs],
         num_timesteps=steps_per_task,
         continual_testing_freq=eval_every,
         cycle_count=1,
     )
+
+    def with_action_space():
+        experiment = loader()
+        widest = ImageTask(
+            task_id="cora_parity_widest_action_space",
+            action_space_id=len(pairs),
+            env_spec=lambda: make_minihack(WIDEST_ACTION_SPACE_ENV),
+            num_timesteps=0,
+            time_batch_size=1,
+            eval_mode=True,
+            image_size=[84, 84],
+            grayscale=False,
+            continual_eval=False,
+        )
+        return type(experiment)(
+            [*experiment.tasks, widest],
+            continual_testing_freq=eval_every,
+            cycle_count=1,
+        )
+
+    return with_action_space
 
 
 def _record_episodes(policy, path: Path) -> None:
