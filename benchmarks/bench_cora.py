@@ -21,7 +21,7 @@ paper's network, unroll length (20), batch (32 unrolls) and learner settings on 
   batch 1 per step, 2 learner threads, a yield every 5 s with the actors paused), without
   its continual evaluation and checkpoints. Torch runs one intra-op thread
   (``OMP_NUM_THREADS=1``, which CORA's ``Monobeast.setup`` asks for, set before torch is
-  imported).
+  imported; ``--cora-threads`` sets another count).
 * ``ours``: ``cl-suites run --suite <suite> --method ft --preset paper`` (``run_main_job``,
   32 envs stepped in lockstep in one process, one torch thread: the defaults), the same
   task budget (so the same per-task learning-rate schedule), evaluation, checkpoints and
@@ -37,12 +37,12 @@ CORA is also measured at smaller counts (default 2, 4, 8) and compared at its be
 
 **Counting.** Steps are env steps trained (agent steps: one ``env.step`` of one env; an
 Atari step is 4 emulator frames), counted where each learner counts them: CORA's ``step``
-(``T * B`` per ``learn``, reported at every yield; rollouts the actors fill while the
-learners stop for a yield are dropped by CORA and not counted), ours the learner's
-``num_timesteps`` after each update. Each run starts, trains ``--warmup`` seconds after
-its first counted step (actor start-up, env creation, the first updates), then the rate
-is taken over the next ``--seconds`` (from the first mark after the warm-up to the last
-mark; CORA marks at its yields, about every 5 s, ours after each update). CPU seconds of
+(``T * B`` after each ``learn``; rollouts the actors fill while the learners stop for a
+yield are dropped by CORA and not counted), ours the learner's ``num_timesteps`` after
+each update; each side marks the time after every update. Each run starts, trains
+``--warmup`` seconds after its first update (actor start-up, env creation, the first
+updates), then the rate is taken over the next ``--seconds`` (from the first mark after
+the warm-up to the last mark, so CORA's pauses for its yields count). CPU seconds of
 the whole process tree (actors included) over the same window are reported per 1,000
 steps.
 
@@ -196,14 +196,22 @@ def run_cora(repo: Path, bench: Bench, actors: int, marks: Marks) -> dict[str, A
     config.set_output_dir(str(out))
     policy = struct.policy(config, experiment.observation_space, experiment.action_spaces)
     task = experiment.tasks[0]
-    loop = task.run(0, policy, None, str(out))
+    trainer = policy.impala_trainer
+    learn, trained = trainer.learn, [0]
+
+    def counted_learn(*args: Any, **kwargs: Any) -> dict:
+        stats = learn(*args, **kwargs)  # in a learner thread; CORA serialises learn()
+        trained[0] += config.unroll_length * config.batch_size  # CORA's step += T * B
+        marks.add(trained[0])
+        return stats
+
+    trainer.learn = counted_learn
     try:
-        for task_steps, _ in loop:
-            marks.add(task_steps)
+        for _ in task.run(0, policy, None, str(out)):  # a yield about every 5 s
             if marks.done():
                 break
     finally:
-        policy.impala_trainer.cleanup()
+        trainer.cleanup()
         stop_children()
     return {
         "side": "cora",
@@ -279,7 +287,8 @@ def _child(args: argparse.Namespace, suite: str, side: str, count: int) -> dict[
     else:
         command += ["--ours-threads", str(count)]
     pythonpath = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
+    threads = args.cora_threads if side == "cora" else 1  # ours: --set torch_threads
+    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS=str(threads))
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
     if done.returncode != 0 or not lines:
@@ -361,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cora-actors", type=int, nargs="+", default=[2, 4, 8, 32])
     parser.add_argument(
+        "--cora-threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of CORA's processes (1, as CORA's Monobeast.setup asks)",
+    )
+    parser.add_argument(
         "--ours-threads",
         type=int,
         nargs="+",
@@ -378,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also time our side with the code of this checkout (e.g. `git worktree add "
         "/tmp/before HEAD~1`): a change's before and after, side by side",
+    )
+    parser.add_argument(
+        "--phases",
+        nargs="+",
+        choices=("alone", "busy"),
+        default=["alone", "busy"],
+        help="which phases to run (busy: only with --busy N)",
     )
     parser.add_argument("--child", choices=("cora", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -397,12 +419,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     if not Path(args.cora_python).exists():
         parser.error(f"CORA's interpreter {args.cora_python} is missing; run cora_env.sh")
-    if args.busy < 0 or args.repeats < 1 or min(args.cora_actors + args.ours_threads) < 1:
-        parser.error("--busy must be >= 0; --repeats, --cora-actors, --ours-threads >= 1")
+    counts = [args.repeats, args.cora_threads, *args.cora_actors, *args.ours_threads]
+    if args.busy < 0 or min(counts) < 1:
+        parser.error("--busy must be >= 0; --repeats, --cora-actors, --*-threads >= 1")
     results: dict[tuple[str, str], dict[str, dict]] = {}
     for suite in args.suites:
-        results[(suite, "alone")] = _rounds(args, suite, "alone")
-        if args.busy:
+        if "alone" in args.phases:
+            results[(suite, "alone")] = _rounds(args, suite, "alone")
+        if args.busy and "busy" in args.phases:
             with busy_processes(args.busy):
                 results[(suite, "busy")] = _rounds(args, suite, "busy")
     _table(args, results)
