@@ -352,3 +352,16 @@ def install_shims(repo: Path) -> None:
     _restore_np_bool()
     _register_minihack()
     _register_atari()
+
+
+def stop_children() -> None:
+    """End what CORA's monobeast started in this process (actors, its Manager's server
+    process): it leaves them behind when a run ends with an exception or a signal."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
+    for child in alive:
+        child.kill()

@@ -61,6 +61,7 @@ from cora_reference import (
     check_cora_repo,
     import_cora,
     install_shims,
+    stop_children,
 )
 
 MINIHACK_PAIRS = (
@@ -244,21 +245,8 @@ def train_cora(args: argparse.Namespace) -> None:
         experiment.try_run(policy, summary_writer=writer)
     finally:
         writer.close()
-        _stop_children()
+        stop_children()
     (out / "done").write_text("finished\n")
-
-
-def _stop_children() -> None:
-    """End what CORA's monobeast started (actors, its Manager's server process): it leaves
-    them behind when the run ends with an exception or a signal."""
-    import psutil
-
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=5)
-    for child in alive:
-        child.kill()
 
 
 # ------------------------------------------------------------------------------ update
@@ -364,7 +352,7 @@ def update(args: argparse.Namespace) -> int:
             workdir = Path(tmp) / case.name.replace("/", "_")
             workdir.mkdir()
             cora, ours, free = run_update_case(case, repo, workdir, log)
-            _stop_children()
+            stop_children()
             results[case.name] = cora_cases.compare_records(ours, cora)
             drift = drifts[case.name] = cora_cases.compare_records(free, cora)
             pinned = pins["cases"][case.name] = [
@@ -547,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def on_term(signum, frame):
-        _stop_children()
+        stop_children()
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -567,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 return update(args)
             finally:  # CORA's Monobeast leaves its Manager process behind otherwise
-                _stop_children()
+                stop_children()
     except CoraSetupError as e:
         print(f"parity_cora: {e}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ import cl_suites
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.envs.minihack import (
     SharedActionSpace,
+    TileRenderer,
     effective_character,
     make_minihack_env,
     task_action_names,
@@ -139,6 +140,24 @@ def test_code_crop_is_cora_pixel_crop_padded_and_resized_with_inter_area(envs):
         padded = np.pad(raw, [(2, 2), (2, 2), (0, 0)])
         expected = cv2.resize(padded, (84, 84), interpolation=cv2.INTER_AREA)
         np.testing.assert_array_equal(first, expected)
+
+
+def test_tile_renderer_draws_minihack_glyph_mappers_images_bit_for_bit(envs):
+    from minihack.tiles.glyph_mapper import GlyphMapper
+    from nle.nethack import MAX_GLYPH
+
+    theirs, ours = GlyphMapper(), TileRenderer.shared()
+    rng = np.random.default_rng(0)
+    grids = [rng.integers(0, MAX_GLYPH, size=shape) for shape in [(9, 9), (5, 5), (21, 79)]]
+    grids.append(np.arange(MAX_GLYPH).reshape(-1, 1))  # every glyph once
+    for name in ("Room-Random-5x5", "KeyRoom-S15", "River", "CorridorBattle"):
+        core = envs[name][0].unwrapped
+        grids += [core.last_observation[core._observation_keys.index("glyphs")]]
+        assert core._glyph_mapper is ours  # the crop after every step and the level render
+    for glyphs in grids:
+        expected = theirs.to_rgb(glyphs)
+        assert ours.to_rgb(glyphs).dtype == expected.dtype == np.uint8
+        np.testing.assert_array_equal(ours.to_rgb(glyphs), expected)
 
 
 def test_paper_crop_is_the_80x80_crop_padded_to_84():
