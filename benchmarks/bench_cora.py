@@ -228,7 +228,7 @@ def run_ours(bench: Bench, threads: int, marks: Marks) -> dict[str, Any]:
     with ``threads`` torch threads (``--set torch_threads``; 1 is the default) until
     ``marks`` is done; a mark after every update."""
     from baselines_sb3.learners import VTrace
-    from baselines_sb3.main_job import run_main_job
+    from cl_suites.job.main_job import run_main_job
 
     train = VTrace.train
     model: dict[str, Any] = {}
