@@ -1,7 +1,7 @@
 """Learning at equal budgets beside CORA's own training (issue 28 item 3): one scorer for
 both sides, their training curves in one plot, per-task scores after each task.
 
-Used by ``parity_cora.py``'s ``train-ours``, ``score`` and ``curves`` modes. The two sides:
+Used by ``parity_cora.py``'s ``train-ours`` and ``compare`` modes. The two sides:
 
 * CORA: ``parity_cora.py train-cora --out DIR`` (CORA's experiment runner and policy): a
   parameter snapshot about every 100k steps (``DIR/snapshots/cycle0_task<k>_step<s>.tar``,
@@ -15,9 +15,9 @@ Used by ``parity_cora.py``'s ``train-ours``, ``score`` and ``curves`` modes. The
 the same ``cl_suites`` ``Evaluator`` our run uses, with our run's seed and the same
 nominal evaluation step, so both sides play the same evaluation episodes (levels from
 ``(seed, step, task, split)``), greedy (CORA's ``test()`` puts its net in eval mode and
-takes the argmax). ``score`` also rescores our own final checkpoint the same way and
-checks it reproduces our run's last ``eval.csv`` rows, so the offline path and the in-run
-path are one scorer.
+takes the argmax). ``compare --check-scorer`` also rescores our own final checkpoint the
+same way and checks it reproduces our run's last ``eval.csv`` rows, so the offline path and
+the in-run path are one scorer.
 
 Steps: agent steps (``env.step`` calls summed over envs / actors) per task; CORA's task
 runner overshoots a task's budget by up to one of its 5-second yields.

@@ -148,9 +148,28 @@ def _experiment_loader(pairs: list[int], steps_per_task: int, eval_every: int):
     return with_action_space
 
 
-def _record_episodes(policy, path: Path) -> None:
+def _resume_episodes(path: Path, experiment, run_dir: Path) -> dict[str, int]:
+    """Where CORA resumes a stopped run (its ``run_metadata.json``: the task and its step at
+    the last save): ``{task id: step}``, and the episodes of ``path`` that task logged past
+    that step removed (CORA trains those steps again)."""
+    from continual_rl.experiments.run_metadata import RunMetadata
+
+    meta = RunMetadata(str(run_dir))
+    if not meta.task_timesteps:
+        return {}
+    task, start = experiment.tasks[meta.task_id].task_id, int(meta.task_timesteps)
+    if path.exists():
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        kept = [r for r in rows if r["task"] != task or r["task_step"] <= start]
+        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        print(f"resuming {task} at step {start}: {len(rows) - len(kept)} logged rows dropped")
+    return {task: start}
+
+
+def _record_episodes(policy, path: Path, resumed: dict[str, int]) -> None:
     """Append every training episode's return to ``path`` (JSON lines) as CORA's runner
-    reports them; evaluation runners are left as they are."""
+    reports them, the task's step counted from ``resumed``'s step for a resumed task;
+    evaluation runners are left as they are."""
     get_runner = policy.get_environment_runner
 
     def get_environment_runner(task_spec):
@@ -158,7 +177,7 @@ def _record_episodes(policy, path: Path) -> None:
         if task_spec.eval_mode:
             return runner
         collect = runner.collect_data
-        steps = {"task": 0}
+        steps = {"task": resumed.get(task_spec.task_id, 0)}
 
         def collect_data(spec):
             out = collect(spec)
@@ -235,7 +254,8 @@ def train_cora(args: argparse.Namespace) -> None:
         print(f"{out}: CORA's run has finished")
         return
     run_dir = Path(experiment.output_dir).resolve()
-    _record_episodes(policy, out / "episodes.jsonl")
+    episodes = out / "episodes.jsonl"
+    _record_episodes(policy, episodes, _resume_episodes(episodes, experiment, run_dir))
     _snapshot_saves(policy, run_dir, out / "snapshots")
 
     from torch.utils.tensorboard.writer import SummaryWriter
