@@ -75,7 +75,9 @@ def check_cora_repo(repo: Path | str | None) -> Path:
     if missing:
         raise CoraSetupError(
             f"--cora-repo {str(repo)!r} is not a checkout of AGI-Labs/continual_rl at "
-            f"{CORA_COMMIT}: {missing[0]} is missing"
+            f"{CORA_COMMIT}: {missing[0]} is missing (get one with `git clone "
+            f"https://github.com/AGI-Labs/continual_rl && git -C continual_rl checkout "
+            f"{CORA_COMMIT}`)"
         )
     if (path / ".git").exists():
         head = subprocess.run(

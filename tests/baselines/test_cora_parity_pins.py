@@ -116,6 +116,7 @@ def test_parity_script_names_a_bad_checkout_or_interpreter_in_one_line(
     assert parity.main(["--cora-repo", str(tmp_path), "update"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is not a checkout of AGI-Labs/continual_rl" in err
+    assert "git clone https://github.com/AGI-Labs/continual_rl" in err  # how to get one
     for marker in sys.modules["cora_reference"].MARKER_FILES:  # no git: the interpreter next
         (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / marker).touch()
