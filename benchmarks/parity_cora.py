@@ -25,9 +25,10 @@ resumes where CORA's last save left it with the same command (CORA's ``resume_id
 under ``--root``: CORA's ``cora_<policy>_s<k>`` (``train-cora --out``) with ours
 ``ours_<method>_s<k>`` (``train-ours``, ``cl-suites run --preset paper`` at the same
 budget; ``impala`` is our ``ft``), scores CORA's snapshots with our evaluator
-(``cora_learning.py``: one scorer, the same evaluation episodes), checks that the scorer
-reproduces our own run's last evaluation, and writes per method a plot of both sides'
-learning curves (``--plots``) and Markdown tables of the scores after each task::
+(``cora_learning.py``: one scorer, the same evaluation episodes), with ``--check-scorer``
+checks that the scorer reproduces our own run's last evaluation, and writes per method a
+plot of both sides' learning curves (``--plots``) and Markdown tables of the scores after
+each task::
 
     .venv/bin/python benchmarks/parity_cora.py train-ours --method ft --seed 0 \
         --out /tmp/cora_runs/ours_ft_s0
