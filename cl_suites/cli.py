@@ -388,11 +388,18 @@ def _resolved_config(config: RunConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def _check_replay_memory(spec: Any, run_dir: Path) -> None:
-    """CLEAR's memory guard as a dry run, so a buffer that fits nowhere is refused before
-    the run directory is created."""
-    from baselines_sb3.cl.clear import CLEAR, replay_storage
+    """The replay memory guard as a dry run (CLEAR; CORA's EWC, online EWC and P&C), so a
+    buffer that fits nowhere is refused before the run directory is created."""
+    from baselines_sb3.cl import make_method, method_class
+    from baselines_sb3.cl.storage import replay_storage
 
-    method = CLEAR(
+    if (
+        spec.method == "random"
+        or not method_class(spec.method, spec.hp["method"].get("variant")).keeps_replay
+    ):
+        return
+    method = make_method(
+        spec.method,
         **spec.hp["method"],
         disk_dir=run_dir / "replay",
         storage=replay_storage(spec.options.replay_on_disk),
@@ -444,8 +451,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     specs = None
     if config.method != "random":
         specs = _resolve(config)  # every bad value fails here, before the run dir exists
-        if specs[0].method == "clear":
-            _check_replay_memory(specs[0], run_dir)
+        _check_replay_memory(specs[0], run_dir)
         if len(specs) > 1 and "layout_seed" not in config.options:
             err_console.print(_shared_kitchens_note(config.seeds or [], specs[0]))
     try:

@@ -32,7 +32,7 @@ The tree (classes defined in other modules are re-parented onto the categories h
     +-- EnvStateError                           cl_suites.core.env_state
     +-- SequenceDoneError (RuntimeError)        cl_suites.core.task
     +-- LayoutGenerationError (RuntimeError)    cl_suites.meal.layouts
-    +-- ReplayMemoryError (MemoryError)         baselines_sb3.cl.clear
+    +-- ReplayMemoryError (MemoryError)         baselines_sb3.cl.storage
     +-- TrackingError (RuntimeError)            cl_suites.job.tracking
     +-- RunInterrupted                          cl_suites.cli: Ctrl-C / SIGTERM (exit 130)
 

@@ -357,25 +357,25 @@ def test_wandb_offline_gets_the_training_scalars(tmp_path, monkeypatch):
 def test_clear_buffer_goes_to_disk_or_is_refused_with_sizes(tmp_path, monkeypatch, caplog):
     from gymnasium import spaces
 
-    from baselines_sb3.cl import clear
+    from baselines_sb3.cl import clear, storage
 
     procgen = spaces.Box(0, 255, (64, 64, 3), "uint8")
     obs, other = clear.ReservoirBuffer.nbytes(20_000, 20, procgen, 15)
     # 1,000 unrolls of 21 frames: 12,288 observation bytes per frame, and per frame 65
     # bytes of logits, value and start plus 8 bytes of action and reward per transition
     assert (obs, other) == (1_000 * 21 * 12_288, 1_000 * (21 * 65 + 20 * 8))
-    monkeypatch.setattr(clear, "available_memory", lambda: 100 * 2**20)  # 100 MiB free
+    monkeypatch.setattr(storage, "available_memory", lambda: 100 * 2**20)  # 100 MiB free
     method = clear.CLEAR(buffer_size=20_000, disk_dir=tmp_path)
     with caplog.at_level(logging.WARNING):
         assert method.plan_storage(20, procgen, 15) is True
     assert "needs 247.5 MiB of RAM (246.1 MiB of observations) but only 100.0 MiB" in caplog.text
     assert f"keeping its observations on disk in {tmp_path}" in caplog.text
-    with pytest.raises(clear.ReplayMemoryError, match=r"--set replay_on_disk=true"):
+    with pytest.raises(storage.ReplayMemoryError, match=r"--set replay_on_disk=true"):
         clear.CLEAR(buffer_size=20_000, storage="ram").plan_storage(20, procgen, 15)
-    with pytest.raises(clear.ReplayMemoryError, match="pass disk_dir=DIR"):
+    with pytest.raises(storage.ReplayMemoryError, match="pass disk_dir=DIR"):
         clear.CLEAR(buffer_size=20_000).plan_storage(20, procgen, 15)
-    monkeypatch.setattr(clear, "free_bytes", lambda path: 2**20)
-    with pytest.raises(clear.ReplayMemoryError, match=r"do not fit either .*1\.0 MiB free"):
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 2**20)
+    with pytest.raises(storage.ReplayMemoryError, match=r"do not fit either .*1\.0 MiB free"):
         method.plan_storage(20, procgen, 15)
     assert clear.CLEAR(buffer_size=2_000, disk_dir=tmp_path).plan_storage(20, procgen, 15) is False
 
@@ -383,10 +383,10 @@ def test_clear_buffer_goes_to_disk_or_is_refused_with_sizes(tmp_path, monkeypatc
 def test_readme_clear_paper_command_refuses_before_starting_when_nothing_fits(
     tmp_path, monkeypatch, capsys
 ):
-    from baselines_sb3.cl import clear
+    from baselines_sb3.cl import storage
 
-    monkeypatch.setattr(clear, "available_memory", lambda: 16 * 2**30)
-    monkeypatch.setattr(clear, "free_bytes", lambda path: 20 * 2**30)
+    monkeypatch.setattr(storage, "available_memory", lambda: 16 * 2**30)
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 20 * 2**30)
     run_dir = tmp_path / "clear-s0"
     argv = ["run", "--suite", "Procgen6", "--method", "clear", "--learner", "vtrace",
             "--preset", "paper", "--seed", "0", "--run-dir", str(run_dir)]  # fmt: skip
@@ -398,9 +398,9 @@ def test_readme_clear_paper_command_refuses_before_starting_when_nothing_fits(
 
 
 def test_main_job_moves_a_buffer_that_does_not_fit_to_disk(tmp_path, monkeypatch, capsys):
-    from baselines_sb3.cl import clear
+    from baselines_sb3.cl import storage
 
-    monkeypatch.setattr(clear, "available_memory", lambda: 1_000_000)  # 750 kB for the buffer
+    monkeypatch.setattr(storage, "available_memory", lambda: 1_000_000)  # 750 kB for the buffer
     run_dir = tmp_path / "clear"
     argv = ["run", *TINY, "--method", "clear", "--steps-per-task", "256", "--run-dir",
             str(run_dir)]  # fmt: skip
@@ -408,3 +408,59 @@ def test_main_job_moves_a_buffer_that_does_not_fit_to_disk(tmp_path, monkeypatch
     assert "keeping its observations on disk in" in capsys.readouterr().err
     assert (run_dir / "replay" / "obs.bin").stat().st_size > 0
     assert read_metadata(run_dir)["method"] == "clear"
+
+
+# -- the same guard for CORA's Fisher buffers (EWC, online EWC) and P&C's buffer --------------
+@pytest.mark.parametrize("method", ["ewc", "online-ewc", "pnc"])
+def test_fisher_buffers_go_to_disk_or_are_refused_with_sizes(method, tmp_path, monkeypatch, caplog):
+    from gymnasium import spaces
+
+    from baselines_sb3.cl import make_method, storage
+
+    atari = spaces.Box(0, 255, (84, 84, 4), "uint8")  # 28,224 bytes a frame
+    frames = 1_000_000
+    monkeypatch.setattr(storage, "available_memory", lambda: 16 * 2**30)
+    on_disk = make_method(method, variant="cora", buffer_frames=frames, disk_dir=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert on_disk.plan_storage(20, atari, 6) is True
+    # 1e6 x 28,224 observation bytes + 1e6 x 20 bytes of action, log-prob, reward, start
+    assert f"{method}: a buffer of 1,000,000 frames needs 26.3 GiB of RAM (26.3 GiB" in caplog.text
+    assert "but only 16.0 GiB of memory is free" in caplog.text
+    with pytest.raises(storage.ReplayMemoryError, match=r"--set replay_on_disk=true"):
+        make_method(method, variant="cora", buffer_frames=frames, storage="ram").plan_storage(
+            20, atari, 6
+        )
+    with pytest.raises(
+        storage.ReplayMemoryError, match=r"--set buffer_frames=N\), or pass disk_dir=DIR"
+    ):
+        make_method(method, variant="cora", buffer_frames=frames).plan_storage(20, atari, 6)
+    with pytest.raises(ValueError, match="storage='disk' needs disk_dir"):
+        make_method(method, variant="cora", storage="disk")
+    small = make_method(method, variant="cora", buffer_frames=100_000, disk_dir=tmp_path)
+    assert small.plan_storage(20, atari, 6) is False  # 2.6 GiB: RAM
+
+
+def test_paper_ewc_on_atari_refuses_before_starting_when_nothing_fits(
+    tmp_path, monkeypatch, capsys
+):
+    from baselines_sb3.cl import storage
+
+    monkeypatch.setattr(storage, "available_memory", lambda: 16 * 2**30)
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 20 * 2**30)
+    run_dir = tmp_path / "ewc-s0"
+    argv = ["run", "--suite", "Atari6", "--method", "ewc", "--preset", "paper",
+            "--run-dir", str(run_dir)]  # fmt: skip
+    assert main(argv) == 1
+    err = one_line_error(capsys)
+    assert "ewc: a buffer of 1,000,000 frames needs 26.3 GiB of RAM" in err
+    assert "do not fit either" in err and "20.0 GiB free" in err and not run_dir.exists()
+
+
+def test_main_job_keeps_an_ewc_buffer_that_does_not_fit_on_disk(tmp_path, monkeypatch, capsys):
+    from baselines_sb3.cl import storage
+
+    monkeypatch.setattr(storage, "available_memory", lambda: 1_000_000)
+    run_dir = tmp_path / "ewc"
+    assert main(["run", *TINY, "--run-dir", str(run_dir)]) == 0
+    assert "ewc: a buffer of" in capsys.readouterr().err
+    assert list((run_dir / "replay").glob("task*/unrolls*.npy"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines_sb3.cl.clear import ReplayMemoryError
+from baselines_sb3.cl.storage import ReplayMemoryError
 from cl_suites import cli
 from cl_suites.api import make_sequence
 from cl_suites.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, main

@@ -56,6 +56,16 @@ def test_diagnostic_resume_is_bit_identical_after_a_mid_task_kill(diag_full, tmp
     assert _steps_in_episodes(diag_full) == _total_steps(diag_full) == 2000
 
 
+def test_ewc_buffers_on_disk_resume_to_the_same_run_as_in_ram(diag_full, tmp_path):
+    """``replay_on_disk=true``: CORA's per-task Fisher buffers as files, whose names the
+    checkpoints hold; a kill and resume gives the run that kept them in RAM."""
+    overrides = {**DIAG_OVERRIDES, "replay_on_disk": True}
+    _killed_run(tmp_path / "cut", DIAG, overrides, kill_at=1400)
+    assert list((tmp_path / "cut" / "replay").glob("task*/unrolls*.npy"))
+    a = read_eval(diag_full).drop(columns="wall_time")
+    assert a.equals(read_eval(tmp_path / "cut").drop(columns="wall_time"))
+
+
 def test_inexact_resume_logs_the_cut_episodes_once(diag_full, tmp_path, monkeypatch):
     """When the task env cannot be restored (as NetHack), it restarts from its seed; the
     episodes running at the checkpoint are logged once, as cut, and no step is lost."""

@@ -126,11 +126,15 @@ class ContinualMethod:
         needs_task_boundaries: the method must hear task switches; attaching it to an
             env that signals none raises ``ValueError``.
         needs_fresh_episodes: the method wants ``set_episode_source`` (interface 11).
+        keeps_replay: the method stores observations in a replay buffer placed by the
+            memory guard (its constructor takes ``disk_dir`` and ``storage``;
+            ``baselines_sb3.cl.storage``).
     """
 
     name = "ft"
     needs_task_boundaries = False
     needs_fresh_episodes = False
+    keeps_replay = False
 
     def __init__(self) -> None:
         self.policy: ActorCriticPolicy | None = None

@@ -32,13 +32,10 @@ the observation arrays live in a flat file read and written with positional I/O
 the small per-transition arrays whatever the buffer size. Frame-stacked observations are
 stored as given (one copy per transition); de-duplicating stacked frames is not done.
 
-Memory guard (``storage="auto"``, the default): before the buffer is allocated its size is
-compared with the memory this process may still use (``MemAvailable``, capped by the
-cgroup limit). A buffer whose arrays need more than ``RAM_FRACTION`` of it keeps its
-observations on disk under ``disk_dir`` (with a message), and when there is no
-``disk_dir`` or not enough free disk either, CLEAR refuses before training starts with
-the sizes and the options to change (:class:`ReplayMemoryError`). CORA's Procgen6 buffer
-(5M transitions of 64x64x3 uint8, 21 frames per 20-step unroll) needs 60.1 GiB of
+Memory guard (``storage="auto"``, the default; ``baselines_sb3.cl.storage``): a buffer
+that does not fit the free memory keeps its observations on disk under ``disk_dir``, and
+CLEAR refuses before training when it fits nowhere. CORA's Procgen6 buffer (5M
+transitions of 64x64x3 uint8, 21 frames per 20-step unroll) needs 60.1 GiB of
 observations.
 
 ``np.memmap`` is not used for the disk buffer: pages written through a shared mapping are
@@ -50,7 +47,6 @@ anything (``benchmarks/bench_baselines.py`` measures both).
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,63 +58,10 @@ from gymnasium import spaces
 from stable_baselines3.common.preprocessing import get_obs_shape
 
 from baselines_sb3.cl.base import ContinualMethod, Rollout, logits_and_values
+from baselines_sb3.cl.storage import check_storage, place_buffer
 from baselines_sb3.vtrace import vtrace_targets
-from cl_suites.core.fsutil import format_bytes, free_bytes
-from cl_suites.errors import CLSuitesError
 
-logger = logging.getLogger(__name__)
-
-STORAGES: tuple[str, ...] = ("auto", "ram", "disk")
 CLONE_ALIGNMENTS: tuple[str, ...] = ("cora", "paper")
-RAM_FRACTION = 0.75
-"""``storage="auto"`` keeps the buffer in RAM when its arrays need at most this fraction of
-the memory still available to the process."""
-
-
-class ReplayMemoryError(CLSuitesError, MemoryError):
-    """The replay buffer fits neither in memory nor on disk as configured (the message gives
-    the sizes and the options to change)."""
-
-
-def available_memory() -> int | None:
-    """Bytes of memory this process may still allocate: ``MemAvailable`` of
-    ``/proc/meminfo``, capped by the cgroup's limit minus its usage; ``None`` where
-    neither can be read (then the guard assumes the buffer fits)."""
-    candidates = []
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    candidates.append(int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ):
-        try:
-            limit = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            candidates.append(max(int(limit) - usage, 0))
-    return min(candidates) if candidates else None
-
-
-def replay_storage(option: bool | str | None) -> str:
-    """The ``storage`` of a CLEAR buffer from the job option ``replay_on_disk``:
-    ``None``/``"auto"`` -> ``"auto"``, ``True`` -> ``"disk"``, ``False`` -> ``"ram"``."""
-    if option is None or option == "auto":
-        return "auto"
-    if isinstance(option, bool):
-        return "disk" if option else "ram"
-    if option in STORAGES:
-        return str(option)
-    raise ValueError(f"replay_on_disk must be true, false or 'auto', got {option!r}")
 
 
 class _FileArray:
@@ -349,6 +292,7 @@ class CLEAR(ContinualMethod):
     """
 
     name = "clear"
+    keeps_replay = True
     needs_task_boundaries = False
 
     def __init__(
@@ -369,10 +313,7 @@ class CLEAR(ContinualMethod):
             raise ValueError(
                 f"unknown clone_alignment {clone_alignment!r}; valid: {', '.join(CLONE_ALIGNMENTS)}"
             )
-        if storage not in STORAGES:
-            raise ValueError(f"unknown storage {storage!r}; valid: {', '.join(STORAGES)}")
-        if storage == "disk" and disk_dir is None:
-            raise ValueError("CLEAR storage='disk' needs disk_dir")
+        check_storage(storage, disk_dir, "CLEAR")
         self.storage = storage
         self.buffer_size = int(buffer_size)
         self.policy_cloning, self.value_cloning = float(policy_cloning), float(value_cloning)
@@ -420,44 +361,15 @@ class CLEAR(ContinualMethod):
         obs_bytes, other_bytes = ReservoirBuffer.nbytes(
             self.buffer_size, unroll_length, observation_space, int(num_actions)
         )
-        if self.storage == "disk":
-            return True
-        free = available_memory()
-        budget = None if free is None else int(free * RAM_FRACTION)
-        size = f"CLEAR replay buffer of {self.buffer_size:,} transitions"
-        if budget is None or obs_bytes + other_bytes <= budget:
-            return False
-        memory = (
-            f"needs {format_bytes(obs_bytes + other_bytes)} of RAM "
-            f"({format_bytes(obs_bytes)} of observations) but only {format_bytes(free)} of "
-            f"memory is free (the buffer may use {RAM_FRACTION:.0%})"
+        return place_buffer(
+            f"CLEAR replay buffer of {self.buffer_size:,} transitions",
+            obs_bytes,
+            other_bytes,
+            storage=self.storage,
+            disk_dir=self.disk_dir,
+            smaller="lower buffer_size (--set buffer_size=N)",
+            quiet=quiet,
         )
-        smaller = "lower buffer_size (--set buffer_size=N)"
-        if self.storage == "ram":
-            raise ReplayMemoryError(
-                f"{size} {memory}; {smaller}, or keep it on disk (--set replay_on_disk=true)"
-            )
-        if self.disk_dir is None:
-            raise ReplayMemoryError(f"{size} {memory}; {smaller}, or pass disk_dir=DIR")
-        disk_free = free_bytes(self.disk_dir)
-        if other_bytes > budget or (disk_free is not None and obs_bytes > disk_free):
-            disk = f"{format_bytes(disk_free)} free" if disk_free is not None else "unknown"
-            raise ReplayMemoryError(
-                f"{size} {memory}, and on disk its {format_bytes(obs_bytes)} of observations "
-                f"do not fit either ({self.disk_dir}: {disk}); {smaller}"
-            )
-        if quiet:
-            return True
-        logger.warning(
-            "%s %s: keeping its observations on disk in %s (%s of %s free); "
-            "--set replay_on_disk=false forces RAM",
-            size,
-            memory,
-            self.disk_dir,
-            format_bytes(obs_bytes),
-            format_bytes(disk_free) if disk_free is not None else "?",
-        )
-        return True
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         """Offer the rollout's ``E`` unrolls: ``T + 1`` frames each (the rollout's and the

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.utils import obs_as_tensor
 
 from baselines_sb3.cl.base import (
@@ -46,8 +47,9 @@ from baselines_sb3.cl.base import (
     latest_step_segment,
 )
 from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
-from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance, warn_if_large
-from baselines_sb3.cl.unroll_buffer import UnrollBuffer
+from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
+from baselines_sb3.cl.storage import check_storage
+from baselines_sb3.cl.unroll_buffer import UnrollBuffer, unroll_buffer_on_disk
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
 
@@ -87,11 +89,15 @@ class ProgressCompress(ContinualMethod):
         reset: ``"column"`` (CORA's code) or ``"column+adapters"``.
         kb_listed_twice: the KB's parameters count twice in the compress update's
             clipping and optimizer steps, as in CORA (see the module docstring).
-        disk_dir: keep the buffer's observations on disk.
+        disk_dir: where the buffer's observations go when it is kept on disk.
+        storage: ``"auto"`` (RAM when a full buffer fits the free memory, else
+            ``disk_dir``, else refuse; ``baselines_sb3.cl.storage``), ``"ram"`` or
+            ``"disk"`` (needs ``disk_dir``).
         seed: sampling seed.
     """
 
     name = "pnc"
+    keeps_replay = True
     needs_task_boundaries = True
 
     def __init__(
@@ -107,9 +113,12 @@ class ProgressCompress(ContinualMethod):
         reset: str = "column",
         kb_listed_twice: bool = True,
         disk_dir: Any = None,
+        storage: str = "auto",
         seed: int = 0,
     ):
         super().__init__()
+        check_storage(storage, disk_dir, self.name)
+        self.storage = storage
         self.kb_listed_twice = bool(kb_listed_twice)
         if reset not in RESETS:
             raise ValueError(f"unknown reset {reset!r}; valid: {', '.join(RESETS)}")
@@ -151,11 +160,33 @@ class ProgressCompress(ContinualMethod):
         if self.batch_unrolls is None:
             self.batch_unrolls = int(getattr(model, "n_envs", 32) or 32)
         if self.buffer is None:
-            disk = None if self.disk_dir is None else f"{self.disk_dir}/pnc"
+            on_disk = self.plan_storage(0, policy.observation_space, 0)
+            disk = self._disk_dir() if on_disk else None
             self.buffer = UnrollBuffer(self.buffer_frames, policy.observation_space, disk)
-            warn_if_large(self.buffer, self.name)
         env = model.get_env() if model is not None else None
         self._source = find_task_switch_source(env) if env is not None else None
+
+    def _disk_dir(self) -> str | None:
+        return None if self.disk_dir is None else f"{self.disk_dir}/pnc"
+
+    def plan_storage(
+        self,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        quiet: bool = False,
+    ) -> bool:
+        """Whether the buffer's observations go to disk (the memory guard, now: see
+        ``baselines_sb3.cl.storage``); raises ``ReplayMemoryError`` when it fits nowhere.
+        ``unroll_length`` and ``num_actions`` are not needed (CLEAR's signature)."""
+        return unroll_buffer_on_disk(
+            self.name,
+            self.buffer_frames,
+            observation_space,
+            storage=self.storage,
+            disk_dir=self._disk_dir(),
+            quiet=quiet,
+        )
 
     def set_current_segment(self, segment: Segment | None) -> None:
         if segment is not None:

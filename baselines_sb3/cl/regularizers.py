@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from baselines_sb3.cl.base import (
@@ -59,7 +60,8 @@ from baselines_sb3.cl.importance import (
     mas_importance,
     score_fisher,
 )
-from baselines_sb3.cl.unroll_buffer import UnrollBuffer
+from baselines_sb3.cl.storage import check_storage
+from baselines_sb3.cl.unroll_buffer import UnrollBuffer, unroll_buffer_on_disk
 from cl_suites.core.task import Segment, TaskSwitch
 
 Importance = dict[str, th.Tensor]
@@ -381,17 +383,6 @@ def _switch_from_state(state: Mapping[str, Any] | None) -> TaskSwitch | None:
     return TaskSwitch(Segment(**state["previous"]), current, int(state["total_step"]))
 
 
-def warn_if_large(buffer: UnrollBuffer, method: str, limit: int = 4 * 2**30) -> None:
-    """Warn (once per buffer) when a full RAM buffer would exceed ``limit`` bytes."""
-    if buffer.disk_dir is None and buffer.max_bytes > limit:
-        warnings.warn(
-            f"{method}: a full buffer of {buffer.capacity_frames:,} frames holds "
-            f"{buffer.max_bytes / 2**30:.1f} GiB of observations in RAM; use replay_on_disk "
-            "(disk_dir) or a smaller buffer_frames",
-            stacklevel=3,
-        )
-
-
 class _CoraFisherMixin:
     """CORA's Fisher on stored unrolls, shared by EWC and online EWC.
 
@@ -404,6 +395,7 @@ class _CoraFisherMixin:
     is still the old task's.
     """
 
+    keeps_replay = True
     _pending: TaskSwitch | None = None
 
     def _consolidate_due(self) -> None:
@@ -441,11 +433,14 @@ class _CoraFisherMixin:
         batch_unrolls: int | None,
         buffer_frames: int,
         disk_dir: Any,
+        storage: str,
     ) -> None:
+        check_storage(storage, disk_dir, self.name)  # type: ignore[attr-defined]
         self.fisher_batches = int(fisher_batches)
         self.batch_unrolls = batch_unrolls
         self.buffer_frames = int(buffer_frames)
         self.disk_dir = disk_dir
+        self.storage = storage
         self.rng = np.random.default_rng(self.seed)  # type: ignore[attr-defined]
 
     def _learner_settings(self, model: Any) -> None:
@@ -454,11 +449,33 @@ class _CoraFisherMixin:
         if self.batch_unrolls is None:
             self.batch_unrolls = int(getattr(model, "n_envs", 32) or 32)
 
+    def plan_storage(
+        self,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        quiet: bool = False,
+        disk_dir: Any = None,
+    ) -> bool:
+        """Whether a new buffer's observations go to disk (the memory guard, now: see
+        ``baselines_sb3.cl.storage``); raises ``ReplayMemoryError`` when it fits nowhere.
+        ``unroll_length`` and ``num_actions`` are not needed (CLEAR's signature);
+        ``disk_dir``: the buffer's directory (default: the method's)."""
+        return unroll_buffer_on_disk(
+            self.name,  # type: ignore[attr-defined]
+            self.buffer_frames,
+            observation_space,
+            storage=self.storage,
+            disk_dir=self.disk_dir if disk_dir is None else disk_dir,
+            quiet=quiet,
+        )
+
     def _new_buffer(self, name: str) -> UnrollBuffer:
+        """A new buffer: in RAM or in ``disk_dir/name``, as the memory guard decides."""
         disk = None if self.disk_dir is None else f"{self.disk_dir}/{name}"
-        buffer = UnrollBuffer(self.buffer_frames, self.policy.observation_space, disk)  # type: ignore[attr-defined]
-        warn_if_large(buffer, self.name)  # type: ignore[attr-defined]
-        return buffer
+        space = self.policy.observation_space  # type: ignore[attr-defined]
+        on_disk = self.plan_storage(0, space, 0, disk_dir=disk)
+        return UnrollBuffer(self.buffer_frames, space, disk if on_disk else None)
 
     def _fisher(self, forward: Any, params: list, buffer: UnrollBuffer) -> Importance:
         normalizer = getattr(self.policy, "reward_normalizer", None)  # type: ignore[attr-defined]
@@ -493,7 +510,12 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
         min_task_steps: the penalty is off while the current task (all its visits
             together) has fewer agent steps (``ewc_per_task_min_frames``: 2e5; CHORES'
             configs leave CORA's default 20e6). Consolidation always happens.
-        groups, seed, disk_dir: see ``QuadraticPenalty``; observations on disk.
+        groups, seed: see ``QuadraticPenalty``.
+        disk_dir: where the buffers' observations go when they are kept on disk (a
+            subdirectory per buffer).
+        storage: ``"auto"`` (RAM when a full buffer fits the free memory, else
+            ``disk_dir``, else refuse; ``baselines_sb3.cl.storage``), ``"ram"`` or
+            ``"disk"`` (needs ``disk_dir``).
     """
 
     name = "ewc"
@@ -507,10 +529,11 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
         min_task_steps: int = 200_000,
         groups: tuple[str, ...] | str = "all",
         disk_dir: Any = None,
+        storage: str = "auto",
         seed: int = 0,
     ):
         super().__init__(lam, groups=groups, scale_by="tasks", seed=seed)
-        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir)
+        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir, storage)
         self.min_task_steps = int(min_task_steps)
         self.buffers: dict[int, UnrollBuffer] = {}
         self.task_steps: dict[int, int] = {}
@@ -518,6 +541,7 @@ class CoraEWC(_CoraFisherMixin, QuadraticPenalty):
     def bind(self, policy: ActorCriticPolicy, model: Any = None) -> None:
         super().bind(policy, model)
         self._learner_settings(model)
+        self.plan_storage(0, policy.observation_space, 0, quiet=True)  # refuse it now
 
     def _buffer(self, task_id: int) -> UnrollBuffer:
         if task_id not in self.buffers:
@@ -606,10 +630,11 @@ class CoraOnlineEWC(_CoraFisherMixin, QuadraticPenalty):
         min_task_steps: int = 0,
         groups: tuple[str, ...] | str = "all",
         disk_dir: Any = None,
+        storage: str = "auto",
         seed: int = 0,
     ):
         super().__init__(lam, groups=groups, scale_by="tasks", seed=seed)
-        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir)
+        self._init_fisher(fisher_batches, batch_unrolls, buffer_frames, disk_dir, storage)
         if normalize is not None and normalize not in NORMALIZATIONS:
             raise ValueError(f"unknown normalize {normalize!r}; valid: {', '.join(NORMALIZATIONS)}")
         self.online_gamma = float(online_gamma)

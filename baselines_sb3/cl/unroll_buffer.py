@@ -27,6 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 from baselines_sb3.cl.base import Rollout
+from baselines_sb3.cl.storage import place_buffer
 
 
 def _obs_dtypes(space: spaces.Space) -> dict[str, np.dtype]:
@@ -66,14 +67,20 @@ class UnrollBuffer:
         self.chunks: list[dict[str, Any]] = []
         self._next_id = 0
         self.checkpoint_limit_bytes = int(checkpoint_limit_bytes)
+        self.frame_bytes = self.frame_nbytes(observation_space)
+
+    @staticmethod
+    def frame_nbytes(observation_space: spaces.Space) -> int:
+        """Observation bytes of one stored frame (each key in its stored dtype)."""
+        dtypes = _obs_dtypes(observation_space)
         subspaces = (
             observation_space.spaces.values()
             if isinstance(observation_space, spaces.Dict)
             else [observation_space]
         )
-        self.frame_bytes = sum(
-            int(np.prod(sp.shape or (1,))) * self.dtypes[k].itemsize
-            for k, sp in zip(self.dtypes, subspaces, strict=True)
+        return sum(
+            int(np.prod(sp.shape or (1,))) * dtypes[k].itemsize
+            for k, sp in zip(dtypes, subspaces, strict=True)
         )
 
     @property
@@ -195,7 +202,7 @@ class UnrollBuffer:
             stored = {k: v for k, v in chunk.items() if k != "obs"}
             stored["obs"] = {
                 key: (
-                    {"file": array.filename}
+                    {"file": str(array.filename)}
                     if getattr(array, "filename", None)
                     else np.asarray(array)
                 )
@@ -228,3 +235,33 @@ class UnrollBuffer:
                 "dropped since; the resumed buffer holds the others",
                 stacklevel=2,
             )
+
+
+OTHER_BYTES_PER_FRAME = 20
+"""Bytes a stored transition holds besides its observation (action int64, log-prob,
+reward and episode start float32); always in RAM."""
+
+
+def unroll_buffer_on_disk(
+    method: str,
+    capacity_frames: int,
+    observation_space: spaces.Space,
+    *,
+    storage: str = "auto",
+    disk_dir: str | os.PathLike[str] | None = None,
+    quiet: bool = False,
+) -> bool:
+    """Whether an :class:`UnrollBuffer` of ``capacity_frames`` keeps its observations in
+    ``disk_dir``, by the memory guard (``baselines_sb3.cl.storage``): RAM when a full
+    buffer fits the free memory (``storage="auto"``), else disk; raises
+    :class:`~baselines_sb3.cl.storage.ReplayMemoryError` when it fits nowhere. ``method``
+    names the method in messages; ``quiet``: no message (a dry run)."""
+    return place_buffer(
+        f"{method}: a buffer of {int(capacity_frames):,} frames",
+        int(capacity_frames) * UnrollBuffer.frame_nbytes(observation_space),
+        int(capacity_frames) * OTHER_BYTES_PER_FRAME,
+        storage=storage,
+        disk_dir=disk_dir,
+        smaller="lower buffer_frames (--set buffer_frames=N)",
+        quiet=quiet,
+    )

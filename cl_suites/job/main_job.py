@@ -37,8 +37,8 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.cl import attach_method, make_method
-from baselines_sb3.cl.clear import replay_storage
+from baselines_sb3.cl import attach_method, make_method, method_class
+from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress, plan_text
@@ -171,11 +171,10 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         sb3_env, sequence, hp, multi_head=spec.multi_head, task_id_input=spec.task_id_input
     )
     method_kwargs = dict(hp["method"])
-    if spec.method == "clear":  # RAM if the buffer fits, else run_dir/replay (or refuse)
+    # replay buffers (CLEAR; CORA's EWC, online EWC, P&C): RAM if they fit, else RUN_DIR/replay
+    if method_class(spec.method, method_kwargs.get("variant")).keeps_replay:
         storage = replay_storage(job.replay_on_disk)
         method_kwargs.update(disk_dir=run_dir / "replay", storage=storage)
-    elif spec.method in ("ewc", "online-ewc", "pnc") and job.replay_on_disk:
-        method_kwargs["disk_dir"] = run_dir / "replay"  # CORA's per-task frame buffers
     cl = make_method(spec.method, seed=int(seed), **method_kwargs)
     model = build_model(
         spec.learner,

@@ -533,6 +533,8 @@ def test_unroll_buffer_on_disk_checkpoints_file_names(tmp_path):
         buffer.add(_unroll(obs, [0, 1], [1.0, 0.0], [0, 0, 0], [0.0, 0.0]))
     assert len(list(tmp_path.glob("*.npy"))) == 2 and buffer.resident_bytes == 0
     state = buffer.state_dict()
+    files = [v["file"] for chunk in state["chunks"] for v in chunk["obs"].values()]
+    assert all(type(f) is str for f in files)  # checkpoints hold plain values, not Paths
     restored = UnrollBuffer(4, space, disk_dir=tmp_path)
     restored.load_state_dict(state)
     assert set(np.unique(restored.sample(20, np.random.default_rng(0))["obs"])) == {1, 2}
