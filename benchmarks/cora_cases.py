@@ -440,6 +440,7 @@ class ObservationCase:
 
 OBSERVATION_CASES: tuple[ObservationCase, ...] = (
     ObservationCase("minihack", "MiniHack15", 0, "Room-Random-5x5-v0", 8, 300),
+    ObservationCase("minihack", "MiniHack15", 1, "Room-Dark-5x5-v0", 8, 300),
     ObservationCase("procgen", "Procgen6", 0, "climber-v0", 15, 1500),
     ObservationCase("atari", "Atari6", 0, "SpaceInvadersNoFrameskip-v4", 18, 600),
     ObservationCase("atari", "Atari6", 5, "MsPacmanNoFrameskip-v4", 18, 600),
