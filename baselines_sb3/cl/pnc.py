@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 from stable_baselines3.common.utils import obs_as_tensor
 
 from baselines_sb3.cl.base import (
@@ -49,7 +48,7 @@ from baselines_sb3.cl.base import (
 from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
 from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
 from baselines_sb3.cl.storage import check_storage
-from baselines_sb3.cl.unroll_buffer import UnrollBuffer, unroll_buffer_on_disk
+from baselines_sb3.cl.unroll_buffer import GuardedUnrollBuffers, UnrollBuffer
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
 
@@ -73,7 +72,7 @@ def refresh_bootstrap_values(model: Any) -> None:
     buffer.last_values = values.cpu().numpy().flatten()
 
 
-class ProgressCompress(ContinualMethod):
+class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
     """P&C (see the module docstring).
 
     Args:
@@ -160,33 +159,9 @@ class ProgressCompress(ContinualMethod):
         if self.batch_unrolls is None:
             self.batch_unrolls = int(getattr(model, "n_envs", 32) or 32)
         if self.buffer is None:
-            on_disk = self.plan_storage(0, policy.observation_space, 0)
-            disk = self._disk_dir() if on_disk else None
-            self.buffer = UnrollBuffer(self.buffer_frames, policy.observation_space, disk)
+            self.buffer = self._new_buffer("pnc")
         env = model.get_env() if model is not None else None
         self._source = find_task_switch_source(env) if env is not None else None
-
-    def _disk_dir(self) -> str | None:
-        return None if self.disk_dir is None else f"{self.disk_dir}/pnc"
-
-    def plan_storage(
-        self,
-        unroll_length: int,
-        observation_space: spaces.Space,
-        num_actions: int,
-        quiet: bool = False,
-    ) -> bool:
-        """Whether the buffer's observations go to disk (the memory guard, now: see
-        ``baselines_sb3.cl.storage``); raises ``ReplayMemoryError`` when it fits nowhere.
-        ``unroll_length`` and ``num_actions`` are not needed (CLEAR's signature)."""
-        return unroll_buffer_on_disk(
-            self.name,
-            self.buffer_frames,
-            observation_space,
-            storage=self.storage,
-            disk_dir=self._disk_dir(),
-            quiet=quiet,
-        )
 
     def set_current_segment(self, segment: Segment | None) -> None:
         if segment is not None:

@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from baselines_sb3.cl.base import (
@@ -61,7 +60,7 @@ from baselines_sb3.cl.importance import (
     score_fisher,
 )
 from baselines_sb3.cl.storage import check_storage
-from baselines_sb3.cl.unroll_buffer import UnrollBuffer, unroll_buffer_on_disk
+from baselines_sb3.cl.unroll_buffer import GuardedUnrollBuffers, UnrollBuffer
 from cl_suites.core.task import Segment, TaskSwitch
 
 Importance = dict[str, th.Tensor]
@@ -383,7 +382,7 @@ def _switch_from_state(state: Mapping[str, Any] | None) -> TaskSwitch | None:
     return TaskSwitch(Segment(**state["previous"]), current, int(state["total_step"]))
 
 
-class _CoraFisherMixin:
+class _CoraFisherMixin(GuardedUnrollBuffers):
     """CORA's Fisher on stored unrolls, shared by EWC and online EWC.
 
     CORA consolidates inside the loss of the first learner update whose batch carries the
@@ -448,34 +447,6 @@ class _CoraFisherMixin:
         self.vf_coef = float(getattr(model, "vf_coef", 0.5))
         if self.batch_unrolls is None:
             self.batch_unrolls = int(getattr(model, "n_envs", 32) or 32)
-
-    def plan_storage(
-        self,
-        unroll_length: int,
-        observation_space: spaces.Space,
-        num_actions: int,
-        quiet: bool = False,
-        disk_dir: Any = None,
-    ) -> bool:
-        """Whether a new buffer's observations go to disk (the memory guard, now: see
-        ``baselines_sb3.cl.storage``); raises ``ReplayMemoryError`` when it fits nowhere.
-        ``unroll_length`` and ``num_actions`` are not needed (CLEAR's signature);
-        ``disk_dir``: the buffer's directory (default: the method's)."""
-        return unroll_buffer_on_disk(
-            self.name,  # type: ignore[attr-defined]
-            self.buffer_frames,
-            observation_space,
-            storage=self.storage,
-            disk_dir=self.disk_dir if disk_dir is None else disk_dir,
-            quiet=quiet,
-        )
-
-    def _new_buffer(self, name: str) -> UnrollBuffer:
-        """A new buffer: in RAM or in ``disk_dir/name``, as the memory guard decides."""
-        disk = None if self.disk_dir is None else f"{self.disk_dir}/{name}"
-        space = self.policy.observation_space  # type: ignore[attr-defined]
-        on_disk = self.plan_storage(0, space, 0, disk_dir=disk)
-        return UnrollBuffer(self.buffer_frames, space, disk if on_disk else None)
 
     def _fisher(self, forward: Any, params: list, buffer: UnrollBuffer) -> Importance:
         normalizer = getattr(self.policy, "reward_normalizer", None)  # type: ignore[attr-defined]

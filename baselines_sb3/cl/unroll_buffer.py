@@ -265,3 +265,37 @@ def unroll_buffer_on_disk(
         smaller="lower buffer_frames (--set buffer_frames=N)",
         quiet=quiet,
     )
+
+
+class GuardedUnrollBuffers:
+    """Mixin of the methods that keep :class:`UnrollBuffer` s (CORA's EWC, online EWC, P&C):
+    places each new buffer by the memory guard. Needs ``name``, ``buffer_frames``,
+    ``storage``, ``disk_dir`` and a bound ``policy``."""
+
+    def plan_storage(
+        self,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        quiet: bool = False,
+        disk_dir: Any = None,
+    ) -> bool:
+        """Whether a new buffer's observations go to disk (the memory guard, now: see
+        ``baselines_sb3.cl.storage``); raises ``ReplayMemoryError`` when it fits nowhere.
+        ``unroll_length`` and ``num_actions`` are not needed (CLEAR's signature);
+        ``disk_dir``: the buffer's directory (default: the method's)."""
+        return unroll_buffer_on_disk(
+            self.name,  # type: ignore[attr-defined]
+            self.buffer_frames,  # type: ignore[attr-defined]
+            observation_space,
+            storage=self.storage,  # type: ignore[attr-defined]
+            disk_dir=self.disk_dir if disk_dir is None else disk_dir,  # type: ignore[attr-defined]
+            quiet=quiet,
+        )
+
+    def _new_buffer(self, name: str) -> UnrollBuffer:
+        """A new buffer: in RAM or in ``disk_dir/name``, as the memory guard decides."""
+        disk = None if self.disk_dir is None else f"{self.disk_dir}/{name}"  # type: ignore[attr-defined]
+        space = self.policy.observation_space  # type: ignore[attr-defined]
+        on_disk = self.plan_storage(0, space, 0, disk_dir=disk)
+        return UnrollBuffer(self.buffer_frames, space, disk if on_disk else None)  # type: ignore[attr-defined]
