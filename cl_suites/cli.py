@@ -58,8 +58,12 @@ from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite,
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
+"""``--method`` choices: the random agent and ``baselines_sb3.cl.METHODS``, named here so
+that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins them equal)."""
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
+"""``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
 PRESETS = ("paper", "small")
+"""``--preset`` choices: ``cl_suites.job.presets.PRESETS``, named here as above."""
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 

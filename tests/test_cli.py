@@ -57,6 +57,18 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
     assert message in " ".join(err.split()) and err.count("\n") == 1  # one line, on stderr
 
 
+def test_choices_are_the_registries():
+    """The CLI names its choices without importing torch; they are the registries' names."""
+    from baselines_sb3.cl import METHODS
+    from cl_suites import cli
+    from cl_suites.job.learners import LEARNER_ENTRIES
+    from cl_suites.job.presets import PRESETS
+
+    assert ("random", *METHODS) == cli.METHODS
+    assert set(cli.LEARNERS) == set(LEARNER_ENTRIES)
+    assert cli.PRESETS == PRESETS
+
+
 def test_unknown_method_lists_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--suite", "Procgen6", "--method", "bogus"])

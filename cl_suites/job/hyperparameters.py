@@ -26,6 +26,7 @@ from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
 from cl_suites.job import presets
+from cl_suites.meal.runtime import MEAL_METHODS
 from cl_suites.suites import find_suite, parse_suite_id
 
 Values = dict[str, Any]
@@ -212,10 +213,8 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
 def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
     if learner != "ppo":
         raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
-    if method not in presets.MEAL_METHODS:
-        raise ValueError(
-            f"unknown method {method!r} for MEAL; valid: {', '.join(presets.MEAL_METHODS)}"
-        )
+    if method not in MEAL_METHODS:
+        raise ValueError(f"unknown method {method!r} for MEAL; valid: {', '.join(MEAL_METHODS)}")
     learner_kw = copy.deepcopy(presets.MEAL_PPO)
     methods = presets.SMALL_MEAL_METHODS if small else presets.MEAL_METHOD_VALUES
     if small:

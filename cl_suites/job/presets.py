@@ -36,7 +36,6 @@ CORA_SUITES: tuple[str, ...] = (
     "CHORES-VaryObject",
     "CHORES-MultiTraj",
 )
-MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
 
 # ----------------------------------------------------------------- CORA, IMPALA / V-trace
 CORA_VTRACE: dict[str, Any] = {  # configs/atari/impala_atari.json over ImpalaPolicyConfig

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
 MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
-"""The CL methods MEAL's baselines define (``cl_suites.job.presets.MEAL_METHODS``)."""
+"""The CL methods MEAL's baselines define (their values: ``cl_suites.job.presets``)."""
 
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
 """Suite options of MEAL training runs (unless overridden): MEAL's paper-time training
