@@ -353,6 +353,19 @@ def test_wandb_offline_gets_the_training_scalars(tmp_path, monkeypatch):
         assert key in records, key
 
 
+def test_a_run_without_tracking_leaves_no_sb3_folder_in_the_temp_directory(tmp_path, monkeypatch):
+    """SB3's default logger makes an empty ``SB3-<date>`` folder in the temp directory at
+    every ``learn()``; a run without --tensorboard/--wandb gets a silent one instead."""
+    import tempfile
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    assert main(["run", *TINY, "--run-dir", str(tmp_path / "run")]) == 0
+    assert list(temp.glob("SB3-*")) == []  # (torch's own caches may live there)
+
+
 # -- CLEAR's memory guard ---------------------------------------------------------------------
 def test_clear_buffer_goes_to_disk_or_is_refused_with_sizes(tmp_path, monkeypatch, caplog):
     from gymnasium import spaces

@@ -118,8 +118,9 @@ def configure_logger(
     docstring) as ``job["tensorboard"]`` / ``job["wandb"]`` ask; with ``run_log`` (a
     ``cl_suites.RunLog``) its eval and episode scalars go to the same writers.
 
-    Returns the ``Logger`` set on the model, or ``None`` when no tracking was asked for
-    (the model keeps SB3's silent default).
+    Returns the ``Logger`` set on the model, or ``None`` when no tracking was asked for:
+    the model then gets a silent logger with no folder (SB3's own default would make an
+    empty ``SB3-<date>`` directory in the temp directory at every ``learn()``).
     """
     run_dir = Path(run_dir)
     formats: list[KVWriter] = []
@@ -135,6 +136,7 @@ def configure_logger(
         project = wandb_option if isinstance(wandb_option, str) else WANDB_PROJECT
         formats.append(WandbOutputFormat(_start_wandb(run_dir, project)))
     if not formats:
+        model.set_logger(Logger(folder=None, output_formats=[]))
         return None
     logger = Logger(folder=str(run_dir), output_formats=formats)
     model.set_logger(logger)
