@@ -62,6 +62,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -213,6 +214,7 @@ def run_cora(repo: Path, bench: Bench, actors: int, marks: Marks) -> dict[str, A
     finally:
         trainer.cleanup()
         stop_children()
+        shutil.rmtree(out, ignore_errors=True)  # CORA's logs of a benchmark run
     return {
         "side": "cora",
         "actors": actors,
