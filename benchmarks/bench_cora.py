@@ -244,14 +244,17 @@ def run_ours(bench: Bench, threads: int, marks: Marks) -> dict[str, Any]:
 
     VTrace.train = timed_train
     never = 10**12
-    with contextlib.suppress(_Stop):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ours-") as run_dir,
+        contextlib.suppress(_Stop),
+    ):
         run_main_job(
             suite=bench.suite,
             method="ft",
             learner="vtrace",
             preset="paper",
             seed=0,
-            run_dir=Path(tempfile.mkdtemp(prefix="bench-ours-")),
+            run_dir=Path(run_dir),
             resume=False,
             num_envs=None,
             overrides={
