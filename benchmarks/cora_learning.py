@@ -266,7 +266,7 @@ def plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6), dpi=90, sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(15, 4.6), dpi=90, sharey=True)
     colors = {}
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, panel in zip(axes, ("training returns (sampled)", "greedy evaluation"), strict=True):
@@ -298,7 +298,7 @@ def plot(
             )
     axes[0].set_ylabel("episode return")
     axes[0].legend(fontsize=7, loc="lower right")
-    axes[1].legend(fontsize=6, loc="lower right", ncol=2)
+    axes[1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out, bbox_inches="tight")

@@ -91,7 +91,7 @@ MINIHACK_PAPER_CONFIG = {
 
 METHOD_CONFIG = {
     "impala": {},
-    "clear": {"replay_buffer_frames": 10e6},
+    "clear": {"replay_buffer_frames": 10e6, "always_reuse_actor_indices": True},
     "ewc": {
         "ewc_lambda": 10000,
         "replay_buffer_frames": 1e6,
@@ -101,7 +101,14 @@ METHOD_CONFIG = {
 }
 """Method settings on top of the MiniHack config: CLEAR's from its MiniHack paper-default
 config; EWC has no MiniHack config in CORA, so its settings are CORA's Procgen/Atari EWC
-configs' (``configs/procgen/ewc_procgen.json``), as our paper preset's."""
+configs' (``configs/procgen/ewc_procgen.json``), as our paper preset's.
+
+CLEAR with 8 actors needs CORA's own flag ``always_reuse_actor_indices``: CORA draws each
+actor's reservoir at most once per batch and asserts ``num_actors >= batch_size *
+batch_replay_ratio`` (32; its configs run 64 actors) unless the flag lets an actor be drawn
+again (``continual_rl/policies/clear/clear_monobeast.py:25,216-219``). Our CLEAR draws
+unrolls uniformly with replacement (``docs/fidelity.md``, CLEAR replay ratio row), so the
+flag is also the closer of CORA's two sampling schemes."""
 
 WIDEST_ACTION_SPACE_ENV = "Corridor-R2-v0"
 """The MiniHack15 train env with the most actions (11: 8 directions, OPEN, KICK, SEARCH)."""
