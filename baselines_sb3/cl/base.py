@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
@@ -153,6 +154,20 @@ class ContinualMethod:
 
     def set_current_segment(self, segment: Segment | None) -> None:
         """The segment being trained when the method is attached (for methods that need it)."""
+
+    def plan_storage(
+        self,
+        unroll_length: int,
+        observation_space: spaces.Space,
+        num_actions: int,
+        quiet: bool = False,
+    ) -> bool:
+        """Methods that ``keeps_replay``: whether their replay buffer's observations go to
+        disk, by the memory guard (``baselines_sb3.cl.storage``), before anything is
+        allocated; raises ``ReplayMemoryError`` when the buffer fits nowhere. The job and
+        the CLI's dry run call it. ``unroll_length``: the learner's T; ``num_actions``:
+        the policy's outputs; ``quiet``: no message when the buffer goes to disk."""
+        raise NotImplementedError(f"method {self.name!r} keeps no replay buffer")
 
     # -- events ----------------------------------------------------------------------
     def on_rollout_end(self, rollout: Rollout) -> None:
