@@ -146,16 +146,20 @@ def nominal_points(budget: Budget) -> list[tuple[int, int]]:
     return points
 
 
-def score_cora(cora_dir: Path, budget: Budget, seed: int, out: Path) -> pd.DataFrame:
+def score_cora(
+    cora_dir: Path, budget: Budget, seed: int, out: Path, reuse: bool = True
+) -> pd.DataFrame:
     """Score CORA's snapshot nearest each evaluation point (and the untrained start) with
-    our scorer; rows as ``eval.csv``'s plus ``snapshot_step``; written to ``out``."""
+    our scorer; rows as ``eval.csv``'s plus ``snapshot_step``; written to ``out`` after
+    every point, so a run still training can be scored as it goes. ``reuse``: keep the
+    rows ``out`` already holds for a point whose nearest snapshot and episode count are
+    unchanged (scoring one point takes about a minute here)."""
     import torch as th
 
     snaps = cora_snapshots(cora_dir)
-    if not snaps:
-        raise FileNotFoundError(f"{cora_dir}/snapshots holds no snapshot of a train task")
-    scorer = Scorer(budget, seed)
-    rows = []
+    done = pd.read_csv(out) if reuse and out.exists() else pd.DataFrame()
+    scorer: Scorer | None = None
+    rows: list[dict[str, Any]] = []
     try:
         for task, step in nominal_points(budget):
             own = [(abs(s - step), s, p) for t, s, p in snaps if t == task]
@@ -164,15 +168,25 @@ def score_cora(cora_dir: Path, budget: Budget, seed: int, out: Path) -> pd.DataF
             gap, snap_step, path = min(own)
             if gap > budget.eval_every // 4:
                 continue  # the run has not reached this point yet
+            total = task * budget.steps_per_task + step
+            if not done.empty:
+                kept = done[(done.total_step == total) & (done.snapshot == path.name)]
+                if len(kept) and (kept.episodes == budget.eval_episodes).all():
+                    rows += kept.to_dict("records")
+                    continue
+            if scorer is None:
+                scorer = Scorer(budget, seed)
             state = th.load(path, map_location="cpu", weights_only=False)["model_state_dict"]
             scorer.load_cora(state)
-            total = task * budget.steps_per_task + step
             for row in scorer.score(total):
                 rows.append({**row, "snapshot": path.name, "snapshot_step": snap_step})
+            pd.DataFrame(rows).to_csv(out, index=False)
     finally:
-        scorer.close()
+        if scorer is not None:
+            scorer.close()
     frame = pd.DataFrame(rows)
-    frame.to_csv(out, index=False)
+    if rows:
+        frame.to_csv(out, index=False)
     return frame
 
 

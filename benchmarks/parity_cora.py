@@ -489,19 +489,21 @@ def compare(args: argparse.Namespace) -> int:
         curves, tables = {}, {}
         for seed, cora, ours in runs:
             scores = cora / "scores.csv"
-            newest = max((p.stat().st_mtime for p in (cora / "snapshots").glob("*.tar")), default=0)
-            if args.rescore or not scores.exists() or scores.stat().st_mtime < newest:
-                print(f"scoring {cora.name} with our evaluator (seed {seed}) ...", flush=True)
-                score_cora(cora, budget, seed, scores)
+            print(f"scoring {cora.name} with our evaluator (seed {seed}) ...", flush=True)
+            cora_eval = score_cora(cora, budget, seed, scores, reuse=not args.rescore)
+            if cora_eval.empty:
+                print(f"{cora.name}: no evaluation point reached yet, left out")
+                continue
             if args.check_scorer and (ours / "checkpoint").exists():
                 gap = rescore_ours(ours, budget, seed)
                 print(f"{ours.name}: scorer vs the run's own last evaluation: max |diff| {gap:.2e}")
-            cora_eval = pd.read_csv(scores)
             our_eval = pd.read_csv(ours / "eval.csv")
             our_eval = our_eval[our_eval.total_step > 0]
             curves[f"CORA s{seed}"] = (binned(cora_training_returns(cora), budget), cora_eval)
             curves[f"ours s{seed}"] = (binned(our_training_returns(ours, budget), budget), our_eval)
             tables[f"CORA s{seed}"], tables[f"ours s{seed}"] = cora_eval, our_eval
+        if not curves:
+            continue
         title = (
             f"MiniHack15 pairs {list(budget.pairs)}, {method} (CORA: {POLICY_OF_METHOD[method]}), "
             f"{budget.steps_per_task:,} steps per task; CORA solid, ours dashed"
