@@ -378,6 +378,7 @@ def test_clear_buffer_goes_to_disk_or_is_refused_with_sizes(tmp_path, monkeypatc
     # bytes of logits, value and start plus 8 bytes of action and reward per transition
     assert (obs, other) == (1_000 * 21 * 12_288, 1_000 * (21 * 65 + 20 * 8))
     monkeypatch.setattr(storage, "available_memory", lambda: 100 * 2**20)  # 100 MiB free
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 100 * 2**30)  # not this disk's
     method = clear.CLEAR(buffer_size=20_000, disk_dir=tmp_path)
     with caplog.at_level(logging.WARNING):
         assert method.plan_storage(20, procgen, 15) is True
@@ -433,6 +434,7 @@ def test_fisher_buffers_go_to_disk_or_are_refused_with_sizes(method, tmp_path, m
     atari = spaces.Box(0, 255, (84, 84, 4), "uint8")  # 28,224 bytes a frame
     frames = 1_000_000
     monkeypatch.setattr(storage, "available_memory", lambda: 16 * 2**30)
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 100 * 2**30)  # not this disk's
     on_disk = make_method(method, variant="cora", buffer_frames=frames, disk_dir=tmp_path)
     with caplog.at_level(logging.WARNING):
         assert on_disk.plan_storage(20, atari, 6) is True
