@@ -270,49 +270,61 @@ def eval_table(frames: dict[str, pd.DataFrame], budget: Budget) -> str:
     return "\n".join(lines)
 
 
+SIDE_COLORS = {"CORA": ("#1f77b4", "#17becf"), "ours": ("#ff7f0e", "#d62728")}
+"""Line colours of each side, one per seed in the order the curves come."""
+
+
 def plot(
     curves: dict[str, tuple[pd.DataFrame, pd.DataFrame]], budget: Budget, out: Path, title: str
 ) -> None:
-    """One figure: per side, training returns (binned, thick) and greedy evaluation on
-    each task's train (dashed) and test (dotted) env, over the whole run's steps."""
+    """One figure: training returns (binned per 100k steps of a task) in the first panel,
+    then one panel per task with its greedy evaluation on the train (circles) and test
+    (squares, faint) env, over the whole run's steps. CORA solid, ours dashed; one colour
+    per side and seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(15, 4.6), dpi=90, sharey=True)
-    colors = {}
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, panel in zip(axes, ("training returns (sampled)", "greedy evaluation"), strict=True):
-        ax.set_title(panel)
+    names: dict[int, str] = {}
+    for _, evals in curves.values():
+        names.update(zip(evals.task_id.astype(int), evals.task_name, strict=True))
+    tasks = sorted(names)
+    fig, axes = plt.subplots(
+        1, 1 + len(tasks), figsize=(5 * (1 + len(tasks)), 4.4), dpi=90, sharey=True
+    )
+    titles = ["training returns (sampled)"] + [f"greedy: task {t} {names[t]}" for t in tasks]
+    for ax, panel in zip(axes, titles, strict=True):
+        ax.set_title(panel, fontsize=10)
         ax.set_xlabel("agent steps (whole run)")
         ax.grid(alpha=0.3)
         for t in range(1, len(budget.pairs)):
             ax.axvline(t * budget.steps_per_task, color="grey", lw=0.8)
+    seen: dict[str, int] = {}
     for name, (train, evals) in curves.items():
-        color = colors.setdefault(name.split()[0], palette[len(colors) % len(palette)])
-        style = "-" if "CORA" in name else "--"
+        side = name.split()[0]
+        color = SIDE_COLORS[side][seen.setdefault(name, sum(n.startswith(side) for n in seen))]
+        style = "-" if side == "CORA" else "--"
         for task, part in train.groupby("task"):
             x = task * budget.steps_per_task + part.bin_end
             axes[0].plot(
                 x, part["mean"], style, color=color, lw=1.6, label=name if task == 0 else None
             )
         for (task, split), part in evals.groupby(["task_id", "split"]):
-            marker = "o" if split == "train" else "s"
-            axes[1].plot(
+            axes[1 + tasks.index(int(task))].plot(
                 part.total_step,
                 part.mean_return,
                 style,
-                marker=marker,
+                marker="o" if split == "train" else "s",
                 ms=3.5,
                 color=color,
                 lw=1.1,
-                alpha=0.9 if split == "train" else 0.55,
-                label=f"{name}: task {task} {split}",
+                alpha=0.9 if split == "train" else 0.4,
+                label=f"{name} {split}" if task == tasks[-1] else None,
             )
     axes[0].set_ylabel("episode return")
     axes[0].legend(fontsize=7, loc="lower right")
-    axes[1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out, bbox_inches="tight")
