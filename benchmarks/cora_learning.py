@@ -232,10 +232,22 @@ def cora_training_returns(cora_dir: Path) -> pd.DataFrame:
 
 
 def our_training_returns(run_dir: Path, budget: Budget) -> pd.DataFrame:
+    """Our training episodes as CORA counts them: ``task``, ``step`` (task step at which
+    the episode ended), ``episode_return``.
+
+    ``episodes.csv`` also holds the games a task switch cut (logged at the task's last step
+    with their return so far, `docs/fidelity.md` "game cut by a task switch"); CORA reports
+    a game only at its real end, so those rows are left out here. Without a flag in the
+    log they are told apart by their step alone: a game that really ended on the task's
+    last vector step (a few of the ~4,000 episodes a bin holds) is left out with them.
+    """
     episodes = pd.read_csv(run_dir / "episodes.csv")
     task = episodes.task_id.to_numpy()
     step = episodes.total_step.to_numpy() - task * budget.steps_per_task
-    return pd.DataFrame({"task": task, "step": step, "episode_return": episodes.episode_return})
+    ended = step < budget.steps_per_task
+    return pd.DataFrame(
+        {"task": task[ended], "step": step[ended], "episode_return": episodes.episode_return[ended]}
+    ).reset_index(drop=True)
 
 
 def binned(returns: pd.DataFrame, budget: Budget) -> pd.DataFrame:

@@ -49,6 +49,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -450,17 +451,25 @@ def train_ours(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "cl_suites.cli", *cmd[1:]])
 
 
-def _run_pairs(root: Path) -> dict[str, list[tuple[int, Path, Path]]]:
-    """``method -> [(seed, CORA dir, our dir)]`` of the run pairs under ``root``."""
-    pairs: dict[str, list[tuple[int, Path, Path]]] = {}
-    for ours in sorted(root.glob("ours_*_s*")):
-        if not ours.is_dir():
-            continue
-        method, seed = ours.name[len("ours_") :].rsplit("_s", 1)
-        cora = root / f"cora_{POLICY_OF_METHOD.get(method, method)}_s{seed}"
-        if cora.is_dir() and (ours / "eval.csv").exists():
-            pairs.setdefault(method, []).append((int(seed), cora, ours))
-    return pairs
+def _runs(root: Path) -> dict[str, tuple[list[tuple[int, Path]], list[tuple[int, Path]]]]:
+    """``method -> ([(k, CORA dir)], [(seed, our dir)])`` for each method with runs on both sides.
+
+    A side's runs are counted independently (``cora_<policy>_s<k>``, ``ours_<method>_s<seed>``):
+    CORA's runner takes no seed, so its ``k`` only names a sample (and seeds our scorer), and
+    a method may have more seeds on one side than on the other.
+    """
+
+    def numbered(prefix: str) -> list[tuple[int, Path]]:
+        found = (re.fullmatch(rf"{prefix}_s(\d+)", d.name) for d in root.iterdir() if d.is_dir())
+        return sorted((int(m[1]), root / m[0]) for m in found if m)
+
+    runs: dict[str, tuple[list[tuple[int, Path]], list[tuple[int, Path]]]] = {}
+    for method, policy in POLICY_OF_METHOD.items():
+        ours = [(s, d) for s, d in numbered(f"ours_{method}") if (d / "eval.csv").exists()]
+        cora = numbered(f"cora_{policy}")
+        if ours and cora:
+            runs[method] = (cora, ours)
+    return runs
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -479,29 +488,33 @@ def compare(args: argparse.Namespace) -> int:
 
     root = Path(args.root)
     budget = Budget(tuple(args.pairs), args.steps_per_task, args.eval_every, args.eval_episodes)
-    pairs = _run_pairs(root)
-    if not pairs:
-        print(f"parity_cora: no ours_<method>_s<k> / cora_<policy>_s<k> pair under {root}")
+    runs = _runs(root)
+    if not runs:
+        print(f"parity_cora: no ours_<method>_s<k> / cora_<policy>_s<k> runs under {root}")
         return 2
     plots = Path(args.plots)
     plots.mkdir(parents=True, exist_ok=True)
-    for method, runs in pairs.items():
+    for method, (cora_runs, our_runs) in runs.items():
         curves, tables = {}, {}
-        for seed, cora, ours in runs:
+        for k, cora in cora_runs:
             scores = cora / "scores.csv"
-            print(f"scoring {cora.name} with our evaluator (seed {seed}) ...", flush=True)
-            cora_eval = score_cora(cora, budget, seed, scores, reuse=not args.rescore)
+            print(f"scoring {cora.name} with our evaluator (seed {k}) ...", flush=True)
+            cora_eval = score_cora(cora, budget, k, scores, reuse=not args.rescore)
             if cora_eval.empty:
                 print(f"{cora.name}: no evaluation point reached yet, left out")
                 continue
+            curves[f"CORA s{k}"] = (binned(cora_training_returns(cora), budget), cora_eval)
+            tables[f"CORA s{k}"] = cora_eval
+        if not curves:
+            continue
+        for seed, ours in our_runs:
             if args.check_scorer and (ours / "checkpoint").exists():
                 gap = rescore_ours(ours, budget, seed)
                 print(f"{ours.name}: scorer vs the run's own last evaluation: max |diff| {gap:.2e}")
             our_eval = pd.read_csv(ours / "eval.csv")
             our_eval = our_eval[our_eval.total_step > 0]
-            curves[f"CORA s{seed}"] = (binned(cora_training_returns(cora), budget), cora_eval)
             curves[f"ours s{seed}"] = (binned(our_training_returns(ours, budget), budget), our_eval)
-            tables[f"CORA s{seed}"], tables[f"ours s{seed}"] = cora_eval, our_eval
+            tables[f"ours s{seed}"] = our_eval
         if not curves:
             continue
         title = (

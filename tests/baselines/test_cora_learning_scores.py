@@ -1,6 +1,7 @@
 """``benchmarks/cora_learning.score_cora`` scores a CORA run as it trains: points already
 scored from the same snapshot are kept, a point whose nearest snapshot changed is scored
-again, and a point the run has not reached is left out (issue 28 item 3's ``compare``)."""
+again, and a point the run has not reached is left out (issue 28 item 3's ``compare``);
+our training returns are counted as CORA counts them."""
 
 from __future__ import annotations
 
@@ -95,3 +96,22 @@ def test_a_run_without_a_reached_point_gives_no_rows_and_writes_nothing(tmp_path
     out = tmp_path / "scores.csv"
     assert cora_learning.score_cora(tmp_path, BUDGET, 0, out).empty
     assert not out.exists()
+
+
+def test_our_training_returns_leave_out_the_games_a_task_switch_cut(tmp_path):
+    """CORA reports a game only at its real end; our log also holds the games a switch cut
+    (at the task's last step, return so far): the curve leaves them out, as CORA counts."""
+    pd.DataFrame(
+        {
+            "total_step": [500, 990, 1000, 1000, 1500, 2000],
+            "task_id": [0, 0, 0, 0, 1, 1],
+            "episode_return": [1.0, 0.5, -0.01, -0.02, 0.9, -0.03],
+            "episode_length": [5, 7, 3, 9, 4, 2],
+        }
+    ).to_csv(tmp_path / "episodes.csv", index=False)
+    returns = cora_learning.our_training_returns(tmp_path, BUDGET)
+    assert returns.to_dict("list") == {
+        "task": [0, 0, 1],
+        "step": [500, 990, 500],
+        "episode_return": [1.0, 0.5, 0.9],
+    }
