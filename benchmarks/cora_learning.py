@@ -282,8 +282,12 @@ def eval_table(frames: dict[str, pd.DataFrame], budget: Budget) -> str:
     return "\n".join(lines)
 
 
-SIDE_COLORS = {"CORA": ("#1f77b4", "#17becf"), "ours": ("#ff7f0e", "#d62728")}
-"""Line colours of each side, one per seed in the order the curves come."""
+SIDE_COLORS = {
+    "CORA": ("#1f77b4", "#17becf", "#393b79", "#6baed6"),
+    "ours": ("#ff7f0e", "#d62728", "#8c564b", "#e377c2"),
+}
+"""Line colours of each side (blues for CORA, warm for ours), one per run in the order the
+curves come; a fifth run of a side repeats the first colour."""
 
 
 def plot(
@@ -315,7 +319,8 @@ def plot(
     seen: dict[str, int] = {}
     for name, (train, evals) in curves.items():
         side = name.split()[0]
-        color = SIDE_COLORS[side][seen.setdefault(name, sum(n.startswith(side) for n in seen))]
+        index = seen.setdefault(name, sum(n.startswith(side) for n in seen))
+        color = SIDE_COLORS[side][index % len(SIDE_COLORS[side])]
         style = "-" if side == "CORA" else "--"
         for task, part in train.groupby("task"):
             x = task * budget.steps_per_task + part.bin_end

@@ -515,8 +515,6 @@ def compare(args: argparse.Namespace) -> int:
             our_eval = our_eval[our_eval.total_step > 0]
             curves[f"ours s{seed}"] = (binned(our_training_returns(ours, budget), budget), our_eval)
             tables[f"ours s{seed}"] = our_eval
-        if not curves:
-            continue
         title = (
             f"MiniHack15 pairs {list(budget.pairs)}, {method} (CORA: {POLICY_OF_METHOD[method]}), "
             f"{budget.steps_per_task:,} steps per task; CORA solid, ours dashed"
