@@ -18,6 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines_sb3.cl.base import EpisodeSource, FreshEpisodes
 from baselines_sb3.policies import OBS_KEY, TASK_KEY
+from baselines_sb3.policy_lag import wait_for_update
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog
@@ -171,8 +172,18 @@ class ContinualEvalCallback(BaseCallback):
         return self.schedule[i].task_id
 
     def policy(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """The evaluation policy; it first waits for the learner's update in flight
+        (``policy_lag=1``), so an evaluation sees the parameters it would in lockstep."""
         if self._policy_fn is None:
-            self._policy_fn = make_eval_policy(self.model, self.method, self.deterministic)
+            act = make_eval_policy(self.model, self.method, self.deterministic)
+            model = self.model
+
+            def after_update(*args: Any) -> np.ndarray:
+                wait_for_update(model)
+                return act(*args)
+
+            after_update.needs_previous_action_reward = act.needs_previous_action_reward
+            self._policy_fn = after_update
         return self._policy_fn
 
     def _on_rollout_start(self) -> None:

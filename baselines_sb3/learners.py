@@ -46,6 +46,7 @@ from baselines_sb3.cl.base import (
     learner_batch_size,
 )
 from baselines_sb3.policies import SPARSE_ROWS_KEY
+from baselines_sb3.policy_lag import PolicyLagLearner
 from baselines_sb3.sparse import MIN_ROWS, SparseRows
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
@@ -104,9 +105,10 @@ class TaskSwitchLearner:
             self._unsubscribe = self._switch_source.on_task_switch(self._on_task_switch)
 
     def train(self) -> None:
-        """One update (``_update``), with ``update_threads`` threads if set."""
+        """One update (``_update``), with ``update_threads`` threads if set (not with
+        ``policy_lag=1``: the update then shares the process's threads with acting)."""
         previous = th.get_num_threads()
-        threads = self.update_threads or previous
+        threads = previous if getattr(self, "policy_lag", 0) else (self.update_threads or previous)
         if threads != previous:
             th.set_num_threads(threads)
         try:
@@ -119,6 +121,12 @@ class TaskSwitchLearner:
             self.policy.optimizer.state.clear()  # type: ignore[attr-defined]
 
     def _on_task_switch(self, event: Any) -> None:
+        # subscribed before any CL method (``_setup_model``): with policy_lag=1 the update
+        # in flight finishes here, so every handler after this one sees the learner as in
+        # lockstep
+        wait = getattr(self, "wait_for_update", None)
+        if wait is not None:
+            wait()
         # the switch fires inside the env step that spends the task's budget, so the
         # rollout being collected is the old task's: reset after its update (MEAL builds
         # the new task's optimizer after the old task's last update)
@@ -144,7 +152,11 @@ class TaskSwitchLearner:
         return min(k * steps_per_update, segment.steps) / segment.steps
 
     def current_learning_rate(self) -> float:
-        """The learning rate of the update about to run."""
+        """The learning rate of the update about to run (with ``policy_lag=1``, the value
+        computed when the update was started)."""
+        frozen = getattr(self, "_frozen_lr", None)
+        if frozen is not None:
+            return frozen
         lr0 = self._base_learning_rate()
         kind = self.lr_schedule_kind
         if kind == "constant":
@@ -276,7 +288,7 @@ class RunningRewardStd(nn.Module):
 
 
 # --------------------------------------------------------------------------- V-trace learner
-class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
+class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
     """IMPALA-style synchronous actor-critic with V-trace targets (an SB3 algorithm).
 
     Each update uses the whole rollout (``n_envs`` unrolls of ``n_steps``), one gradient
@@ -285,7 +297,9 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     equals n-step returns here; off-policy data such as CLEAR's replay uses the full
     correction). RMSProp by default (``alpha``, ``rms_prop_eps``), as in IMPALA/CORA.
     CORA runs 64 asynchronous actors feeding batches of 32 unrolls; this learner steps 32
-    envs in lockstep instead (a deliberate deviation: deterministic and resumable).
+    envs, in lockstep (``policy_lag=0``) or with the update of one rollout running while
+    the next is collected (``policy_lag=1``: one update of lag, as IMPALA's actors;
+    deterministic and resumable either way, see :mod:`baselines_sb3.policy_lag`).
 
     Args (beyond SB3's ``OnPolicyAlgorithm``): ``rho_bar``, ``c_bar``, ``use_rms_prop``,
     ``rms_prop_alpha``, ``rms_prop_eps``, ``loss_reduction`` (``"sum"`` over the batch as in
@@ -294,7 +308,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     update, CLEAR's, join the moments and are divided by the same std),
     ``reward_std_count`` (``"cora"``: CORA's count of ``T`` per ``(T, B)`` batch, or
     ``"true"``; see :class:`RunningRewardStd`), ``lr_schedule``, ``lr_decay_steps``,
-    ``reset_optimizer_at_switch``, ``cl_method``.
+    ``reset_optimizer_at_switch``, ``cl_method``, ``policy_lag`` (0 or 1).
     """
 
     def __init__(
@@ -319,6 +333,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         lr_decay_steps: int | None = None,
         reset_optimizer_at_switch: bool = False,
         cl_method: ContinualMethod | None = None,
+        policy_lag: int = 0,
         policy_kwargs: dict[str, Any] | None = None,
         verbose: int = 0,
         seed: int | None = None,
@@ -328,6 +343,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
     ):
         _check("loss_reduction", loss_reduction, ("mean", "sum"))
         _check("reward_std_count", reward_std_count, REWARD_STD_COUNTS)
+        self._init_policy_lag(policy_lag)
         self._init_task_schedule(cl_method, lr_schedule, lr_decay_steps, reset_optimizer_at_switch)
         super().__init__(
             policy,
@@ -375,6 +391,7 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         super()._setup_model()
         if self.normalize_reward:
             self.policy.reward_normalizer = RunningRewardStd(self.reward_std_count).to(self.device)
+        self._setup_policy_lag()
 
     def _update(self) -> None:
         self.policy.set_training_mode(True)
@@ -450,6 +467,10 @@ class VTrace(TaskSwitchLearner, OnPolicyAlgorithm):
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
     ):
+        if self.policy_lag:
+            return self._learn_lagged(
+                total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar
+            )
         return super().learn(
             total_timesteps=total_timesteps,
             callback=callback,

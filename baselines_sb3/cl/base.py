@@ -60,6 +60,9 @@ class Rollout:
         last_observations: ``(E, *obs_shape)`` (or dict) observation after the last row,
             the one the learner bootstraps from; ``None`` when unknown.
         last_episode_starts: ``(E,)`` 1 where ``last_observations`` starts an episode.
+        behaviour_policy: the network that played the rollout when it is not the
+            learner's policy (``policy_lag=1``: the parameters before the last update;
+            ``None``: the learner's policy played it, as in lockstep).
     """
 
     observations: Any
@@ -72,6 +75,7 @@ class Rollout:
     end_step: int
     last_observations: Any = None
     last_episode_starts: np.ndarray | None = None
+    behaviour_policy: ActorCriticPolicy | None = None
 
     @property
     def num_steps(self) -> int:
@@ -333,6 +337,7 @@ def rollout_from_buffer(model: OnPolicyAlgorithm, first_step: int) -> Rollout:
         end_step=int(model.num_timesteps),
         last_observations=getattr(model, "_last_obs", None),
         last_episode_starts=None if last_starts is None else np.asarray(last_starts, np.float32),
+        behaviour_policy=getattr(model, "behaviour_policy", None),
     )
 
 

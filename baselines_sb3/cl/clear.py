@@ -383,8 +383,9 @@ class CLEAR(ContinualMethod):
             k: th.as_tensor(v.reshape(-1, *v.shape[2:]), device=self.policy.device)
             for k, v in obs.items()
         }
+        behaviour = rollout.behaviour_policy or self.policy  # CORA stores the actors' outputs
         with th.no_grad():
-            logits, values = logits_and_values(self.policy, flat.get("", flat))
+            logits, values = logits_and_values(behaviour, flat.get("", flat))
         logits = logits.cpu().numpy().reshape(t, e, -1)
         values = values.cpu().numpy().reshape(t, e)
         # index 0: the output of the frame before frame 0 (an env's first unroll: frame 0's)

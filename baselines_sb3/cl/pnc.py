@@ -138,6 +138,7 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
         self.consolidations: list[dict[str, Any]] = []
         self._source: Any = None
         self._segment: Segment | None = None
+        self._update_stamp: tuple[Segment | None, int] | None = None
         self._warned: set[int] = set()
 
     # -- wiring --------------------------------------------------------------------------
@@ -176,6 +177,9 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
 
     def on_rollout_end(self, rollout: Rollout) -> None:
         self.buffer.add(rollout)
+        # what the rollout's update reads of the run, taken now: with policy_lag=1 the
+        # update runs while the next rollout moves the cursor on
+        self._update_stamp = (self.current_segment(), int(rollout.end_step))
 
     def on_task_switch(self, event: TaskSwitch) -> None:
         if event.current is not None:
@@ -204,28 +208,31 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
             return half
         return self.progress_updates
 
-    def phase(self) -> str:
-        """The phase of the next update: ``"progress"`` or ``"compress"``."""
-        limit = self.progress_length(self.current_segment(), self.model)
+    def phase(self, segment: Segment | None = None) -> str:
+        """The phase of the next update (of data from ``segment``, default the cursor's):
+        ``"progress"`` or ``"compress"``."""
+        segment = segment if segment is not None else self.current_segment()
+        limit = self.progress_length(segment, self.model)
         return "progress" if self.updates_since_boundary <= limit else "compress"
 
     def custom_update(self, model) -> bool:
-        segment = self.current_segment()
+        stamp, self._update_stamp = self._update_stamp, None
+        segment, step = stamp or (self.current_segment(), int(model.num_timesteps))
         task_id = int(segment.task_id) if segment is not None else 0
         if self.last_task_id is not None and task_id != self.last_task_id:
             self.updates_since_boundary = 0
             self.policy.reset_active_column(adapters=self.reset == "column+adapters")
-            self.resets.append(int(model.num_timesteps))
+            self.resets.append(step)
             refresh_bootstrap_values(model)
         if self.kb_task_id is None:
             self.kb_task_id = task_id
         self.last_task_id = task_id
-        phase = self.phase()
+        phase = self.phase(segment)
         self.updates_since_boundary += 1
         if phase == "progress" or len(self.buffer) == 0:
             return False
         if task_id != self.kb_task_id:
-            self.consolidate_kb(self.kb_task_id, model)
+            self.consolidate_kb(self.kb_task_id, model, step)
             self.kb_task_id = task_id
         self.compress_step(model)
         return True
@@ -234,7 +241,7 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
     def kb_parameters(self) -> list[tuple[str, th.nn.Parameter]]:
         return self.policy.parameter_groups()["knowledge_base"]
 
-    def consolidate_kb(self, task_id: int, model: Any) -> None:
+    def consolidate_kb(self, task_id: int, model: Any, step: int | None = None) -> None:
         """CORA's ``checkpoint_task`` on the KB: online Fisher ``F = gamma F + F_new``,
         normalised, anchored at the KB's current parameters."""
         params = self.kb_parameters()
@@ -259,7 +266,10 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
         anchor = {n: p.detach().clone() for n, p in params}
         self.kb_terms = (normalize_importance(fisher, self.normalize), anchor)
         self.consolidations.append(
-            {"task_id": int(task_id), "total_step": int(model.num_timesteps)}
+            {
+                "task_id": int(task_id),
+                "total_step": int(model.num_timesteps if step is None else step),
+            }
         )
 
     def kb_penalty(self) -> th.Tensor | None:

@@ -9,7 +9,9 @@ method's state (Fisher/importances and anchors, replay buffer, P&C's phase and K
 training env's state (``env.state_dict()``: the sequence position, the running episodes'
 returns and lengths and, where the simulator allows it, the simulator state; MEAL: the
 JAX env state and PRNG keys), the evaluator's state (next eval step, recorded videos) and
-the torch / numpy / python RNG states. ``total_step`` is the run's step (agent steps; env
+the torch / numpy / python RNG states and, for a ``policy_lag=1`` learner, the network
+that acts and its generator (``policy_lag``; a checkpoint waits for the update in flight).
+``total_step`` is the run's step (agent steps; env
 steps for MEAL) at the checkpoint.
 
 Checkpoints are data: tensors, numpy arrays and plain containers, loaded with
@@ -45,6 +47,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
+from baselines_sb3.policy_lag import wait_for_update
 from baselines_sb3.wrappers import restart_observation
 from cl_suites.core.checkpoint_files import (
     CheckpointError,
@@ -134,10 +137,18 @@ def save_checkpoint(
         "env": env_state(venv),
         "evaluator": evaluator.state_dict(),
         "rng": rng_state(),
+        "policy_lag": _policy_lag_state(model),
         **(extra or {}),
     }
     # disk errors: one-line RunDiskError
     return write_checkpoint(directory, state["total_step"], state)
+
+
+def _policy_lag_state(model: Any) -> dict[str, Any] | None:
+    """The behaviour network and acting generator of a ``policy_lag=1`` learner (``None``
+    for any other)."""
+    getter = getattr(model, "policy_lag_state", None)
+    return getter() if getter is not None else None
 
 
 def _check_format(state: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -194,6 +205,8 @@ def apply_checkpoint(
     """
     model.policy.load_state_dict(state["policy"])
     model.policy.optimizer.load_state_dict(state["optimizer"])
+    if hasattr(model, "load_policy_lag_state"):  # absent in older checkpoints: lockstep
+        model.load_policy_lag_state(state.get("policy_lag"))
     model.num_timesteps = state["num_timesteps"]
     model._n_updates = state["n_updates"]
     method.load_state_dict(state["method"])
@@ -249,6 +262,7 @@ class CheckpointCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         step = self.venv.cursor.total_step
         if step >= self.next_step:
+            wait_for_update(self.model)  # policy_lag=1: the update in flight is part of it
             self.save()
             self.next_step = (step // self.every + 1) * self.every
 

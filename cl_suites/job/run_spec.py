@@ -57,6 +57,18 @@ torch in turn in one process was 5-10x slower with one thread per core
 most 1.1-1.25x on a quiet machine."""
 
 
+def _check_policy_lag_threads(hp: Mapping[str, Any], job: JobOptions) -> None:
+    """With ``policy_lag=1`` the update shares the process's torch threads with acting:
+    an ``update_threads`` other than ``torch_threads`` is refused."""
+    lag = hp.get("learner", {}).get("policy_lag", 0)
+    if lag and job.update_threads not in (None, job.torch_threads):
+        raise BadValueError(
+            f"update_threads={job.update_threads} needs policy_lag 0: with policy_lag 1 the "
+            f"update runs beside acting on torch_threads={job.torch_threads} threads; set "
+            "torch_threads instead"
+        )
+
+
 def _opt(default: Any, check: Opt, doc: str) -> Any:
     """A :class:`JobOptions` field: its default, its type and range, its one-line doc."""
     return field(default=default, metadata={"check": check, "doc": doc})
@@ -202,6 +214,11 @@ OPTIONS: dict[str, Option] = {
     "target_kl": Option(_L, _num(0.0, low_open=True, none_ok=True), "PPO early-stop KL"),
     "rho_bar": Option(_L, _num(0.0, low_open=True), "V-trace importance-weight clip"),
     "c_bar": Option(_L, _num(0.0, low_open=True), "V-trace trace clip"),
+    "policy_lag": Option(
+        _L,
+        Opt("choice", choices=(0, 1)),
+        "V-trace: 0 lockstep (collect, then update), 1 the update overlaps the next rollout",
+    ),
     "use_rms_prop": Option(_L, _BOOL, "RMSprop (true) or Adam (V-trace)"),
     "rms_prop_alpha": Option(_L, _UNIT, "RMSprop smoothing"),
     "rms_prop_eps": Option(_L, _num(0.0, low_open=True), "RMSprop epsilon"),
@@ -448,6 +465,7 @@ def resolve(
     )
     sequence = instance.sequence
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
+    _check_policy_lag_threads(hp, job)
     multi_head = bool(hp["multi_head"] if job.multi_head is None else job.multi_head)
     task_id_input = bool(hp["task_id_input"] if job.task_id_input is None else job.task_id_input)
     options = dataclasses.replace(

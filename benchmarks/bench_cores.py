@@ -1,0 +1,154 @@
+"""The second core: the same paper-preset run pinned to 1 core and to 2 cores (``taskset``),
+in lockstep (``policy_lag=0``) and with the update overlapping the next rollout
+(``policy_lag=1``), side by side in one run (issue 38 item 4a).
+
+    .venv/bin/python benchmarks/bench_cores.py [--suites minihack procgen atari] \\
+        [--lags 0 1] [--cores 1 2] [--repeats 2] [--warmup 15] [--seconds 30] [--busy 0]
+
+Each configuration is ``cl-suites run --method ft --preset paper`` (``run_main_job``; the
+V-trace learner, its paper network, 32 envs x 20 steps) on the suite's first task, with
+evaluation, checkpoints and the report off, in its own process under ``taskset -c 0`` or
+``taskset -c 0,1`` (one torch thread, the default). Steps trained are counted after every
+update (``updates * n_steps * num_envs``: agent steps); the rate is taken over
+``--seconds`` after ``--warmup`` seconds of training (``bench_cora.Marks``). Rounds
+alternate the order of the configurations; each configuration's best round counts. The
+script prints every run, then per suite and lag the 2-core / 1-core ratio and per suite
+and core count the lag-1 / lag-0 ratio. ``--busy N`` runs everything next to N processes
+that each spin a core (pinned to the same cores as the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_cora import BENCHES, Marks, _Stop
+from busy import busy_processes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_child(suite: str, lag: int, warmup: float, seconds: float) -> dict[str, Any]:
+    """One run in this process until its measurement window is full."""
+    from baselines_sb3.learners import VTrace
+    from cl_suites.job.main_job import run_main_job
+
+    bench = BENCHES[suite]
+    marks = Marks(warmup, seconds)
+    train = VTrace.train
+
+    def timed_train(self: VTrace) -> None:
+        train(self)
+        marks.add(self._n_updates * self.n_steps * self.n_envs)
+        if marks.done():
+            raise _Stop
+
+    VTrace.train = timed_train
+    never = 10**12
+    with tempfile.TemporaryDirectory(prefix="bench-cores-") as run_dir, contextlib.suppress(_Stop):
+        run_main_job(
+            suite=bench.suite,
+            method="ft",
+            learner="vtrace",
+            preset="paper",
+            seed=0,
+            run_dir=Path(run_dir),
+            resume=False,
+            num_envs=None,
+            overrides={
+                "eval_every": never,
+                "eval_at_start": False,
+                "checkpoint_every": never,
+                "report": False,
+                "policy_lag": lag,
+                **bench.ours_overrides,
+            },
+        )
+    return marks.result()
+
+
+def _run(args: argparse.Namespace, suite: str, lag: int, cores: int) -> dict[str, Any]:
+    cpus = ",".join(str(c) for c in range(cores))
+    command = [
+        "taskset",
+        "-c",
+        cpus,
+        sys.executable,
+        __file__,
+        "--child",
+        suite,
+        "--lags",
+        str(lag),
+        "--warmup",
+        str(args.warmup),
+        "--seconds",
+        str(args.seconds),
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
+    if done.returncode != 0 or not lines:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
+        raise RuntimeError(f"{suite} lag {lag} on {cores} core(s) failed (exit {done.returncode})")
+    return json.loads(lines[-1][len("BENCH_RESULT ") :])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", nargs="+", choices=tuple(BENCHES), default=["minihack"])
+    parser.add_argument("--lags", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds; best of N")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds trained before timing")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds timed per run")
+    parser.add_argument("--busy", type=int, default=0, help="next to N processes spinning a core")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        result = run_child(args.child, args.lags[0], args.warmup, args.seconds)
+        print("BENCH_RESULT " + json.dumps(result), flush=True)
+        return 0
+    best: dict[tuple[str, int, int], dict[str, Any]] = {}
+    configs = list(itertools.product(args.lags, args.cores))
+    with busy_processes(args.busy):
+        for suite in args.suites:
+            for round_ in range(args.repeats):
+                order = configs if round_ % 2 == 0 else configs[::-1]
+                for lag, cores in order:
+                    result = _run(args, suite, lag, cores)
+                    print(
+                        f"{suite} lag {lag} {cores} core(s) round {round_}: "
+                        f"{result['rate']:,.0f} steps/s, {result['cpu_per_1k']:.2f} CPU-s/1k",
+                        flush=True,
+                    )
+                    key = (suite, lag, cores)
+                    if key not in best or result["rate"] > best[key]["rate"]:
+                        best[key] = result
+    print(f"\nbest of {args.repeats} (agent steps/s; busy processes: {args.busy}); load {os.getloadavg()}")
+    for suite in args.suites:
+        for lag, cores in configs:
+            r = best[(suite, lag, cores)]
+            print(f"{suite:9s} lag {lag} {cores} core(s): {r['rate']:8,.0f}  ({r['cpu_per_1k']:.2f} CPU-s/1k)")
+        for lag in args.lags:
+            if {1, 2} <= set(args.cores):
+                ratio = best[(suite, lag, 2)]["rate"] / best[(suite, lag, 1)]["rate"]
+                print(f"{suite:9s} lag {lag}: 2 cores / 1 core = {ratio:.2f}x")
+        for cores in args.cores:
+            if {0, 1} <= set(args.lags):
+                ratio = best[(suite, 1, cores)]["rate"] / best[(suite, 0, cores)]["rate"]
+                print(f"{suite:9s} {cores} core(s): lag 1 / lag 0 = {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
