@@ -469,7 +469,12 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
     ):
         if self.policy_lag:
             return self._learn_lagged(
-                total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar
+                total_timesteps,
+                callback,
+                log_interval,
+                tb_log_name,
+                reset_num_timesteps,
+                progress_bar,
             )
         return super().learn(
             total_timesteps=total_timesteps,

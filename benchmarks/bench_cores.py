@@ -94,7 +94,9 @@ def _run(args: argparse.Namespace, suite: str, lag: int, cores: int) -> dict[str
         "--seconds",
         str(args.seconds),
     ]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
     if done.returncode != 0 or not lines:
@@ -134,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
                     key = (suite, lag, cores)
                     if key not in best or result["rate"] > best[key]["rate"]:
                         best[key] = result
-    print(f"\nbest of {args.repeats} (agent steps/s; busy processes: {args.busy}); load {os.getloadavg()}")
+    print(
+        f"\nbest of {args.repeats} (agent steps/s; busy processes: {args.busy}); load {os.getloadavg()}"
+    )
     for suite in args.suites:
         for lag, cores in configs:
             r = best[(suite, lag, cores)]
-            print(f"{suite:9s} lag {lag} {cores} core(s): {r['rate']:8,.0f}  ({r['cpu_per_1k']:.2f} CPU-s/1k)")
+            print(
+                f"{suite:9s} lag {lag} {cores} core(s): {r['rate']:8,.0f}  ({r['cpu_per_1k']:.2f} CPU-s/1k)"
+            )
         for lag in args.lags:
             if {1, 2} <= set(args.cores):
                 ratio = best[(suite, lag, 2)]["rate"] / best[(suite, lag, 1)]["rate"]

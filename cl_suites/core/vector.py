@@ -34,9 +34,10 @@ from cl_suites.core.task import (
     TaskSpec,
     check_render_mode,
 )
+from cl_suites.core.workers import WorkerVectorEnv, usable_cores
 
-VectorizationMode = Literal["sync", "async"]
-VECTORIZATION_MODES: tuple[str, ...] = ("sync", "async")
+VectorizationMode = Literal["sync", "async", "workers"]
+VECTORIZATION_MODES: tuple[str, ...] = ("sync", "async", "workers")
 STATE_FORMAT = 1
 """Version of ``SequenceVectorEnv.state_dict()``'s layout."""
 
@@ -48,12 +49,18 @@ def make_task_vector_env(
     vectorization_mode: VectorizationMode = "sync",
     evaluation: bool = False,
     render_mode: str | None = None,
+    num_workers: int | None = None,
+    observation_space: gym.Space | None = None,
 ) -> VectorEnv:
     """A batched env of one task and split with same-step autoreset.
 
     Uses the task's native batched factory when it has one (e.g. Procgen's
-    ``ProcgenGym3Env(num=N)``); otherwise gymnasium's ``SyncVectorEnv`` or, with
-    ``vectorization_mode="async"``, ``AsyncVectorEnv`` (one worker process per sub-env).
+    ``ProcgenGym3Env(num=N)``, which steps its games on its own threads); otherwise
+    gymnasium's ``SyncVectorEnv``; with ``vectorization_mode="async"``, ``AsyncVectorEnv``
+    (one worker process per sub-env); with ``"workers"``, ``WorkerVectorEnv``
+    (``num_workers`` processes, default one per usable core, each stepping a contiguous
+    chunk of the sub-envs; the same results as ``"sync"`` bit for bit; ``observation_space``,
+    when given, saves it building a sub-env in this process to learn the space).
     ``evaluation=True`` selects the split's evaluation variant (``TaskSpec.make_train_eval``).
     With ``render_mode="rgb_array"`` its ``render()`` returns one frame per sub-env.
     """
@@ -69,6 +76,14 @@ def make_task_vector_env(
     if vectorization_mode == "async":
         return gym.vector.AsyncVectorEnv(
             [factory] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP
+        )
+    if vectorization_mode == "workers":
+        return WorkerVectorEnv(
+            factory,
+            num_envs,
+            num_workers or usable_cores(),
+            name=f"task {task.name!r} ({split})",
+            observation_space=observation_space,
         )
     raise ValueError(
         f"vectorization_mode {vectorization_mode!r} is unknown; use one of {VECTORIZATION_MODES}"
@@ -155,8 +170,11 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         sequence: the task sequence.
         num_envs: number of sub-envs.
         vectorization_mode: for tasks without a native batched backend, ``"sync"``
-            (one process) or ``"async"`` (one worker process per sub-env).
+            (one process), ``"async"`` (one worker process per sub-env) or ``"workers"``
+            (``env_workers`` processes, each stepping a chunk of the sub-envs).
         render_mode: ``"rgb_array"``: ``render()`` returns one frame per sub-env.
+        env_workers: worker processes of ``"workers"`` (default: one per usable core,
+            at most ``num_envs``).
     """
 
     metadata: dict[str, Any] = {
@@ -171,6 +189,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         num_envs: int,
         vectorization_mode: VectorizationMode = "sync",
         render_mode: str | None = None,
+        env_workers: int | None = None,
     ):
         sequence.check_installed()
         if vectorization_mode not in VECTORIZATION_MODES:
@@ -184,6 +203,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self.cursor = SequenceCursor(sequence, num_envs=num_envs)
         self.num_envs = self.cursor.num_envs
         self.vectorization_mode = vectorization_mode
+        self.env_workers = env_workers
         self.single_observation_space, self.single_action_space = own_spaces(sequence)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -301,8 +321,11 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             return False
         if self._exact_cache is None or self._exact_cache[0] != id(backend):
             try:
-                simulator_handles(backend)
-                exact = True
+                if isinstance(backend, WorkerVectorEnv):
+                    exact = backend.exact_resume
+                else:
+                    simulator_handles(backend)
+                    exact = True
             except EnvStateError:
                 exact = False
             self._exact_cache = (id(backend), exact)
@@ -316,7 +339,10 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         task_env, note = None, None
         if self._backend is not None and not self.cursor.done:
             try:
-                task_env = save_env_state(self._backend)
+                if isinstance(self._backend, WorkerVectorEnv):
+                    task_env = self._backend.save_state()  # one state per worker
+                else:
+                    task_env = save_env_state(self._backend)
             except EnvStateError as e:
                 note = str(e)
         return {
@@ -360,11 +386,15 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         if state["task_env"] is not None:
             fresh = self._backend
             try:
-                self._backend = load_env_state(state["task_env"], fresh)
+                if isinstance(fresh, WorkerVectorEnv):
+                    fresh.load_state(state["task_env"])
+                else:
+                    self._backend = load_env_state(state["task_env"], fresh)
             except EnvStateError as e:
                 warnings.warn(f"the task env restarts from a seed: {e}", stacklevel=2)
             else:
-                fresh.closed = True  # its simulators now belong to the restored env
+                if self._backend is not fresh:
+                    fresh.closed = True  # its simulators now belong to the restored env
                 self._episodes.load_state_dict(state["episodes"])
                 return None
         lengths = np.asarray(state["episodes"]["lengths"])
@@ -388,7 +418,13 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self.close_extras()
         task = self.sequence.tasks[segment.task_id]
         backend = make_task_vector_env(
-            task, "train", self.num_envs, self.vectorization_mode, render_mode=self.render_mode
+            task,
+            "train",
+            self.num_envs,
+            self.vectorization_mode,
+            render_mode=self.render_mode,
+            num_workers=self.env_workers,
+            observation_space=self.single_observation_space,
         )
         check_spaces(self.sequence, task.name, backend)
         self._backend = backend

@@ -354,7 +354,10 @@ def _evaluator(
         spec.sequence,
         seed=int(seed),
         run_log=run_log,
-        vectorization_mode=spec.options.vectorization_mode,
+        # evaluation envs step in this process: workers per (task, split) would multiply
+        vectorization_mode="sync"
+        if spec.options.vectorization_mode == "workers"
+        else spec.options.vectorization_mode,
         first_eval_step=0 if spec.options.eval_at_start else None,
         segments=schedule if spec.options.eval_per_task else None,
         env_source=eval_source,
@@ -372,6 +375,7 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         spec.num_envs,
         spec.options.vectorization_mode,
         rollout_steps=rollout_steps(spec.hp),
+        env_workers=spec.options.env_workers,
     )
     return env, runtime.sb3_view(env), eval_source
 

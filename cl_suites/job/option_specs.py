@@ -135,9 +135,19 @@ def observation_bytes(space: Any) -> int | None:
 
 
 def job_size_warnings(spec: Any) -> list[str]:
-    """:func:`size_warnings` of a resolved run (``run_spec.JobSpec``)."""
+    """:func:`size_warnings` of a resolved run (``run_spec.JobSpec``), and a line when
+    ``env_workers`` is more than the cores the process may use."""
+    from cl_suites.core.workers import usable_cores
+
     learner = spec.hp["learner"]
-    return size_warnings(
+    workers = spec.options.env_workers
+    extra = []
+    if spec.options.vectorization_mode == "workers" and workers and workers > usable_cores():
+        extra.append(
+            f"env_workers={workers} is more than the {usable_cores()} core(s) this process may "
+            f"use; using {min(workers, spec.num_envs)} worker processes that share them"
+        )
+    return extra + size_warnings(
         total_steps=spec.schedule[-1].end_step,
         step_unit=spec.suite.step_unit.name,
         num_envs=spec.num_envs,

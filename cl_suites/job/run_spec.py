@@ -93,8 +93,14 @@ class JobOptions:
     )
     vectorization_mode: str = _opt(
         "sync",
-        Opt("choice", choices=("sync", "async")),
-        "batching of simulators without a native batched backend (torch learners)",
+        Opt("choice", choices=("sync", "async", "workers")),
+        "batching of simulators without a native batched backend (torch learners): one "
+        "process, a process per env, or env_workers processes",
+    )
+    env_workers: int | None = _opt(
+        None,
+        _POSITIVE_OR_NONE,
+        "worker processes of vectorization_mode=workers (default: the usable cores)",
     )
     replay_on_disk: bool | str | None = _opt(
         None,

@@ -88,8 +88,10 @@ class MealRuntime:
         num_envs: int,
         vectorization_mode: str,
         rollout_steps: int | None = None,
+        env_workers: int | None = None,
     ) -> tuple[Any, Any]:
-        """MEAL's batched engine (``vectorization_mode`` does not apply: one jitted call)
+        """MEAL's batched engine (``vectorization_mode`` and ``env_workers`` do not apply:
+        one jitted call)
         and its eval source on the same engine; the shaping weight is held for each
         ``rollout_steps`` steps (one PPO update), as MEAL's trainer and ppo-jax hold it."""
         from cl_suites.meal.batched import MealBatchedEnv

@@ -131,11 +131,13 @@ class SuiteRuntime(Protocol):
         num_envs: int,
         vectorization_mode: str,
         rollout_steps: int | None = None,
+        env_workers: int | None = None,
     ) -> tuple[Any, Any]:
         """``(env, eval source)``: the env of ``num_envs`` envs that keeps the schedule
         (``.cursor``, ``.step``) and the evaluator's env source (``None``: the core
         ``Evaluator`` builds envs from the tasks' factories). ``rollout_steps``: steps per
-        env of one learner update (MEAL holds its shaping weight for a whole update)."""
+        env of one learner update (MEAL holds its shaping weight for a whole update);
+        ``env_workers``: worker processes of ``vectorization_mode="workers"``."""
         ...
 
     def sb3_view(self, env: Any) -> Any:
@@ -170,10 +172,14 @@ class VectorRuntime:
         num_envs: int,
         vectorization_mode: str,
         rollout_steps: int | None = None,
+        env_workers: int | None = None,
     ) -> tuple[Any, None]:
         from cl_suites.core.vector import SequenceVectorEnv
 
-        return SequenceVectorEnv(instance.sequence, num_envs, vectorization_mode), None
+        env = SequenceVectorEnv(
+            instance.sequence, num_envs, vectorization_mode, env_workers=env_workers
+        )
+        return env, None
 
     def sb3_view(self, env: Any) -> Any:
         from cl_suites.core.sb3_adapter import SB3VecEnv

@@ -21,7 +21,9 @@ from tests.kill_drills import kill_run_at
 
 th.set_num_threads(1)
 
-JOB = dict(suite="Diagnostic", method="ewc", learner="vtrace", preset="small", seed=5, num_envs=None)
+JOB = dict(
+    suite="Diagnostic", method="ewc", learner="vtrace", preset="small", seed=5, num_envs=None
+)
 OVERRIDES = {
     "n_tasks": 2,
     "show_task": False,
