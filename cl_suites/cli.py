@@ -64,6 +64,8 @@ LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
 PRESETS = ("paper", "small")
 """``--preset`` choices: ``cl_suites.job.presets.PRESETS``, named here as above."""
+VECTORIZATION_MODES = ("sync", "async", "workers")
+"""``--vectorization-mode`` choices: ``cl_suites.core.vector.VECTORIZATION_MODES``, as above."""
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -539,8 +541,9 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
     what.add_argument(
         "--vectorization-mode",
-        choices=("sync", "async"),
-        help="batching of simulators without a native batched backend (default: sync)",
+        choices=VECTORIZATION_MODES,
+        help="batching of simulators without a native batched backend: one process, a "
+        "process per env, or --set env_workers=N processes (default: sync)",
     )
     what.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
 

@@ -61,12 +61,14 @@ def test_choices_are_the_registries():
     """The CLI names its choices without importing torch; they are the registries' names."""
     from baselines_sb3.cl import METHODS
     from cl_suites import cli
+    from cl_suites.core.vector import VECTORIZATION_MODES
     from cl_suites.job.learners import LEARNER_ENTRIES
     from cl_suites.job.presets import PRESETS
 
     assert ("random", *METHODS) == cli.METHODS
     assert set(cli.LEARNERS) == set(LEARNER_ENTRIES)
     assert cli.PRESETS == PRESETS
+    assert cli.VECTORIZATION_MODES == VECTORIZATION_MODES
 
 
 def test_unknown_method_lists_the_valid_ones(capsys):

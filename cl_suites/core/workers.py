@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -252,7 +253,7 @@ class WorkerVectorEnv(VectorEnv):
         self.name, self.timeout = name, float(timeout)
         self.closed = False
         bounds = np.linspace(0, self.num_envs, self.num_workers + 1).round().astype(int)
-        self._chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
         ctx = mp.get_context(START_METHOD)
         probe = env_fn() if observation_space is None else None
         space = observation_space if probe is None else probe.observation_space

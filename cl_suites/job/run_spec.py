@@ -36,6 +36,7 @@ from typing import Any
 from baselines_sb3.cl import METHODS
 from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
+from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.errors import BadValueError, ConfigError
 from cl_suites.job import hyperparameters, presets
 from cl_suites.job.hyperparameters import Hyperparameters
@@ -93,7 +94,7 @@ class JobOptions:
     )
     vectorization_mode: str = _opt(
         "sync",
-        Opt("choice", choices=("sync", "async", "workers")),
+        Opt("choice", choices=VECTORIZATION_MODES),
         "batching of simulators without a native batched backend (torch learners): one "
         "process, a process per env, or env_workers processes",
     )
