@@ -18,7 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines_sb3.cl.base import EpisodeSource, FreshEpisodes
 from baselines_sb3.policies import OBS_KEY, TASK_KEY
-from baselines_sb3.policy_lag import wait_for_update
+from baselines_sb3.policy_lag import frozen_copy, wait_for_update
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog
@@ -26,14 +26,14 @@ from cl_suites.core.task import Segment
 
 
 def make_eval_policy(
-    model: BaseAlgorithm, method: Any = None, deterministic: bool = True
+    model: BaseAlgorithm, method: Any = None, deterministic: bool = True, policy: Any = None
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``policy(obs, task_ids[, prev_actions, prev_rewards]) -> actions`` for the core
-    ``Evaluator``: the model's policy, greedy (argmax) by default as CORA and MEAL
-    evaluate, sampled with ``deterministic=False``; the policy's observation layout is
-    built by its ``build_observation`` (task ids, previous action and reward); P&C acts
-    with its knowledge base."""
-    policy = model.policy
+    ``Evaluator``: the model's policy (or ``policy``, e.g. a frozen copy of it), greedy
+    (argmax) by default as CORA and MEAL evaluate, sampled with ``deterministic=False``;
+    the policy's observation layout is built by its ``build_observation`` (task ids,
+    previous action and reward); P&C acts with its knowledge base."""
+    policy = model.policy if policy is None else policy
 
     def act(
         obs: np.ndarray,
@@ -138,6 +138,9 @@ class ContinualEvalCallback(BaseCallback):
         method: the CL method (for P&C's evaluation network); optional.
         agents_per_env: SB3 env slots per env (MEAL: ``num_agents``).
         deterministic: evaluate with the greedy action (default) or a sampled one.
+        beside_training: evaluate in a background thread with a frozen copy of the
+            network while training goes on (``Evaluator.submit``; greedy only); the rows
+            are those of an evaluation in place.
     """
 
     def __init__(
@@ -149,8 +152,15 @@ class ContinualEvalCallback(BaseCallback):
         *,
         agents_per_env: int = 1,
         deterministic: bool = True,
+        beside_training: bool = False,
     ):
         super().__init__()
+        if beside_training and not deterministic:
+            raise ValueError(
+                "evaluating beside training needs the greedy policy (eval_deterministic=true): "
+                "sampled actions would draw from torch's global generator beside training"
+            )
+        self.beside_training = bool(beside_training)
         self.evaluator = evaluator
         self.run_log = run_log
         self.schedule = tuple(schedule) if schedule is not None else ()
@@ -186,8 +196,21 @@ class ContinualEvalCallback(BaseCallback):
             self._policy_fn = after_update
         return self._policy_fn
 
+    def _evaluate(self, step: int) -> None:
+        """Evaluate at ``step`` if it is an evaluation point: in place, or beside training
+        with a copy of the network as it is now (after the update in flight)."""
+        if not self.evaluator.due(step):
+            return
+        if not self.beside_training:
+            self.evaluator.evaluate(step, self.policy())
+            return
+        wait_for_update(self.model)
+        frozen = frozen_copy(self.model.policy)
+        act = make_eval_policy(self.model, self.method, self.deterministic, policy=frozen)
+        self.evaluator.submit(step, act)
+
     def _on_rollout_start(self) -> None:
-        self.evaluator.maybe_evaluate(self.total_step, self.policy())
+        self._evaluate(self.total_step)
 
     def _on_step(self) -> bool:
         infos = self.locals.get("infos", [])
@@ -206,7 +229,7 @@ class ContinualEvalCallback(BaseCallback):
             self.run_log.log_episodes(episodes)
         rollout_full = self.locals.get("n_steps", -2) + 1 >= self.model.n_steps
         if not rollout_full:  # a point at a rollout's end waits for the update
-            self.evaluator.maybe_evaluate(step, self.policy())
+            self._evaluate(step)
         if infos and infos[0].get("sequence_done", False):
             self.sequence_done = True
             budget_spent = self.num_timesteps >= getattr(self.model, "_total_timesteps", 0)
@@ -214,6 +237,7 @@ class ContinualEvalCallback(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
+        self.evaluator.wait()
         if self.sequence_done and self.evaluator.last_eval_step != self.total_step:
             self.evaluator.evaluate(self.total_step, self.policy())
 

@@ -55,6 +55,20 @@ def check_policy_lag(value: Any) -> int:
     return int(value)
 
 
+def frozen_copy(policy: Any) -> Any:
+    """A copy of an SB3 policy for acting while the original trains on: no optimizer, no
+    gradients, evaluation mode (the behaviour network; an evaluation beside training)."""
+    optimizer = policy.optimizer
+    policy.optimizer = None
+    try:
+        frozen = copy.deepcopy(policy)
+    finally:
+        policy.optimizer = optimizer
+    frozen.requires_grad_(False)
+    frozen.set_training_mode(False)
+    return frozen
+
+
 def wait_for_update(model: Any) -> None:
     """Block until the update in flight (``policy_lag=1``) has finished; a no-op for any
     other learner. A callback that reads or changes the learner (policy, optimizer,
@@ -142,14 +156,7 @@ class PolicyLagLearner:
                 f"policy_lag 1 needs a Discrete action space, got {self.action_space}; "  # type: ignore[attr-defined]
                 "use policy_lag 0"
             )
-        optimizer = self.policy.optimizer  # type: ignore[attr-defined]
-        self.policy.optimizer = None  # type: ignore[attr-defined]
-        try:
-            self.behaviour_policy = copy.deepcopy(self.policy)  # type: ignore[attr-defined]
-        finally:
-            self.policy.optimizer = optimizer  # type: ignore[attr-defined]
-        self.behaviour_policy.requires_grad_(False)
-        self.behaviour_policy.set_training_mode(False)
+        self.behaviour_policy = frozen_copy(self.policy)  # type: ignore[attr-defined]
         self._next_buffer = self.rollout_buffer_class(  # type: ignore[attr-defined]
             self.n_steps,  # type: ignore[attr-defined]
             self.observation_space,  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ agent is one row of the policy's batch).
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -330,6 +331,8 @@ class Evaluator:
         )
         self.last_eval_step: int | None = None
         self._start = time.monotonic()
+        self._background: threading.Thread | None = None
+        self._background_error: BaseException | None = None
 
     # -- cadence ------------------------------------------------------------------------
     def due(self, total_step: int) -> bool:
@@ -521,8 +524,47 @@ class Evaluator:
             for rec, frame in zip(recs, frames, strict=True):
                 rec["frames"].append(np.asarray(frame))
 
+    # -- beside training ----------------------------------------------------------------
+    def submit(self, total_step: int, policy: Policy) -> None:
+        """Evaluate at ``total_step`` in a background thread while the caller trains on
+        (CORA evaluates in a separate pool). ``policy`` must not change meanwhile: pass one
+        acting with a frozen copy of the network, greedy (a sampled policy would draw from
+        torch's global generator beside training). One evaluation at a time: a second one
+        waits for the first. The records are the ones :meth:`evaluate` would give, logged
+        when the evaluation ends; :meth:`wait` (also called by ``state_dict`` and
+        ``close``) waits for it and re-raises its error."""
+        self.wait()
+        self.next_eval_step = self.point_after(int(total_step))
+        threads = _torch_threads()
+
+        def run() -> None:
+            try:
+                _set_torch_threads(threads)
+                self.evaluate(total_step, policy)
+            except BaseException as e:  # re-raised by wait()
+                self._background_error = e
+
+        self._background = threading.Thread(target=run, name="cl-suites-eval", daemon=True)
+        self._background.start()
+
+    @property
+    def evaluating(self) -> bool:
+        """True while an evaluation submitted with :meth:`submit` runs."""
+        return self._background is not None and self._background.is_alive()
+
+    def wait(self) -> None:
+        """Wait for the evaluation in the background (if any); re-raise its error."""
+        if self._background is None:
+            return
+        self._background.join()
+        self._background = None
+        error, self._background_error = self._background_error, None
+        if error is not None:
+            raise error
+
     # -- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        self.wait()  # the records of an evaluation in the background belong before it
         return {
             "next_eval_step": self.next_eval_step,
             "last_eval_step": self.last_eval_step,
@@ -536,4 +578,25 @@ class Evaluator:
             self.video.load_state_dict(state["video"])
 
     def close(self) -> None:
-        self.source.close()
+        try:
+            self.wait()
+        finally:
+            self.source.close()
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op thread count of this thread (``None`` without torch loaded)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.get_num_threads()
+
+
+def _set_torch_threads(threads: int | None) -> None:
+    """Give this (new) thread ``threads`` intra-op threads: the count is per thread
+    (OpenMP), and a new thread would start with one per core."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and threads is not None:
+        torch.set_num_threads(threads)

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import platform
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -352,6 +353,7 @@ class RunLog:
         self.run_dir = Path(run_dir)
         self._lock = RunDirLock(self.run_dir).acquire()
         self._sinks: list[ScalarSink] = []
+        self._write_lock = threading.Lock()  # evaluations may log from their own thread
         self._closers: list[Callable[[], None]] = []
         self._eval = self._episodes = None
         try:
@@ -414,6 +416,10 @@ class RunLog:
     def log_eval(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append evaluation records (mappings with the keys of ``EVAL_COLUMNS``)."""
         records = list(records)
+        with self._write_lock:
+            self._log_eval(records)
+
+    def _log_eval(self, records: list[Mapping[str, Any]]) -> None:
         self._eval.write(records)
         if self._sinks:
             by_step: dict[int, dict[str, float]] = {}
@@ -428,6 +434,10 @@ class RunLog:
         episodes = list(episodes)
         if not episodes:
             return
+        with self._write_lock:
+            self._log_episodes(episodes)
+
+    def _log_episodes(self, episodes: list[Mapping[str, Any]]) -> None:
         self._episodes.write(episodes)
         if self._sinks:
             returns: dict[str, list[float]] = {}

@@ -379,7 +379,8 @@ class WorkerVectorEnv(VectorEnv):
             conn.send(message)
         except (BrokenPipeError, OSError):
             index = self._conns.index(conn)
-            self._fail(index, "is gone", message[0])
+            self._procs[index].join(1.0)
+            self._fail(index, f"died (exit code {self._procs[index].exitcode})", message[0])
 
     def _gather(self, command: str) -> list[Any]:
         return [self._receive(i, command) for i in range(len(self._conns))]
@@ -406,7 +407,8 @@ class WorkerVectorEnv(VectorEnv):
         self._stop(kill=True)
         raise EnvWorkerError(
             f"env worker {index} (sub-envs {a}-{b - 1} of {self.name}) {what} during "
-            f"{command!r}; the workers are stopped"
+            f"{command!r}; the workers are stopped (a run resumes from its last checkpoint "
+            "with --resume)"
         )
 
     def _stop(self, kill: bool = False) -> None:

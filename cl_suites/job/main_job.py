@@ -230,6 +230,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
                 cl,
                 agents_per_env=agents,
                 deterministic=job.eval_deterministic,
+                beside_training=job.eval_beside_training,
             ),
             ckpt_cb,
             ProgressBarCallback(progress, agents),

@@ -150,6 +150,12 @@ class JobOptions:
         "(default: the suite's; MEAL: yes)",
     )
     eval_deterministic: bool = _opt(True, _BOOL, "greedy (true) or sampled evaluation actions")
+    eval_beside_training: bool = _opt(
+        False,
+        _BOOL,
+        "evaluate in a background thread with a copy of the network while training goes on "
+        "(torch learners, greedy evaluation)",
+    )
     eval_max_episode_steps: int | None = _opt(
         None,
         _POSITIVE_OR_NONE,
@@ -473,6 +479,11 @@ def resolve(
     sequence = instance.sequence
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
     _check_policy_lag_threads(hp, job)
+    if job.eval_beside_training and not job.eval_deterministic:
+        raise BadValueError(
+            "eval_beside_training needs eval_deterministic=true: sampled evaluation actions "
+            "would draw from torch's global generator beside training"
+        )
     multi_head = bool(hp["multi_head"] if job.multi_head is None else job.multi_head)
     task_id_input = bool(hp["task_id_input"] if job.task_id_input is None else job.task_id_input)
     options = dataclasses.replace(

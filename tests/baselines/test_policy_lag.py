@@ -147,3 +147,44 @@ def test_every_method_trains_with_the_lag_and_gives_the_same_run_twice(method, t
         run_main_job(run_dir=tmp_path / name, resume=False, overrides=dict(overrides), **job)
     assert _rows(tmp_path / "a")[0].equals(_rows(tmp_path / "b")[0])
     assert _rows(tmp_path / "a")[1].equals(_rows(tmp_path / "b")[1])
+
+
+def test_evaluations_beside_training_give_the_rows_of_evaluations_in_place(lagged_run, tmp_path):
+    overrides = {**OVERRIDES, "eval_beside_training": True}
+    run_main_job(run_dir=tmp_path / "full", resume=False, overrides=dict(overrides), **JOB)
+    assert _rows(lagged_run)[0].equals(_rows(tmp_path / "full")[0])
+    assert _rows(lagged_run)[1].equals(_rows(tmp_path / "full")[1])
+    kill_run_at(tmp_path / "cut", JOB, overrides, kill_at=1400)
+    run_main_job(run_dir=tmp_path / "cut", resume=True, overrides=dict(overrides), **JOB)
+    assert _rows(lagged_run)[0].equals(_rows(tmp_path / "cut")[0])
+
+
+def test_an_evaluation_submitted_runs_beside_the_caller():
+    import time
+
+    from cl_suites.api import make_sequence
+    from cl_suites.core.evaluation import Evaluator
+
+    sequence = make_sequence("Diagnostic", n_tasks=2, steps_per_task=100)
+    slow_calls = []
+
+    def slow_greedy(obs, task_ids):
+        slow_calls.append(time.monotonic())
+        time.sleep(0.01)
+        return np.zeros(len(obs), dtype=np.int64)
+
+    in_place = Evaluator(sequence, seed=1, episodes=2).evaluate(0, slow_greedy)
+    evaluator = Evaluator(sequence, seed=1, episodes=2)
+    start = time.monotonic()
+    evaluator.submit(0, slow_greedy)
+    assert time.monotonic() - start < 0.05 and evaluator.evaluating
+    assert evaluator.next_eval_step == evaluator.point_after(0)  # the caller moves on
+    evaluator.wait()
+    assert not evaluator.evaluating and evaluator.last_eval_step == 0
+    assert evaluator.state_dict()["last_eval_step"] == 0
+    assert len(in_place) == 6  # (the job test above compares the logged rows themselves)
+
+
+def test_evaluating_beside_training_needs_the_greedy_policy():
+    with pytest.raises(BadValueError, match=r"eval_beside_training needs eval_deterministic=true"):
+        resolve_job(**JOB, overrides={"eval_beside_training": True, "eval_deterministic": False})
