@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -213,3 +214,66 @@ def test_more_workers_than_cores_is_a_warning_naming_the_count():
     )
     lines = [x for x in job_size_warnings(spec) if "env_workers" in x]
     assert len(lines) == 1 and "using 4 worker processes" in lines[0]
+
+
+def _cli_run(run_dir: Path, *extra: str) -> list[str]:
+    sets = {**{k: v for k, v in OVERRIDES.items() if k != "games"}, "steps_per_task": 4000,
+            "checkpoint_every": 128, "vectorization_mode": "workers", "env_workers": 2}  # fmt: skip
+    command = [sys.executable, "-m", "cl_suites", "run", "--suite", "Atari6", "--method", "ft",
+               "--learner", "vtrace", "--preset", "small", "--seed", "2", "--num-envs", "4",
+               "--run-dir", str(run_dir),
+               "--set", 'games=["SpaceInvaders","BeamRider"]']  # fmt: skip
+    for key, value in sets.items():
+        command += ["--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+    return command + list(extra)
+
+
+def _descendants_once_training(proc: subprocess.Popen, run_dir: Path) -> list[int]:
+    psutil = pytest.importorskip("psutil")
+    deadline = time.monotonic() + 120
+    while not list((run_dir / "checkpoint").glob("*.sha256")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.1)
+    return [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_leaves_no_process_or_shared_memory(sig, tmp_path):
+    pytest.importorskip("ale_py")
+    shm_before = set(os.listdir("/dev/shm"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(_cli_run(tmp_path / "run"), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    children = _descendants_once_training(proc, tmp_path / "run")
+    assert len(children) >= 3  # the fork server and two workers
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in children)
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_a_dead_worker_stops_the_run_with_one_line_and_it_resumes(tmp_path):
+    pytest.importorskip("ale_py")
+    psutil = pytest.importorskip("psutil")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(_cli_run(run_dir), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _descendants_once_training(proc, run_dir)
+    server = next(p for p in psutil.Process(proc.pid).children() if p.children())
+    os.kill(server.children()[0].pid, signal.SIGKILL)  # one env worker
+    _, err = proc.communicate(timeout=60)
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert proc.returncode != 0 and len(lines) == 1
+    assert re.search(
+        r"error: env worker \d \(sub-envs \d-\d of task '\w+' \(train\)\) died", lines[0]
+    )
+    assert "--resume" in lines[0]
+    logged = len(read_eval(run_dir))
+    done = subprocess.run(_cli_run(run_dir, "--resume"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(read_eval(run_dir)) > logged
+    assert not read_eval(run_dir).duplicated(["total_step", "task_id", "split"]).any()
