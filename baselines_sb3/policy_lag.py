@@ -170,6 +170,16 @@ class PolicyLagLearner:
         self.acting_generator = th.Generator(device=self.device)  # type: ignore[attr-defined]
         self.acting_generator.manual_seed(int(self.seed or 0))  # type: ignore[attr-defined]
 
+    def _excluded_save_params(self) -> list[str]:
+        # SB3's save(): the machinery is rebuilt by _setup_model on load
+        return [
+            *super()._excluded_save_params(),  # type: ignore[misc]
+            "_update_thread",
+            "behaviour_policy",
+            "_next_buffer",
+            "acting_generator",
+        ]
+
     # -- the update in flight ----------------------------------------------------------
     def wait_for_update(self) -> None:
         """Block until the update in flight has finished (re-raising its error)."""

@@ -188,3 +188,14 @@ def test_an_evaluation_submitted_runs_beside_the_caller():
 def test_evaluating_beside_training_needs_the_greedy_policy():
     with pytest.raises(BadValueError, match=r"eval_beside_training needs eval_deterministic=true"):
         resolve_job(**JOB, overrides={"eval_beside_training": True, "eval_deterministic": False})
+
+
+def test_a_lagged_learner_saves_and_loads_with_sb3(tmp_path):
+    model = _vtrace(1)
+    model.learn(2 * 4 * 8)
+    model.save(tmp_path / "model.zip")
+    loaded = VTrace.load(tmp_path / "model.zip", env=model.get_env())
+    assert loaded.policy_lag == 1 and loaded.behaviour_policy is not None
+    for a, b in zip(model.policy.parameters(), loaded.policy.parameters(), strict=True):
+        assert th.equal(a, b)
+    loaded.learn(4 * 8, reset_num_timesteps=False)
