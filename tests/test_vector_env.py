@@ -100,7 +100,7 @@ def test_wrong_action_shape_is_refused():
 
 
 def test_unknown_vectorization_mode():
-    with pytest.raises(ValueError, match="'threads' is unknown; use one of \\('sync', 'async'\\)"):
+    with pytest.raises(ValueError, match="'threads' is unknown; use one of \\('sync', 'async', 'workers'\\)"):
         SequenceVectorEnv(toy_sequence(), 2, "threads")
 
 
