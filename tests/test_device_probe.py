@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch as th
 
+from cl_suites.core.runlog import read_metadata
 from cl_suites.job.main_job import run_main_job
 from tests.device_probe import outside, probing
 
@@ -54,7 +55,7 @@ JOBS = [
 
 @pytest.mark.parametrize(("suite", "method", "learner", "overrides"), JOBS)
 def test_learner_and_method_make_their_tensors_on_the_policys_device(
-    tmp_path, suite, method, learner, overrides
+    tmp_path, capsys, suite, method, learner, overrides
 ):
     th.set_num_threads(1)
     with probing() as probe:
@@ -70,3 +71,6 @@ def test_learner_and_method_make_their_tensors_on_the_policys_device(
             overrides=dict(overrides),
         )
     assert outside(probe.found, ALLOWED) == []
+    # decided at resolve time: auto keeps these MLP suites on the CPU, GPU or not
+    assert read_metadata(tmp_path / "run")["device"] == "cpu"
+    assert capsys.readouterr().out.startswith("device: cpu (device=auto)")

@@ -34,7 +34,7 @@ SAME_TEXT = [
     ("report", "False", False),
     ("device", "none", "auto"),  # none: the default
     ("device", "null", "auto"),
-    ("device", "cuda:0", "cuda:0"),
+    ("device", "cpu", "cpu"),
     ("steps_per_task", "1e5", 100_000),
     ("eval_every", "2000", 2000),
     ("learning_rate", "3e-4", 3e-4),

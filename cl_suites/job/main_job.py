@@ -164,6 +164,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         return
 
     th.manual_seed(seed)
+    print(f"device: {spec.device} (device={job.device})", flush=True)
     run_log = RunLog(run_dir, metadata, resume=resume)
     train_env, sb3_env, eval_source = _training_env(spec)
     sb3_env.seed(int(seed))
@@ -186,7 +187,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         seed=int(seed),
         multi_head=spec.multi_head,
         task_id_input=spec.task_id_input,
-        device=job.device,
+        device=spec.device,
     )
     tracking = {"tensorboard": job.tensorboard, "wandb": job.wandb}
     configure_logger(model, run_dir, tracking, run_log=run_log)  # --tensorboard / --wandb
@@ -417,9 +418,17 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
             "max_episode_steps": spec.options.eval_max_episode_steps,
         },
         "step_unit": spec.step_unit,
+        "device": spec.device or _jax_device(),
     }
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
+
+
+def _jax_device() -> str:
+    """The platform JAX runs ``ppo-jax`` on (``cpu``, ``gpu``, ...)."""
+    import jax
+
+    return str(jax.default_backend())
 
 
 def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
