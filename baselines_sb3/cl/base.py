@@ -258,7 +258,11 @@ def install_loss_hook(model: OnPolicyAlgorithm, method: ContinualMethod) -> None
         if extra is not None:
             extra.backward()
             value = extra.detach() if value is None else value + extra.detach()
-        if value is not None and getattr(model, "_logger", None) is not None:
+        if value is None or getattr(model, "_logger", None) is None:
+            return
+        if hasattr(model, "record_cl_loss"):  # logged once at the update's end
+            model.record_cl_loss(value.detach())
+        else:
             model.logger.record("train/cl_loss", float(value))
 
     optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
