@@ -5,6 +5,12 @@ checkpoints and a checkpoint resumes on either device."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
 import pytest
 import torch as th
 
@@ -112,3 +118,34 @@ def test_a_cpu_or_older_checkpoint_resumes_on_a_gpu(two_gpus):
     state = {k: v for k, v in checkpoint.rng_state().items() if k != "cuda"}
     checkpoint.set_rng_state(state)  # no CUDA states: the generators stay as seeded
     assert {d: s.tolist() for d, s in two_gpus.items()} == {0: [1, 2], 1: [3, 4]}
+
+
+def test_jax_does_not_preallocate_the_gpu_beside_the_torch_learner(monkeypatch):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    _resolve("MEAL-2", learner="ppo-jax")  # JAX alone: its default
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX may have started in an earlier test
+        _resolve("MEAL-2", learner="ppo")
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")  # the user's choice stays
+    _resolve("MEAL-2", learner="ppo")
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+
+
+def test_jax_beside_torch_is_set_before_jax_starts():
+    """In a fresh process, as ``cl-suites run`` starts: the variable is in place before
+    MEAL's kitchens start JAX, so no warning."""
+    code = (
+        "import os, warnings; warnings.simplefilter('error'); "
+        "os.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None); "
+        "from cl_suites.job.run_spec import resolve; "
+        "resolve(suite='MEAL-2', method='ft', learner='ppo', preset='small', num_envs=4, "
+        "overrides={}); import jax; jax.numpy.zeros(1); "
+        "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "false"

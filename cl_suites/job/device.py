@@ -18,6 +18,10 @@ the devices present.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 import torch as th
 
 from cl_suites.errors import BadValueError
@@ -69,3 +73,23 @@ def resolve_device(value: str, convolutional: bool, *, probe: bool = True) -> st
     if index >= th.cuda.device_count():
         raise _refuse(value, f"there is no CUDA device {index}")
     return f"cuda:{index}"
+
+
+JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+
+def jax_beside_torch() -> None:
+    """Keep JAX from taking 75% of a GPU's memory up front when it shares the process with
+    torch (MEAL's JAX engine beside the torch learner): ``XLA_PYTHON_CLIENT_PREALLOCATE=
+    false``, unless the environment sets it. It must be set before JAX starts its backends;
+    a warning says so when they had already started (JAX used earlier in the process)."""
+    if JAX_PREALLOCATE in os.environ:
+        return
+    os.environ[JAX_PREALLOCATE] = "false"
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and getattr(bridge, "_backends", None):
+        warnings.warn(
+            f"JAX started before {JAX_PREALLOCATE}=false was set: on a GPU it keeps 75% of "
+            "the memory beside torch; set the variable before starting Python",
+            stacklevel=2,
+        )

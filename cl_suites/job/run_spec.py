@@ -38,7 +38,7 @@ from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.errors import BadValueError, ConfigError
 from cl_suites.job import hyperparameters, presets
-from cl_suites.job.device import AUTO, resolve_device
+from cl_suites.job.device import AUTO, jax_beside_torch, resolve_device
 from cl_suites.job.hyperparameters import Hyperparameters
 from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
@@ -457,6 +457,8 @@ def resolve(
     if entry.family != "baselines_jax":  # before any env or buffer is built
         convolutional = hp.get("network", "mlp") != "mlp"
         device = resolve_device(given.get("device", AUTO), convolutional, probe=probe_device)
+        if info.family == "meal":  # its JAX engine starts below (the kitchens)
+            jax_beside_torch()
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
