@@ -149,3 +149,23 @@ def test_jax_beside_torch_is_set_before_jax_starts():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert out.stdout.strip() == "false"
+
+
+def test_the_jax_cache_option_turns_on_jaxs_persistent_cache(tmp_path):
+    import jax
+
+    from cl_suites.job.main_job import use_jax_cache
+
+    with pytest.raises(BadValueError, match="jax_cache_dir must be a string or none, got 3"):
+        _resolve("MEAL-2", learner="ppo-jax", jax_cache_dir=3)
+    assert _resolve("MEAL-2", jax_cache_dir="~/c").options.jax_cache_dir == "~/c"
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    previous = {k: getattr(jax.config, k) for k in keys}
+    try:
+        use_jax_cache(str(tmp_path / "cache"))
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+        assert (tmp_path / "cache").is_dir()
+    finally:
+        for key, value in previous.items():
+            jax.config.update(key, value)

@@ -133,6 +133,7 @@ def run_resolved(
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
     run_dirs = [Path(d) for d in run_dirs]
+    use_jax_cache(specs[0].options.jax_cache_dir)
     if len(specs) > 1 or specs[0].learner_entry.family == "baselines_jax":
         if len(specs) == 1:
             _print_size_warnings(specs[0])
@@ -140,6 +141,21 @@ def run_resolved(
         return
     _print_size_warnings(specs[0])
     _run_torch(specs[0], int(seeds[0]), run_dirs[0], resume)
+
+
+def use_jax_cache(directory: str | None) -> None:
+    """JAX's persistent compilation cache in ``directory`` (the job option
+    ``jax_cache_dir``; ``None``: JAX's setting stays): a later run whose programs have the
+    same shapes loads them instead of compiling (``benchmarks/README.md``)."""
+    if directory is None:
+        return
+    import jax
+
+    Path(directory).expanduser().mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+    # every program, not only those over JAX's default of 1 s: a run compiles dozens of
+    # small ones (per task and chunk length), which together take longer than the big ones
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def _print_size_warnings(spec: JobSpec) -> None:

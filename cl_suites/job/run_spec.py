@@ -107,6 +107,12 @@ class JobOptions:
         "torch device: auto (a GPU for convolutional policies, else the CPU), cpu, cuda, "
         "cuda:N (torch learners)",
     )
+    jax_cache_dir: str | None = _opt(
+        None,
+        Opt("str", none_ok=True),
+        "JAX's persistent compilation cache: a directory where MEAL's compiled programs are "
+        "kept for later runs of the same shapes (default: none)",
+    )
     report: bool = _opt(True, _BOOL, "write the metrics report to RUN_DIR/report at the end")
     tensorboard: bool = _opt(False, _BOOL, "training scalars and eval returns to RUN_DIR/tb")
     wandb: bool | str | None = _opt(
