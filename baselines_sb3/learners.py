@@ -544,9 +544,29 @@ class ContinualPPO(TaskSwitchLearner, PPO):
         # the minibatches' statistics stay on the device until the update ends: one host
         # sync per update, not five per minibatch (only target_kl needs each KL at once)
         stats: list[th.Tensor] = []
-        continue_training = True
+        if self.cl_method is not None:  # e.g. CLEAR draws every minibatch's replay at once
+            per_epoch = -(-buf.buffer_size * buf.n_envs // self.batch_size)
+            self.cl_method.start_update(self.policy, self.batch_size, self.n_epochs * per_epoch)
+        try:
+            self._epochs(clip_range, clip_vf, stats)
+        finally:
+            if self.cl_method is not None:
+                self.cl_method.end_update()
+        explained = explained_variance(buf.values.flatten(), buf.returns.flatten())
+        if stats:  # each minibatch's float32 value as a float, averaged as before
+            per_minibatch = th.stack(stats).cpu().numpy().astype(np.float64)
+            keys = ("policy_gradient_loss", "value_loss", "entropy_loss", "clip_fraction")
+            for key, column in zip(keys, per_minibatch.T, strict=True):
+                self.logger.record(f"train/{key}", float(np.mean(column)))
+        self.logger.record("train/explained_variance", explained)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+
+    def _epochs(self, clip_range: float, clip_vf: float | None, stats: list[th.Tensor]) -> None:
+        """PPO's epochs over the rollout; each minibatch's ``(pg_loss, value_loss,
+        entropy_loss, clip_fraction)`` appended to ``stats`` (on the device)."""
         for _epoch in range(self.n_epochs):
-            for data in buf.get(self.batch_size):
+            for data in self.rollout_buffer.get(self.batch_size):
                 actions = data.actions
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = actions.long().flatten()
@@ -558,8 +578,8 @@ class ContinualPPO(TaskSwitchLearner, PPO):
                         log_ratio = log_prob - data.old_log_prob
                         approx_kl = float(th.mean((th.exp(log_ratio) - 1) - log_ratio))
                     if approx_kl > 1.5 * self.target_kl:
-                        continue_training = False
-                        break
+                        self._n_updates += 1
+                        return
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
@@ -568,17 +588,6 @@ class ContinualPPO(TaskSwitchLearner, PPO):
                     clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
                     stats.append(th.stack([pg_loss, value_loss, entropy_loss, clip_fraction]))
             self._n_updates += 1
-            if not continue_training:
-                break
-        explained = explained_variance(buf.values.flatten(), buf.returns.flatten())
-        if stats:  # each minibatch's float32 value as a float, averaged as before
-            per_minibatch = th.stack(stats).cpu().numpy().astype(np.float64)
-            keys = ("policy_gradient_loss", "value_loss", "entropy_loss", "clip_fraction")
-            for key, column in zip(keys, per_minibatch.T, strict=True):
-                self.logger.record(f"train/{key}", float(np.mean(column)))
-        self.logger.record("train/explained_variance", explained)
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
 
     def minibatch_loss(
         self, data: Any, actions: th.Tensor, clip_range: float, clip_vf: float | None

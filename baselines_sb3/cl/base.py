@@ -194,6 +194,14 @@ class ContinualMethod:
         ``extra_loss``."""
         return None
 
+    def start_update(self, policy: ActorCriticPolicy, batch_size: int, minibatches: int) -> None:
+        """Called before an update of ``minibatches`` minibatches of ``batch_size``
+        transitions (at most: a KL early stop ends it sooner), so that a method can fetch
+        the data its ``extra_loss`` needs for all of them at once (CLEAR's replay)."""
+
+    def end_update(self) -> None:
+        """Called when the update :meth:`start_update` announced has ended."""
+
     def custom_update(self, model: OnPolicyAlgorithm) -> bool:
         """Replace the learner's update for this rollout (P&C compress phase); True if done."""
         return False

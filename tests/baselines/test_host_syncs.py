@@ -12,7 +12,7 @@ import torch as th
 from gymnasium import spaces
 from torch.overrides import TorchFunctionMode
 
-from baselines_sb3.cl import MealL2, attach_method
+from baselines_sb3.cl import CLEAR, MealL2, ReservoirBuffer, attach_method
 from baselines_sb3.learners import ContinualPPO
 from baselines_sb3.networks import CoraResidualCNN
 from baselines_sb3.policies import ContinualPolicy
@@ -92,3 +92,35 @@ def test_channels_last_acting_is_for_the_cpu_only():
             cnn(th.zeros(2, 3, 64, 64, device=device))
         counts[device] = mode.count
     assert counts == {"cpu": 1, "meta": 0}
+
+
+def _clear_run(prefetch: bool, monkeypatch, **ppo):
+    """PPO + CLEAR on Diagnostic, 6 updates of 8 minibatches; ``prefetch=False``: the
+    replay drawn minibatch by minibatch, as before. Returns the model, the method and the
+    number of ``buffer.sample`` calls."""
+    method = CLEAR(buffer_size=512, replay_ratio=0.5)
+    env = SB3VecEnv(make_vec("Diagnostic", 2, n_tasks=2, steps_per_task=256, show_task=False))
+    env.seed(0)
+    model = ContinualPPO(
+        ContinualPolicy, env, n_steps=32, batch_size=16, n_epochs=2, seed=0, cl_method=method,
+        policy_kwargs={"net_arch": [16]}, **ppo,
+    )  # fmt: skip
+    callback = attach_method(model, method, env)
+    with monkeypatch.context() as mp:
+        if not prefetch:
+            mp.setattr(CLEAR, "start_update", lambda *args: None)
+        calls = []
+        sample = ReservoirBuffer.sample
+        mp.setattr(ReservoirBuffer, "sample", lambda b, n: calls.append(n) or sample(b, n))
+        model.learn(6 * 64, callback=callback)
+    return model, method, calls
+
+
+def test_clear_draws_an_updates_replay_at_once_and_trains_as_before(monkeypatch):
+    for ppo in ({}, {"target_kl": 1e-6}):  # a KL early stop leaves pre-drawn replay unused
+        (a, ca, before), (b, cb, after) = (_clear_run(p, monkeypatch, **ppo) for p in (0, 1))
+        for name, value in a.policy.state_dict().items():
+            assert th.equal(value, b.policy.state_dict()[name]), name
+        assert ca.buffer.rng.bit_generator.state == cb.buffer.rng.bit_generator.state
+        assert a._n_updates == b._n_updates and (a._n_updates < 12) == bool(ppo)  # KL stops
+        assert len(after) < len(before) and all(n > 1 for n in after)  # one draw per update
