@@ -248,6 +248,7 @@ def test_print_config_shows_every_job_option(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert set(printed["job"]) == set(JOB_FIELDS)
     assert printed["job"]["report"] is False and printed["job"]["checkpoint_every"] == 1000
+    assert printed["device"] == "cpu" and printed["job"]["device"] == "auto"  # decided, asked
 
 
 def test_the_sweep_resolves_every_run_as_the_golden_file_records():

@@ -401,8 +401,9 @@ class JobSpec:
         }
 
     def describe(self) -> dict[str, Any]:
-        """``config()`` with every job option's resolved value (``--print-config``)."""
-        return {**self.config(), "job": dataclasses.asdict(self.options)}
+        """``config()`` with every job option's resolved value and the torch device the
+        run would train on (``--print-config``)."""
+        return {**self.config(), "job": dataclasses.asdict(self.options), "device": self.device}
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
