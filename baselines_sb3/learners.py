@@ -116,9 +116,21 @@ class TaskSwitchLearner:
         finally:
             if threads != previous:
                 th.set_num_threads(previous)
+        self.record_cl_loss()
         if self._optimizer_reset_pending:
             self._optimizer_reset_pending = False
             self.policy.optimizer.state.clear()  # type: ignore[attr-defined]
+
+    def record_cl_loss(self, value: th.Tensor | None = None) -> None:
+        """The CL method's loss of the update's last minibatch: the loss hook hands each
+        minibatch's ``value`` (a tensor, kept on the device), and the update logs the last
+        one as ``train/cl_loss`` when it ends (one host sync per update)."""
+        if value is not None:
+            self._cl_loss = value
+            return
+        pending, self._cl_loss = getattr(self, "_cl_loss", None), None
+        if pending is not None:
+            self.logger.record("train/cl_loss", float(pending))  # type: ignore[attr-defined]
 
     def _on_task_switch(self, event: Any) -> None:
         # subscribed before any CL method (``_setup_model``): with policy_lag=1 the update
@@ -555,46 +567,53 @@ class ContinualPPO(TaskSwitchLearner, PPO):
         if self.advantage_normalization == "batch":
             adv = buf.advantages
             buf.advantages = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-5)
-        pg_losses, value_losses, entropy_losses, clip_fractions = [], [], [], []
-        continue_training = True
+        # the minibatches' statistics stay on the device until the update ends: one host
+        # sync per update, not five per minibatch (only target_kl needs each KL at once)
+        stats: list[th.Tensor] = []
+        if self.cl_method is not None:  # e.g. CLEAR draws every minibatch's replay at once
+            per_epoch = -(-buf.buffer_size * buf.n_envs // self.batch_size)
+            self.cl_method.start_update(self.policy, self.batch_size, self.n_epochs * per_epoch)
+        try:
+            self._epochs(clip_range, clip_vf, stats)
+        finally:
+            if self.cl_method is not None:
+                self.cl_method.end_update()
+        explained = explained_variance(buf.values.flatten(), buf.returns.flatten())
+        if stats:  # each minibatch's float32 value as a float, averaged as before
+            per_minibatch = th.stack(stats).cpu().numpy().astype(np.float64)
+            keys = ("policy_gradient_loss", "value_loss", "entropy_loss", "clip_fraction")
+            for key, column in zip(keys, per_minibatch.T, strict=True):
+                self.logger.record(f"train/{key}", float(np.mean(column)))
+        self.logger.record("train/explained_variance", explained)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+
+    def _epochs(self, clip_range: float, clip_vf: float | None, stats: list[th.Tensor]) -> None:
+        """PPO's epochs over the rollout; each minibatch's ``(pg_loss, value_loss,
+        entropy_loss, clip_fraction)`` appended to ``stats`` (on the device)."""
         for _epoch in range(self.n_epochs):
-            approx_kls = []
-            for data in buf.get(self.batch_size):
+            for data in self.rollout_buffer.get(self.batch_size):
                 actions = data.actions
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = actions.long().flatten()
                 loss, pg_loss, value_loss, entropy_loss, ratio, log_prob = self.minibatch_loss(
                     data, actions, clip_range, clip_vf
                 )
-                with th.no_grad():
-                    log_ratio = log_prob - data.old_log_prob
-                    approx_kls.append(float(th.mean((th.exp(log_ratio) - 1) - log_ratio)))
-                if self.target_kl is not None and approx_kls[-1] > 1.5 * self.target_kl:
-                    continue_training = False
-                    break
+                if self.target_kl is not None:
+                    with th.no_grad():
+                        log_ratio = log_prob - data.old_log_prob
+                        approx_kl = float(th.mean((th.exp(log_ratio) - 1) - log_ratio))
+                    if approx_kl > 1.5 * self.target_kl:
+                        self._n_updates += 1
+                        return
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
-                pg_losses.append(float(pg_loss.detach()))
-                value_losses.append(float(value_loss.detach()))
-                entropy_losses.append(float(entropy_loss.detach()))
-                clip_fractions.append(float(th.mean((th.abs(ratio - 1) > clip_range).float())))
+                with th.no_grad():
+                    clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
+                    stats.append(th.stack([pg_loss, value_loss, entropy_loss, clip_fraction]))
             self._n_updates += 1
-            if not continue_training:
-                break
-        explained = explained_variance(buf.values.flatten(), buf.returns.flatten())
-        for key, values_ in (
-            ("policy_gradient_loss", pg_losses),
-            ("value_loss", value_losses),
-            ("entropy_loss", entropy_losses),
-            ("clip_fraction", clip_fractions),
-        ):
-            if values_:
-                self.logger.record(f"train/{key}", float(np.mean(values_)))
-        self.logger.record("train/explained_variance", explained)
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
 
     def minibatch_loss(
         self, data: Any, actions: th.Tensor, clip_range: float, clip_vf: float | None

@@ -98,12 +98,13 @@ class CoraResidualCNN(BaseFeaturesExtractor):
         )
 
     def forward(self, observations: th.Tensor) -> th.Tensor:
-        if not th.is_grad_enabled():
-            # acting and evaluation: channels-last activations, for which oneDNN's
-            # convolutions and max-pool take 1.8x less CPU time at 32 rows (bench_cora.py);
-            # the flatten reads (C, H, W) order as before. Not where gradients flow: the
-            # update's sums would come in another order (about 1e-4 of an update apart
-            # from CORA's, the tolerance of parity_cora.py)
+        if not th.is_grad_enabled() and observations.device.type == "cpu":
+            # acting and evaluation on the CPU: channels-last activations, for which
+            # oneDNN's convolutions and max-pool take 1.8x less CPU time at 32 rows
+            # (bench_cora.py); the flatten reads (C, H, W) order as before. Not where
+            # gradients flow: the update's sums would come in another order (about 1e-4 of
+            # an update apart from CORA's, the tolerance of parity_cora.py). Not on a GPU:
+            # there it is one more copy of every acting batch, tuned for oneDNN only
             observations = observations.contiguous(memory_format=th.channels_last)
         return self.linear(self.cnn(observations))
 

@@ -34,7 +34,7 @@ SAME_TEXT = [
     ("report", "False", False),
     ("device", "none", "auto"),  # none: the default
     ("device", "null", "auto"),
-    ("device", "cuda:0", "cuda:0"),
+    ("device", "cpu", "cpu"),
     ("steps_per_task", "1e5", 100_000),
     ("eval_every", "2000", 2000),
     ("learning_rate", "3e-4", 3e-4),
@@ -248,6 +248,7 @@ def test_print_config_shows_every_job_option(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert set(printed["job"]) == set(JOB_FIELDS)
     assert printed["job"]["report"] is False and printed["job"]["checkpoint_every"] == 1000
+    assert printed["device"] == "cpu" and printed["job"]["device"] == "auto"  # decided, asked
 
 
 def test_the_sweep_resolves_every_run_as_the_golden_file_records():

@@ -198,6 +198,14 @@ class ContinualMethod:
         ``extra_loss``."""
         return None
 
+    def start_update(self, policy: ActorCriticPolicy, batch_size: int, minibatches: int) -> None:
+        """Called before an update of ``minibatches`` minibatches of ``batch_size``
+        transitions (at most: a KL early stop ends it sooner), so that a method can fetch
+        the data its ``extra_loss`` needs for all of them at once (CLEAR's replay)."""
+
+    def end_update(self) -> None:
+        """Called when the update :meth:`start_update` announced has ended."""
+
     def custom_update(self, model: OnPolicyAlgorithm) -> bool:
         """Replace the learner's update for this rollout (P&C compress phase); True if done."""
         return False
@@ -262,7 +270,11 @@ def install_loss_hook(model: OnPolicyAlgorithm, method: ContinualMethod) -> None
         if extra is not None:
             extra.backward()
             value = extra.detach() if value is None else value + extra.detach()
-        if value is not None and getattr(model, "_logger", None) is not None:
+        if value is None or getattr(model, "_logger", None) is None:
+            return
+        if hasattr(model, "record_cl_loss"):  # logged once at the update's end
+            model.record_cl_loss(value.detach())
+        else:
             model.logger.record("train/cl_loss", float(value))
 
     optimizer.zero_grad = zero_grad  # type: ignore[method-assign]

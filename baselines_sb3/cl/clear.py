@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,30 @@ class ReservoirBuffer:
             a.close()
 
 
+@dataclass
+class _Fetched:
+    """The replay of an update's minibatches, drawn at once (``CLEAR.start_update``):
+    ``batch`` holds ``count`` minibatches of ``per`` unrolls along the unroll axis (1);
+    ``rng_state``: the reservoir's stream before the draw."""
+
+    batch: dict[str, Any]
+    per: int
+    count: int
+    rng_state: dict[str, Any]
+    used: int = 0
+
+    def next(self) -> dict[str, Any] | None:
+        """The next minibatch's replay (``None`` once all are used)."""
+        if self.used >= self.count:
+            return None
+        cut = slice(self.used * self.per, (self.used + 1) * self.per)
+        self.used += 1
+        return {
+            k: {o: a[:, cut] for o, a in v.items()} if isinstance(v, dict) else v[:, cut]
+            for k, v in self.batch.items()
+        }
+
+
 class CLEAR(ContinualMethod):
     """CLEAR replay (see the module docstring). Works with PPO and V-trace; discrete actions.
 
@@ -324,6 +349,7 @@ class CLEAR(ContinualMethod):
         self.buffer: ReservoirBuffer | None = None
         self._previous_output: tuple[np.ndarray, np.ndarray] | None = None
         self._drawn: dict[str, Any] | None = None
+        self._fetched: _Fetched | None = None
 
     def bind(self, policy, model=None) -> None:
         super().bind(policy, model)
@@ -419,10 +445,41 @@ class CLEAR(ContinualMethod):
         self._drawn = self.buffer.sample(self._replay_unrolls(batch_size))
         return th.as_tensor(self._drawn["rewards"], device=policy.device)
 
+    def start_update(self, policy, batch_size: int, minibatches: int) -> None:
+        """Draw the replay of every minibatch of the update in one sample, moved to the
+        policy's device at once (one gather and one copy per update, not per minibatch):
+        the same unrolls as drawing them minibatch by minibatch (the reservoir draws its
+        slots from one stream), and :meth:`end_update` puts the stream where the
+        minibatches that ran leave it."""
+        if self.buffer is None or self.buffer.size == 0 or self.replay_ratio == 0:
+            return
+        if minibatches < 2:
+            return
+        per = self._replay_unrolls(batch_size)
+        rng_state = self.buffer.rng.bit_generator.state
+        batch = self.buffer.sample(per * minibatches)
+        on_device = {
+            k: (
+                {o: th.as_tensor(a, device=policy.device) for o, a in v.items()}
+                if isinstance(v, dict)
+                else th.as_tensor(v, device=policy.device)
+            )
+            for k, v in batch.items()
+        }
+        self._fetched = _Fetched(on_device, per, minibatches, rng_state)
+
+    def end_update(self) -> None:
+        fetched, self._fetched = self._fetched, None
+        if fetched is not None and fetched.used < fetched.count:  # a KL early stop
+            self.buffer.rng.bit_generator.state = fetched.rng_state
+            self.buffer.rng.integers(self.buffer.size, size=fetched.used * fetched.per)
+
     def extra_loss(self, policy, batch_size: int) -> th.Tensor | None:
         if self.buffer is None or self.buffer.size == 0 or self.replay_ratio == 0:
             return None
         batch, self._drawn = self._drawn, None
+        if batch is None and self._fetched is not None:
+            batch = self._fetched.next()
         if batch is None:
             batch = self.buffer.sample(self._replay_unrolls(batch_size))
         return self.replay_loss(policy, batch)

@@ -123,6 +123,21 @@ StepLoss = Callable[[th.Tensor, th.Tensor, th.Tensor], th.Tensor]
 """``step_loss(logits (A, n), values (A,), actions (A,)) -> scalar`` of one env step."""
 
 
+_NO_VMAP_RULE = ("batching rule", "vmap", "functorch", "not implemented for batched")
+"""Words of the ``RuntimeError`` s ``torch.func.vmap`` raises for an op it cannot batch."""
+
+
+def missing_vmap_rule(err: BaseException) -> bool:
+    """Whether ``err`` says ``vmap`` cannot batch an op (the per-step loop is then the way
+    out), as opposed to running out of memory or mixing devices, which must surface."""
+    if isinstance(err, th.OutOfMemoryError):
+        return False
+    text = str(err).lower()
+    if "out of memory" in text or "device" in text:
+        return False
+    return any(word in text for word in _NO_VMAP_RULE)
+
+
 def _stepwise_squared_grads(
     policy: th.nn.Module,
     forward: Forward,
@@ -155,7 +170,9 @@ def _stepwise_squared_grads(
                 g2 = grads["policy." + name].pow(2)
                 total[name] += (w.view(-1, *([1] * (g2.dim() - 1))) * g2).sum(0).detach()
         return total
-    except RuntimeError as err:  # an op without a vmap rule: loop over steps
+    except RuntimeError as err:
+        if not missing_vmap_rule(err):
+            raise  # out of memory, tensors on two devices, a bug: not the loop's to hide
         warnings.warn(f"per-step gradients not vectorised ({err}); looping", stacklevel=3)
     total = {name: th.zeros_like(p) for name, p in params}
     tensors = [p for _, p in params]
@@ -176,6 +193,14 @@ def _by_step(episodes: FreshEpisodes, device: th.device | str) -> Any:
 
 
 FISHER_AGENTS: tuple[str, ...] = ("first", "joint")
+
+
+def sample_actions(logits: th.Tensor, generator: th.Generator | None = None) -> th.Tensor:
+    """One action per row of ``logits`` ``(N, n)``, on the logits' device. The draw runs on
+    the CPU with ``generator`` (a CPU generator: its saved state resumes on any device,
+    and the draw is the same on every device up to the probabilities' rounding)."""
+    probs = th.softmax(logits, dim=-1)
+    return th.multinomial(probs.cpu(), 1, generator=generator).to(logits.device)
 
 
 def score_fisher(
@@ -203,10 +228,11 @@ def score_fisher(
     if actions is None:
         with th.no_grad():
             logits, _ = forward(tree_map(lambda t: t.reshape(-1, *t.shape[2:]), obs))
-            probs = th.softmax(logits, dim=-1)
-            actions = th.multinomial(probs, 1, generator=generator).view(episodes.num_steps, -1)
-    elif agents == "first":
-        actions = actions[:, :1]
+            actions = sample_actions(logits, generator).view(episodes.num_steps, -1)
+    else:
+        actions = actions.to(device)
+        if agents == "first":
+            actions = actions[:, :1]
 
     def log_prob(lg: th.Tensor, _v: th.Tensor, act: th.Tensor) -> th.Tensor:
         return th.log_softmax(lg, dim=-1).gather(-1, act.view(-1, 1)).sum()

@@ -718,7 +718,8 @@ class _FreshEpisodeImportance(QuadraticPenalty):
         self.episodes, self.max_steps = int(episodes), int(max_steps)
         self.normalize = normalize
         self.samples = StateSample(fallback_states, seed)
-        self.generator = th.Generator().manual_seed(int(seed))
+        # a CPU generator: score_fisher samples on the CPU, so its state resumes anywhere
+        self.generator = th.Generator(device="cpu").manual_seed(int(seed))
         self._warned = False
 
     def on_rollout_end(self, rollout: Rollout) -> None:
@@ -824,7 +825,8 @@ class MealEWC(_FreshEpisodeImportance):
     ) -> Importance:
         played = None  # "first": the actions played (sampled once, as MEAL); else resampled
         if self.lead_agent and episodes.actions is not None:
-            played = th.as_tensor(np.asarray(episodes.actions), dtype=th.long)
+            device = next(self.policy.parameters()).device
+            played = th.as_tensor(np.asarray(episodes.actions), dtype=th.long, device=device)
         return score_fisher(
             self.policy,
             self._forward(),

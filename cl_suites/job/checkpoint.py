@@ -9,10 +9,10 @@ method's state (Fisher/importances and anchors, replay buffer, P&C's phase and K
 training env's state (``env.state_dict()``: the sequence position, the running episodes'
 returns and lengths and, where the simulator allows it, the simulator state; MEAL: the
 JAX env state and PRNG keys), the evaluator's state (next eval step, recorded videos) and
-the torch / numpy / python RNG states and, for a ``policy_lag=1`` learner, the network
-that acts and its generator (``policy_lag``; a checkpoint waits for the update in flight).
-``total_step`` is the run's step (agent steps; env
-steps for MEAL) at the checkpoint.
+the torch / numpy / python RNG states (and the CUDA ones when CUDA is available) and, for
+a ``policy_lag=1`` learner, the network that acts and its generator (``policy_lag``; a
+checkpoint waits for the update in flight). ``total_step`` is the run's step (agent
+steps; env steps for MEAL) at the checkpoint.
 
 Checkpoints are data: tensors, numpy arrays and plain containers, loaded with
 ``torch.load(weights_only=True)``; the one pickle inside, the task env's state, is
@@ -100,17 +100,32 @@ def running_episodes(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rng_state() -> dict[str, Any]:
-    return {
+    """The process's random states: torch's CPU generator, numpy's, python's and, when
+    CUDA is available, every CUDA device's generator (``"cuda"``: SB3's action sampling
+    and P&C's column re-initialisation draw from it on a GPU)."""
+    state = {
         "torch": th.get_rng_state(),
         "numpy": np.random.get_state(),
         "python": random.getstate(),
     }
+    if th.cuda.is_available():
+        state["cuda"] = th.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state`. The CUDA states are restored when the checkpoint has them
+    and CUDA is available (one per device, as many as both sides have); a checkpoint from
+    a GPU resumes on a CPU without them, and one from a CPU (or of an older version)
+    leaves the CUDA generators as seeded. Bit identity then holds on the CPU stream only
+    (``docs/fidelity.md``)."""
     th.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
+    saved = state.get("cuda")
+    if saved and th.cuda.is_available():
+        for device, cuda_state in enumerate(list(saved)[: th.cuda.device_count()]):
+            th.cuda.set_rng_state(cuda_state, device)
 
 
 def save_checkpoint(

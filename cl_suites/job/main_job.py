@@ -133,6 +133,7 @@ def run_resolved(
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
     run_dirs = [Path(d) for d in run_dirs]
+    use_jax_cache(specs[0].options.jax_cache_dir)
     if len(specs) > 1 or specs[0].learner_entry.family == "baselines_jax":
         if len(specs) == 1:
             _print_size_warnings(specs[0])
@@ -140,6 +141,21 @@ def run_resolved(
         return
     _print_size_warnings(specs[0])
     _run_torch(specs[0], int(seeds[0]), run_dirs[0], resume)
+
+
+def use_jax_cache(directory: str | None) -> None:
+    """JAX's persistent compilation cache in ``directory`` (the job option
+    ``jax_cache_dir``; ``None``: JAX's setting stays): a later run whose programs have the
+    same shapes loads them instead of compiling (``benchmarks/README.md``)."""
+    if directory is None:
+        return
+    import jax
+
+    Path(directory).expanduser().mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+    # every program, not only those over JAX's default of 1 s: a run compiles dozens of
+    # small ones (per task and chunk length), which together take longer than the big ones
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def _print_size_warnings(spec: JobSpec) -> None:
@@ -164,6 +180,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         return
 
     th.manual_seed(seed)
+    print(f"device: {spec.device} (device={job.device})", flush=True)
     run_log = RunLog(run_dir, metadata, resume=resume)
     train_env, sb3_env, eval_source = _training_env(spec)
     sb3_env.seed(int(seed))
@@ -186,7 +203,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         seed=int(seed),
         multi_head=spec.multi_head,
         task_id_input=spec.task_id_input,
-        device=job.device,
+        device=spec.device,
     )
     tracking = {"tensorboard": job.tensorboard, "wandb": job.wandb}
     configure_logger(model, run_dir, tracking, run_log=run_log)  # --tensorboard / --wandb
@@ -422,9 +439,17 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
             "max_episode_steps": spec.options.eval_max_episode_steps,
         },
         "step_unit": spec.step_unit,
+        "device": spec.device or _jax_device(),
     }
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
+
+
+def _jax_device() -> str:
+    """The platform JAX runs ``ppo-jax`` on (``cpu``, ``gpu``, ...)."""
+    import jax
+
+    return str(jax.default_backend())
 
 
 def _check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:

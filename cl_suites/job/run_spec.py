@@ -39,6 +39,7 @@ from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.errors import BadValueError, ConfigError
 from cl_suites.job import hyperparameters, presets
+from cl_suites.job.device import AUTO, jax_beside_torch, resolve_device
 from cl_suites.job.hyperparameters import Hyperparameters
 from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
@@ -119,7 +120,18 @@ class JobOptions:
         "draw the progress bar (library calls stay quiet; the CLI asks); "
         "RUN_DIR/progress.json is written either way",
     )
-    device: str = _opt("auto", Opt("str"), "torch device, e.g. cpu, cuda:0 (torch learners)")
+    device: str = _opt(
+        "auto",
+        Opt("str"),
+        "torch device: auto (a GPU for convolutional policies, else the CPU), cpu, cuda, "
+        "cuda:N (torch learners)",
+    )
+    jax_cache_dir: str | None = _opt(
+        None,
+        Opt("str", none_ok=True),
+        "JAX's persistent compilation cache: a directory where MEAL's compiled programs are "
+        "kept for later runs of the same shapes (default: none)",
+    )
     report: bool = _opt(True, _BOOL, "write the metrics report to RUN_DIR/report at the end")
     tensorboard: bool = _opt(False, _BOOL, "training scalars and eval returns to RUN_DIR/tb")
     wandb: bool | str | None = _opt(
@@ -356,6 +368,9 @@ class JobSpec:
         learner_config: the learner's checked configuration (``ppo-jax``: its
             ``IPPOConfig``; ``None`` for the torch learners, whose keywords are
             ``hp.learner``).
+        device: the torch device the run trains on (``cl_suites.job.device``: ``cpu``
+            or ``cuda:N``, decided here from the job option ``device``; ``None`` for
+            ``ppo-jax``, where JAX picks its platform).
     """
 
     suite: SuiteInfo
@@ -373,6 +388,7 @@ class JobSpec:
     instance: SuiteInstance
     learner_entry: LearnerEntry = field(repr=False)
     learner_config: Any = field(default=None, repr=False)
+    device: str | None = None
 
     @property
     def meal(self) -> Any:
@@ -415,8 +431,9 @@ class JobSpec:
         }
 
     def describe(self) -> dict[str, Any]:
-        """``config()`` with every job option's resolved value (``--print-config``)."""
-        return {**self.config(), "job": dataclasses.asdict(self.options)}
+        """``config()`` with every job option's resolved value and the torch device the
+        run would train on (``--print-config``)."""
+        return {**self.config(), "job": dataclasses.asdict(self.options), "device": self.device}
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
@@ -444,6 +461,7 @@ def resolve(
     num_envs: int | None,
     overrides: Mapping[str, Any] | None,
     seed: int = 0,
+    probe_device: bool = True,
 ) -> JobSpec:
     """Resolve a run's configuration (presets + overrides) without building any env.
 
@@ -453,10 +471,14 @@ def resolve(
     PPO updates, as in MEAL's code: each task trains ``steps_per_task // (n_steps *
     num_envs)`` updates. ``None`` values in ``overrides`` mean "the default".
 
+    The torch device is decided here (``cl_suites.job.device.resolve_device``);
+    ``probe_device=False`` only checks the value (a sweep's driver: its runs may train
+    on other machines).
+
     Raises ``ValueError`` naming an unknown method, learner or preset and the valid
     ones; ``UnknownOptionError`` for an option no part of the run takes (did-you-mean,
     the valid names by section); ``BadValueError`` for a value outside its declared type
-    and range; ``KeyError`` for an unknown suite.
+    and range, or a device that cannot be used; ``KeyError`` for an unknown suite.
     """
     overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
     _check_choice("method", method, list(METHODS))
@@ -468,6 +490,12 @@ def resolve(
     entry = find_learner(learner, info)  # the default: the same under every preset
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     hp, rest = entry.settings(info, method, preset, given, overrides)
+    device = None
+    if entry.family != "baselines_jax":  # before any env or buffer is built
+        convolutional = hp.get("network", "mlp") != "mlp"
+        device = resolve_device(given.get("device", AUTO), convolutional, probe=probe_device)
+        if info.family == "meal":  # its JAX engine starts below (the kitchens)
+            jax_beside_torch()
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(num_envs or hp["num_envs"])
@@ -511,6 +539,7 @@ def resolve(
         instance=instance,
         learner_entry=entry,
         learner_config=learner_config,
+        device=device,
     )
 
 
