@@ -100,7 +100,8 @@ def test_wrong_action_shape_is_refused():
 
 
 def test_unknown_vectorization_mode():
-    with pytest.raises(ValueError, match="'threads' is unknown; use one of \\('sync', 'async', 'workers'\\)"):
+    message = "'threads' is unknown; use one of \\('sync', 'async', 'workers'\\)"
+    with pytest.raises(ValueError, match=message):
         SequenceVectorEnv(toy_sequence(), 2, "threads")
 
 
