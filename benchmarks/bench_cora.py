@@ -225,10 +225,14 @@ def run_cora(repo: Path, bench: Bench, actors: int, marks: Marks) -> dict[str, A
 
 
 # ----------------------------------------------------------------------------- our side
-def run_ours(bench: Bench, threads: int, marks: Marks) -> dict[str, Any]:
+def run_ours(
+    bench: Bench, threads: int, marks: Marks, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``run_main_job`` (``cl-suites run --method ft --preset paper``) on ``bench``'s suite
-    with ``threads`` torch threads (``--set torch_threads``; 1 is the default) until
-    ``marks`` is done; a mark after every update."""
+    with ``threads`` torch threads (``--set torch_threads``; 1 is the default) and the
+    options ``extra`` (``--ours-set``, e.g. ``policy_lag=1``) until ``marks`` is done; a
+    mark after every update, counting the steps updated on (``updates * n_steps *
+    num_envs``: with ``policy_lag=1`` collection runs ahead of the update)."""
     from baselines_sb3.learners import VTrace
     from cl_suites.job.main_job import run_main_job
 
@@ -238,7 +242,7 @@ def run_ours(bench: Bench, threads: int, marks: Marks) -> dict[str, Any]:
     def timed_train(self: VTrace) -> None:
         train(self)
         model["num_envs"] = self.n_envs
-        marks.add(self.num_timesteps)
+        marks.add(self._n_updates * self.n_steps * self.n_envs)
         if marks.done():
             raise _Stop
 
@@ -264,6 +268,7 @@ def run_ours(bench: Bench, threads: int, marks: Marks) -> dict[str, Any]:
                 "report": False,
                 "torch_threads": threads,
                 **bench.ours_overrides,
+                **(extra or {}),
             },
         )
     return {"side": "ours", "actors": model.get("num_envs"), "threads": threads, **marks.result()}
@@ -291,6 +296,7 @@ def _child(args: argparse.Namespace, suite: str, side: str, count: int) -> dict[
         command += ["--cora-actors", str(count), "--cora-repo", str(args.cora_repo)]
     else:
         command += ["--ours-threads", str(count)]
+        command += [x for kv in args.ours_set for x in ("--ours-set", kv)]
     pythonpath = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     threads = args.cora_threads if side == "cora" else 1  # ours: --set torch_threads
     env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS=str(threads))
@@ -406,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
         default=["alone", "busy"],
         help="which phases to run (busy: only with --busy N)",
     )
+    parser.add_argument(
+        "--ours-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run options of our side (JSON values), e.g. policy_lag=1",
+    )
     parser.add_argument("--child", choices=("cora", "ours"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -413,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.child == "cora":
             result = run_cora(Path(args.cora_repo), bench, args.cora_actors[0], marks)
         else:
-            result = run_ours(bench, args.ours_threads[0], marks)
+            extra = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.ours_set)}
+            result = run_ours(bench, args.ours_threads[0], marks, extra)
         print("BENCH_RESULT " + json.dumps(result), flush=True)
         if args.child == "cora":  # CORA's generators would try to clean up again at exit
             os._exit(0)
