@@ -62,7 +62,7 @@ METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins them equal)."""
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
-PRESETS = ("paper", "small")
+PRESETS = ("paper", "small", "meal-authors")
 """``--preset`` choices: ``cl_suites.job.presets.PRESETS``, named here as above."""
 DEBUG_ENV = "CL_SUITES_DEBUG"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
