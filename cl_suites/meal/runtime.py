@@ -81,7 +81,7 @@ class MealRuntime:
             )
         kwargs["steps_per_task"] = requested // rollout * rollout
         if kwargs.get("shaping_horizon") is None:  # half the requested budget, as MEAL's
-            kwargs["shaping_horizon"] = requested // 2  # steps_per_task / 2 (MEAL#10 point 3)
+            kwargs["shaping_horizon"] = max(1, requested // 2)  # MEAL#10 point 3
         return self.instance(info, kwargs), kwargs
 
     def vector_env(
