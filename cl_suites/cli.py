@@ -62,7 +62,7 @@ METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins them equal)."""
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
-PRESETS = ("paper", "small")
+PRESETS = ("paper", "small", "meal-authors")
 """``--preset`` choices: ``cl_suites.job.presets.PRESETS``, named here as above."""
 VECTORIZATION_MODES = ("sync", "async", "workers")
 """``--vectorization-mode`` choices: ``cl_suites.core.vector.VECTORIZATION_MODES``, as above."""
@@ -653,12 +653,15 @@ def _options_arguments(options: argparse.ArgumentParser) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
+    from cl_suites.metrics.published import protocol_notes
     from cl_suites.metrics.report import SUMMARY_TITLES, build_report
     from cl_suites.metrics.tables import rich_table
 
     result = build_report([Path(p) for p in args.run_dirs], Path(args.out), progress=True)
     for key, frame in result.tables.items():
-        shown = frame.drop(columns=["protocol differences", "task"], errors="ignore")
+        shown = frame.drop(
+            columns=["protocol differences", "paper protocol", "task"], errors="ignore"
+        )
         console.print(rich_table(shown, SUMMARY_TITLES[key]))
     if "Published" in result.tables:
         diffs = result.tables["Published"].reset_index().drop_duplicates(["suite", "method"])
@@ -666,6 +669,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             diffs["suite"], diffs["method"], diffs["protocol differences"], strict=True
         ):
             console.print(escape(f"protocol differences {suite}/{method}: {text}"))
+        for source, note in protocol_notes(result.tables["Published"]):
+            console.print(escape(f"paper protocol, {source}: {note}"))
     console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
     return EXIT_OK
 

@@ -14,9 +14,10 @@ fence (blank lines between are allowed):
 * no comment, ``bash``: run with ``bash -e -o pipefail``, ``cl-suites`` on PATH.
 * no comment, ``toml`` / ``yaml`` / ``json``: parsed; a first line ``# NAME.toml`` writes
   the block to ``NAME.toml`` for the blocks below it. ``text``: shown, never run.
-* ``print-config``: bash; every ``cl-suites run`` command with ``--preset paper`` (days of
-  training) is run with ``--print-config`` added, which resolves and validates every
-  argument without training; the block's other commands run as written.
+* ``print-config``: bash; every ``cl-suites run`` command with a full-scale preset
+  (``--preset paper`` or ``meal-authors``: days of training) is run with
+  ``--print-config`` added, which resolves and validates every argument without
+  training; the block's other commands run as written.
 * ``install``: bash; nothing runs. ``pip install`` lines must pin torch as
   ``constraints.txt`` does and name only extras that ``pyproject.toml`` defines (a
   ``# extras: ...`` comment must list exactly those extras); ``python -c`` code is
@@ -27,8 +28,8 @@ fence (blank lines between are allowed):
   subclass), e.g. a setup error that tells the user what to download.
 * ``skip REASON``: not run; the test is reported as skipped with the reason.
 
-An unannotated bash block that would install packages, run ``make`` or train with
-``--preset paper`` fails at once, asking for its rule.
+An unannotated bash block that would install packages, run ``make`` or train with a
+full-scale preset fails at once, asking for its rule.
 """
 
 from __future__ import annotations
@@ -173,9 +174,7 @@ def _needs_rule(lang: str, rule: str | None, code: str) -> str:
             return f"{text!r} would install packages: add <!-- readme-test: install -->"
         if words[0] == "make":
             return f"{text!r} would build a venv: add <!-- readme-test: make -->"
-        if words[:2] in (["cl-suites", "run"], ["cl-suites", "sweep"]) and "paper" in (
-            _flag_values(words, "--preset")
-        ):
+        if words[:2] in (["cl-suites", "run"], ["cl-suites", "sweep"]) and _full_scale(words):
             return (
                 f"{text!r} trains for days: add <!-- readme-test: print-config --> "
                 "(cl-suites run) or <!-- readme-test: skip REASON -->"
@@ -258,14 +257,23 @@ def commands(code: str) -> list[tuple[int, int, str]]:
 
 def with_print_config(code: str) -> str:
     """The block with ``--print-config`` added to every ``cl-suites run`` command that uses
-    ``--preset paper``."""
+    a full-scale preset (``FULL_SCALE_PRESETS``)."""
     lines = code.splitlines()
     for _, last, text in commands(code):
         words = shlex.split(text)
-        if words[:2] == ["cl-suites", "run"] and "paper" in _flag_values(words, "--preset"):
+        if words[:2] == ["cl-suites", "run"] and _full_scale(words):
             command, comment = _split_comment(lines[last])
             lines[last] = f"{command.rstrip()} --print-config  {comment}".rstrip()
     return "\n".join(lines) + "\n"
+
+
+FULL_SCALE_PRESETS = ("paper", "meal-authors")
+"""Presets whose runs train for days (every preset but ``small``)."""
+
+
+def _full_scale(words: list[str]) -> bool:
+    """Whether a command's ``--preset`` names a full-scale preset."""
+    return any(value in FULL_SCALE_PRESETS for value in _flag_values(words, "--preset"))
 
 
 def _flag_values(words: list[str], flag: str) -> list[str]:

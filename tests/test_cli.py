@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import pytest
 
 from cl_suites import read_eval, read_metadata
@@ -49,6 +52,11 @@ def test_info_prints_the_schedule(capsys):
             ["run", "--suite", "MiniHack15", "--method", "random", "--steps-per-task", "-3"],
             "steps_per_task must be a positive integer, got -3",
         ),
+        (
+            ["run", "--suite", "Atari6", "--method", "ft", "--preset", "meal-authors"],
+            "preset 'meal-authors' is for the MEAL suites (MEAL-<N>) only; presets for Atari6: "
+            "paper, small",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message, capsys):
@@ -69,6 +77,31 @@ def test_choices_are_the_registries():
     assert set(cli.LEARNERS) == set(LEARNER_ENTRIES)
     assert cli.PRESETS == PRESETS
     assert cli.VECTORIZATION_MODES == VECTORIZATION_MODES
+
+
+def test_every_place_that_lists_the_presets_names_each(capsys):
+    """``--preset`` of run, options and sweep, and the docs that list the presets, name
+    every preset of the registry; an unknown one is refused listing them all."""
+    from cl_suites.job.presets import PRESETS
+    from cl_suites.sweep import cli as sweep_cli
+
+    parser = argparse.ArgumentParser()
+    sweep_cli.add_arguments(parser)
+    sweep_help = next(a.help for a in parser._actions if "--preset" in a.option_strings)
+    docs = Path(__file__).parents[1] / "docs"
+    cli_md = (docs / "cli.md").read_text()
+    config_row = next(
+        line for line in (docs / "configuration.md").read_text().splitlines()
+        if line.startswith("| `preset` |")
+    )  # fmt: skip
+    assert f"`--preset {{{','.join(PRESETS)}}}`" in cli_md
+    for name in PRESETS:
+        assert name in sweep_help and f"`{name}`" in config_row
+    for command in ("run", "options"):
+        with pytest.raises(SystemExit):
+            main([command, "--suite", "MEAL-2", "--preset", "authors"])
+        choices = ", ".join(f"'{name}'" for name in PRESETS)
+        assert f"invalid choice: 'authors' (choose from {choices})" in capsys.readouterr().err
 
 
 def test_unknown_method_lists_the_valid_ones(capsys):

@@ -8,6 +8,7 @@ per process (``shared_engine``).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -96,6 +97,36 @@ def test_run_seed_seeds_the_kitchens_and_layout_seed_fixes_them():
         )  # fmt: skip
 
 
+def test_meal_authors_preset_is_the_authors_reproduction_protocol():
+    """``--preset meal-authors``: the protocol MEAL's authors say produced their results
+    (TTomilin/MEAL#10 points 1-3; the later trainer's defaults that their reproduction
+    script keeps): 2048 envs x 400 steps, 122 whole updates of the 1e8 budget, evaluation
+    every 5 updates with 10 episodes, shaping over 5e7, lr 1e-3 annealed and Adam reset per
+    task; the same on ``ppo-jax``; refused off MEAL in one line naming the presets."""
+    kwargs = dict(method="ewc", preset="meal-authors", num_envs=None, overrides={}, seed=1)
+    spec = resolve_job(suite="MEAL-20", learner="ppo", **kwargs)
+    update = 2048 * 400
+    assert spec.num_envs == 2048 and spec.hp["learner"]["n_steps"] == 400
+    assert [t.budget for t in spec.sequence.tasks] == [122 * update] * 20
+    assert (spec.sequence.eval_every, spec.sequence.eval_episodes) == (5 * update, 10)
+    assert spec.meal.options["shaping_horizon"] == 50_000_000
+    lr = spec.hp["learner"]
+    assert (lr["learning_rate"], lr["gae_lambda"], lr["max_grad_norm"]) == (1e-3, 0.95, 1.0)
+    assert lr["n_minibatches"] == 16 and lr["n_epochs"] == 8
+    assert lr["lr_schedule"] == "linear-per-task" and lr["reset_optimizer_at_switch"]
+    jax = resolve_job(suite="MEAL-2", learner=None, **kwargs).hp["learner"]
+    assert (jax["num_envs"], jax["num_steps"], jax["num_minibatches"]) == (2048, 400, 16)
+    assert jax["anneal_lr"] and jax["learning_rate"] == 1e-3
+    message = (
+        "preset 'meal-authors' is for the MEAL suites (MEAL-<N>) only; presets for Procgen6: "
+        "paper, small"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_job(suite="Procgen6", learner=None, **kwargs)
+    with pytest.raises(ValueError, match="unknown preset 'authors'; valid: paper, small, meal"):
+        resolve_job(suite="MEAL-2", learner=None, **{**kwargs, "preset": "authors"})
+
+
 def test_meal_paper_defaults_budget_and_cadence():
     """Whole PPO updates per task (MEAL's num_updates = 1e7 // 128 // 16 = 4882), evaluation
     every 100 updates of each task with 10 episodes, no step-0 evaluation."""
@@ -108,7 +139,9 @@ def test_meal_paper_defaults_budget_and_cadence():
     assert (spec.sequence.eval_every, spec.sequence.eval_episodes) == (100 * 2048, 10)
     assert not spec.options.eval_at_start and spec.options.eval_per_task
     assert spec.suite_kwargs["layout_seed"] == 4 and spec.suite.id == "CLSuite/MEAL-2-v0"
-    assert spec.meal.options["shaping_horizon"] == 2_500_000  # table 4 (the code: 5M)
+    # half the task's budget: MEAL#10 point 3 (the authors: what produced the results, not
+    # the table's 2.5M) and the paper-time code's steps_per_task / 2
+    assert spec.meal.options["shaping_horizon"] == 5_000_000
     assert spec.meal.options["random_reset"] is True  # MEAL's paper-time training code
     assert spec.hp["learner"]["n_minibatches"] == 8  # minibatches of 16 x 2 x 128 // 8 rows
     config = json.loads(json.dumps(spec.config()))  # what --print-config shows

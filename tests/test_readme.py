@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from readme_blocks import (
+    FULL_SCALE_PRESETS,
     Block,
     doc_pages,
     extract_blocks,
@@ -292,10 +293,15 @@ def test_annotations_and_unknown_blocks_are_reported():
         ('pip install "cl-suites[all]"', "install"),
         ("make demo", "make"),
         ("cl-suites run --suite Procgen6 --method ft --preset paper", "print-config"),
+        ("cl-suites run --suite MEAL-20 --method ft --preset meal-authors", "print-config"),
         ("cl-suites sweep --suite Procgen6 --methods ft \\\n  --preset=paper", "skip"),
     ],
 )
 def test_commands_that_must_not_run_need_a_rule(command, rule):
+    """Full-scale presets (every preset but ``small``) must not train in the docs' tests."""
+    from cl_suites.job.presets import PRESETS
+
+    assert set(FULL_SCALE_PRESETS) == set(PRESETS) - {"small"}
     (block,) = extract_blocks(f"```bash\n{command}\n```\n")
     assert f"readme-test: {rule}" in block.problem
     (annotated,) = extract_blocks(f"<!-- readme-test: {rule} why -->\n```bash\n{command}\n```\n")

@@ -254,21 +254,22 @@ def test_print_config_shows_every_job_option(capsys):
 def test_the_sweep_resolves_every_run_as_the_golden_file_records():
     """The sweep's runs (grid -> ``RunSpec`` -> its workers' ``resolve``) resolve exactly as
     the golden file of ``cl-suites run`` / ``run_main_job`` records them."""
-    from cl_suites.suites import SUITES
+    from cl_suites.job.hyperparameters import presets_for
+    from cl_suites.suites import SUITES, find_suite
     from cl_suites.sweep.grid import SweepSpec
     from tests.golden.resolved_configs import GOLDEN, MEAL_SUITES, _jsonable
 
     golden = json.loads(GOLDEN.read_text())
     checked = 0
     for suite in (*SUITES, *MEAL_SUITES):
-        for preset in ("paper", "small"):
+        for preset in presets_for(find_suite(suite).family):
             grid = SweepSpec(suites=(suite,), methods=("ft", "ewc"), seeds=(0,), preset=preset)
             for run in grid.runs():
                 expected = golden[f"{suite}|default|{run.method}|{preset}"]
                 got = json.loads(json.dumps(_jsonable(resolve(**run.job_kwargs()).config())))
                 assert got == expected, (suite, run.method, preset)
                 checked += 1
-    assert checked == 4 * (len(SUITES) + len(MEAL_SUITES))
+    assert checked == 4 * (len(SUITES) + len(MEAL_SUITES)) + 2 * len(MEAL_SUITES)  # meal-authors
 
 
 def test_the_resolved_hyperparameters_are_frozen_and_typed():

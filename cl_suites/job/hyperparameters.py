@@ -80,13 +80,39 @@ def _check_preset(preset: str) -> None:
         raise ValueError(f"unknown preset {preset!r}; valid: {', '.join(presets.PRESETS)}")
 
 
+FAMILY_NAMES: dict[str, str] = {
+    "cora": "the CORA suites",
+    "meal": "the MEAL suites (MEAL-<N>)",
+    "diagnostic": "Diagnostic",
+}
+"""A suite family as an error message names it."""
+
+
+def presets_for(family: str) -> tuple[str, ...]:
+    """The presets a suite of ``family`` (``"cora"``, ``"meal"``, ``"diagnostic"``) takes."""
+    return tuple(p for p in presets.PRESETS if family in presets.PRESET_FAMILIES.get(p, (family,)))
+
+
+def _check_preset_family(preset: str, family: str, name: str) -> None:
+    """A ``ValueError`` naming the presets ``name`` takes when ``preset`` is not for its
+    ``family`` (``meal-authors`` is MEAL's only)."""
+    if preset not in presets_for(family):
+        allowed = " and ".join(FAMILY_NAMES[f] for f in presets.PRESET_FAMILIES[preset])
+        raise ValueError(
+            f"preset {preset!r} is for {allowed} only; presets for {name}: "
+            f"{', '.join(presets_for(family))}"
+        )
+
+
 def default_learner(suite: str, preset: str) -> str:
     """The learner a run of ``suite`` under ``preset`` uses when none is named: V-trace
     (IMPALA) on the CORA suites, the JAX IPPO (``ppo-jax``, MEAL's design: rollout and
-    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under both presets
-    (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO)."""
+    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under every preset
+    (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO); a preset
+    not for the suite's family (``meal-authors`` off MEAL) is refused here."""
     _check_preset(preset)
-    suite_family(suite)  # a suite without presets is refused here
+    family = suite_family(suite)  # a suite without presets is refused here
+    _check_preset_family(preset, family, suite_name(suite))
     return find_suite(suite).default_learner
 
 
@@ -154,9 +180,10 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
     (``"cora"``, ``"meal"``, ``"diagnostic"``), ``name`` its presets' key (``"MEAL"`` for
     every ``MEAL-<N>``), ``learner`` ``"ppo"`` or ``"vtrace"``. The values are checked by
     the caller (``resolve``; the run specification, which has the catalog entry)."""
+    _check_preset_family(preset, family, name)
     small = preset == "small"
     if family == "meal":
-        return _resolve_meal(learner, method, small)
+        return _resolve_meal(learner, method, preset)
     image = family == "cora"
     out: dict[str, Any] = {
         "learner": _cora_learner(name, learner, method, small),
@@ -210,20 +237,29 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
     return out
 
 
-def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
+def _resolve_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
     if learner != "ppo":
         raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
     if method not in MEAL_METHODS:
         raise ValueError(f"unknown method {method!r} for MEAL; valid: {', '.join(MEAL_METHODS)}")
+    small = preset == "small"
+    authors = preset == "meal-authors"
     learner_kw = copy.deepcopy(presets.MEAL_PPO)
     methods = presets.SMALL_MEAL_METHODS if small else presets.MEAL_METHOD_VALUES
     if small:
         learner_kw.update({k: v for k, v in presets.SMALL_PPO.items() if k != "lr_schedule"})
         learner_kw["n_minibatches"] = 8
+    if authors:
+        learner_kw.update(presets.MEAL_AUTHORS_PPO)
+    suite_defaults: dict[str, Any] = {}
+    if small:
+        suite_defaults = dict(presets.SMALL_SUITE_OVERRIDES["MEAL"])
+    elif authors:
+        suite_defaults = dict(presets.MEAL_AUTHORS_SUITE)
     return {
         "learner": learner_kw,
         "method": copy.deepcopy(methods[method]),
-        "num_envs": presets.MEAL_NUM_ENVS,
+        "num_envs": presets.MEAL_AUTHORS_NUM_ENVS if authors else presets.MEAL_NUM_ENVS,
         "network": "mlp",
         "net_arch": list(presets.SMALL_NET["net_arch"] if small else presets.MEAL_NET_ARCH),
         "activation": "relu",
@@ -240,7 +276,7 @@ def _resolve_meal(learner: str, method: str, small: bool) -> dict[str, Any]:
         "time_limit_terminal": True,  # MEAL's done at 400 steps: no bootstrap
         "multi_head": True,
         "task_id_input": True,
-        "suite_defaults": dict(presets.SMALL_SUITE_OVERRIDES["MEAL"]) if small else {},
+        "suite_defaults": suite_defaults,
     }
 
 

@@ -19,6 +19,14 @@ results. Procgen6's ``small`` uses the shallow CNN (CORA's configs' own network;
 paper's residual network is about 10x slower on a CPU). The CL strengths of ``small`` are
 tuned on Diagnostic-v0.
 
+``meal-authors`` (MEAL suites only): the protocol MEAL's authors say produced their
+reported results (TTomilin/MEAL#10, their answer of 2026-08-06, and the reproduction
+script ``scripts/baseline_comparison.sh`` at ``057f862``, which leaves MEAL's later trainer
+defaults in place): 2048 envs x 400 steps per PPO update, 1e8 env steps per task,
+evaluation every 5 updates with 10 episodes, shaping over half of each task's budget and
+the later trainer's PPO values; everything else as ``paper`` (``docs/fidelity.md``,
+"MEAL as its authors now say they ran it").
+
 All step counts are agent steps (MEAL: env steps).
 """
 
@@ -26,7 +34,10 @@ from __future__ import annotations
 
 from typing import Any
 
-PRESETS: tuple[str, ...] = ("paper", "small")
+PRESETS: tuple[str, ...] = ("paper", "small", "meal-authors")
+PRESET_FAMILIES: dict[str, tuple[str, ...]] = {"meal-authors": ("meal",)}
+"""The suite families (``SuiteInfo.family``) a preset is for; a preset not named here is for
+every family."""
 CORA_SUITES: tuple[str, ...] = (
     "Atari6",
     "Procgen6",
@@ -170,6 +181,23 @@ MEAL_METHOD_VALUES: dict[str, dict[str, Any]] = {
     },
     "mas": {"variant": "meal", "lam": 1e9, "episodes": 5, "max_steps": 500},
     "l2": {"variant": "meal", "lam": 1e7},
+}
+
+# ----------------------------------------------------------------- meal-authors
+MEAL_AUTHORS_PPO: dict[str, Any] = {  # over MEAL_PPO; TTomilin/MEAL@057f862 on_policy.py:24-39
+    "learning_rate": 1e-3,
+    "n_steps": 400,
+    "n_minibatches": 16,
+    "gae_lambda": 0.95,
+    "max_grad_norm": 1.0,
+}
+MEAL_AUTHORS_NUM_ENVS = 2048
+MEAL_AUTHORS_UPDATE = MEAL_AUTHORS_NUM_ENVS * 400
+"""Env steps of one PPO update in the authors' protocol (819,200)."""
+MEAL_AUTHORS_SUITE: dict[str, Any] = {
+    "steps_per_task": 100_000_000,  # 122 whole updates, as MEAL's num_updates
+    "eval_every": 5 * MEAL_AUTHORS_UPDATE,  # every 5 updates (MEAL#10 point 1)
+    "eval_episodes": 10,
 }
 
 # ----------------------------------------------------------------- small

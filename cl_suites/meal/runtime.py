@@ -80,6 +80,8 @@ class MealRuntime:
                 f"steps (n_steps x num_envs); use at least {rollout}"
             )
         kwargs["steps_per_task"] = requested // rollout * rollout
+        if kwargs.get("shaping_horizon") is None:  # half the requested budget, as MEAL's
+            kwargs["shaping_horizon"] = max(1, requested // 2)  # MEAL#10 point 3
         return self.instance(info, kwargs), kwargs
 
     def vector_env(

@@ -58,6 +58,9 @@ class PublishedValue:
         task_name: our task name (final returns only).
         split: ``"train"``/``"test"`` (final returns only).
         repeats: repetitions of the sequence (MEAL Table 3 only).
+        protocol: the protocol behind the table's numbers, where its authors have since
+            said it differs from the paper's text (MEAL: TTomilin/MEAL#10, #11), else
+            ``None``.
     """
 
     paper: str
@@ -73,6 +76,7 @@ class PublishedValue:
     task_name: str | None = None
     split: str | None = None
     repeats: int | None = None
+    protocol: str | None = None
 
     def display(self) -> str:
         """``"2.3 ± 0.1"`` as printed in the paper (no ± when none is given)."""
@@ -93,7 +97,7 @@ class PublishedValue:
 @cache
 def paper_data(paper: str) -> dict[str, Any]:
     """The raw package data of ``paper`` (``"cora"`` or ``"meal"``): source, notes, error
-    type, method names, protocols per suite and the value rows."""
+    type, method names, protocols per suite, protocol notes per table and the value rows."""
     if paper not in PAPERS:
         raise ValueError(f"unknown paper {paper!r}; known: {list(PAPERS)}")
     text = resources.files("cl_suites.data.published").joinpath(f"{paper}.json").read_text()
@@ -122,6 +126,7 @@ def _all_values() -> tuple[PublishedValue, ...]:
                         task_name=row.get("task_name"),
                         split=row.get("split"),
                         repeats=row.get("repeats"),
+                        protocol=data.get("protocol_notes", {}).get(row["table"]),
                     )
                 )
     return tuple(out)
@@ -178,6 +183,18 @@ def suite_baselines(suite: str) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(BASELINE_COLUMNS))
+
+
+def table_protocols(suite: str) -> list[tuple[str, str]]:
+    """``("MEAL Table 2", note)`` for every published table that reports ``suite`` and
+    whose authors have described the protocol behind its numbers
+    (:attr:`PublishedValue.protocol`), in the data's order."""
+    notes = {
+        f"{v.paper} {v.table}": v.protocol
+        for v in _all_values()
+        if v.suite == short_name(suite) and v.protocol
+    }
+    return list(notes.items())
 
 
 def reference_finals(suite: str, methods: Sequence[str], names: Mapping[int, str]) -> pd.DataFrame:
@@ -320,6 +337,7 @@ COMPARISON_COLUMNS = (
     "task",
     "split",
     "source",
+    "paper protocol",
     "paper",
     "ours",
     "difference",
@@ -327,7 +345,9 @@ COMPARISON_COLUMNS = (
     "agreement",
     "protocol differences",
 )
-"""Columns of :func:`compare`: ``tolerance`` is ``AGREEMENT_Z`` times the combined error."""
+"""Columns of :func:`compare`: ``tolerance`` is ``AGREEMENT_Z`` times the combined error;
+``paper protocol`` the published value's :attr:`PublishedValue.protocol` (``"-"``: the
+paper's text)."""
 
 
 def compare(
@@ -380,6 +400,7 @@ def compare(
                 "task": v.task_name or "-",
                 "split": v.split or "-",
                 "source": f"{v.paper} {v.table}",
+                "paper protocol": v.protocol or "-",
                 "paper": v.display(),
                 "ours": ours,
                 "difference": diff,
@@ -397,6 +418,15 @@ def _display(mean: float, sem: float, digits: int) -> str:
     if not math.isfinite(sem):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {sem:.{digits}f}"
+
+
+def protocol_notes(comparison: pd.DataFrame) -> list[tuple[str, str]]:
+    """``(source, note)`` of every table in ``comparison`` whose authors have said how its
+    numbers were produced (``paper protocol`` other than ``"-"``), once per table."""
+    if comparison.empty or "paper protocol" not in comparison:
+        return []
+    rows = comparison.reset_index().drop_duplicates("source")
+    return [(s, p) for s, p in zip(rows["source"], rows["paper protocol"], strict=True) if p != "-"]
 
 
 def comparison_summary(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -424,6 +454,7 @@ def comparison_summary(comparison: pd.DataFrame) -> pd.DataFrame:
                         "task": "all",
                         "split": split,
                         "source": source,
+                        "paper protocol": grp["paper protocol"].iloc[0],
                         "paper": "per task",
                         "ours": "per task",
                         "difference": "-",

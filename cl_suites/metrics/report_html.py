@@ -21,6 +21,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from cl_suites.core.video import poster_path
+from cl_suites.metrics.published import protocol_notes, table_protocols
 from cl_suites.metrics.report_data import FAMILIES, SUMMARY_TITLES, SuiteResult, Summary
 from cl_suites.metrics.report_figures import PendingFigure, SuiteFigures
 from cl_suites.metrics.runs import RunData
@@ -113,18 +114,22 @@ def _suite(res: SuiteResult, figs: SuiteFigures, out: Path) -> dict:
         "finals": None if res.finals is None else html_table(res.finals, verdicts=True),
         "baselines": None if res.baselines is None else html_table(res.baselines),
         "n_baselines": 0 if res.baselines is None else len(res.baselines),
+        "baseline_protocols": [{"source": s, "text": t} for s, t in table_protocols(res.suite)],
         "videos": _videos(res.runs, res.names, out),
     }
 
 
 def _published(table: pd.DataFrame) -> dict:
-    """The published-results table and each (suite, method)'s protocol differences."""
+    """The published-results table, the protocol behind each published table where its
+    authors have described it, and each (suite, method)'s protocol differences."""
     diffs = table.reset_index().drop_duplicates(["suite", "method"])
     return {
         "title": SUMMARY_TITLES["Published"],
         "table": html_table(
-            table.drop(columns=["protocol differences", "task", "split"]), verdicts=True
+            table.drop(columns=["protocol differences", "paper protocol", "task", "split"]),
+            verdicts=True,
         ),
+        "protocols": [{"source": s, "text": t} for s, t in protocol_notes(table)],
         "differences": [
             {"run": f"{s} / {m}", "text": str(d)}
             for s, m, d in zip(

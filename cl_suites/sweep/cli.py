@@ -48,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="ppo,vtrace (default: the preset's)",
     )
     grid.add_argument("--seeds", "--seed", dest="seeds", metavar="SEEDS", help="e.g. 0-4 or 0,3,7")
-    grid.add_argument("--preset", metavar="NAME", help="paper (default) or small")
+    grid.add_argument(
+        "--preset", metavar="NAME", help="paper (default), small or meal-authors (MEAL only)"
+    )
     grid.add_argument(
         "--num-envs", type=int, metavar="N", help="sub-envs per run (default: the preset's)"
     )

@@ -92,7 +92,8 @@ class SweepSpec:
         methods: CL method names (``ft``, ``ewc``, ...).
         learners: learner names; ``(None,)`` takes each suite's default under ``preset``.
         seeds: run seeds.
-        preset: ``paper`` or ``small``.
+        preset: ``paper``, ``small`` or ``meal-authors`` (MEAL only): a name of
+            ``cl_suites.job.presets.PRESETS``.
         num_envs: sub-envs per run (``None``: the preset's).
         overrides: shared ``run_main_job`` overrides (suite kwargs such as
             ``steps_per_task`` in agent steps, job options, hyperparameters).

@@ -158,6 +158,15 @@ def test_meal_table_2_and_table_3_next_to_a_run(tmp_path):
     )  # |0.039| > 0.0306
     assert "seeds 1 vs paper 5" in a["protocol differences"]
     assert "steps/task 100 vs paper 10,000,000" in a["protocol differences"]
+    # the protocol its authors say produced Table 2 (MEAL#10) and Table 3's repeats (MEAL#11)
+    assert "1e8 env steps per task" in a["paper protocol"] and "MEAL#10" in a["paper protocol"]
+    notes = dict(published.protocol_notes(res.comparison))
+    assert set(notes) == {"MEAL Table 2", "MEAL Table 3"} and "MEAL#11" in notes["MEAL Table 3"]
+    assert published.table_protocols("MEAL-20") == [("MEAL Table 2", notes["MEAL Table 2"])]
+    assert all(v.protocol is None for v in published.published("Procgen6", "ft"))
+    page = res.html.read_text()
+    for note in notes.values():
+        assert note in page.replace("&#39;", "'")
     fpr = table.loc[("MEAL-10", "ft", "FPR")]
     assert fpr["paper"] == "1.228" and fpr["source"] == "MEAL Table 3"
     assert fpr["ours"] != "n/a" and fpr["agreement"] == "n/a"  # no error on either side
