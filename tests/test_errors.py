@@ -25,6 +25,7 @@ from cl_suites.core.fsutil import RunDiskError
 from cl_suites.core.runlock import RunDirLockedError
 from cl_suites.core.runlog import CorruptRunLogError
 from cl_suites.core.task import SequenceDoneError
+from cl_suites.core.workers import EnvWorkerError
 from cl_suites.envs.chores.errors import (
     AlfredDataNotFoundError,
     ChoresSetupError,
@@ -60,6 +61,7 @@ BUILTINS: dict[type[Exception], tuple[type[BaseException], ...]] = {
     ConfigError: (ValueError,),
     UnknownOptionError: (ValueError, TypeError),
     BadValueError: (ValueError,),
+    EnvWorkerError: (RuntimeError,),
     UnknownSuiteError: (ValueError, KeyError),
     SweepError: (ValueError,),
     CLIError: (ValueError,),

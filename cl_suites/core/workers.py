@@ -60,7 +60,7 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds a worker may take for one command before it is taken as hung."""
 
 
-class EnvWorkerError(CLSuitesError):
+class EnvWorkerError(CLSuitesError, RuntimeError):
     """An env worker died or hung (the message names it, its sub-envs and the task)."""
 
 
