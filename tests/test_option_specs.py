@@ -29,7 +29,11 @@ BAD = [
     ("n_steps", "0.5", "n_steps must be an integer >= 1, got 0.5"),
     ("lam", "-1", "lam must be a number >= 0, got -1"),
     ("tensorboard", "3", "tensorboard must be true or false, got 3"),
-    ("vectorization_mode", "fork", "vectorization_mode must be one of 'sync', 'async', 'workers', got"),
+    (
+        "vectorization_mode",
+        "fork",
+        "vectorization_mode must be one of 'sync', 'async', 'workers', got",
+    ),
     ("replay_on_disk", "maybe", "replay_on_disk must be one of true, false, 'auto' or none"),
 ]
 
