@@ -32,7 +32,6 @@ so ``update_threads`` must not differ).
 from __future__ import annotations
 
 import copy
-import threading
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,8 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
+
+from cl_suites.core.background import BackgroundCall
 
 POLICY_LAGS: tuple[int, ...] = (0, 1)
 
@@ -78,44 +79,6 @@ def wait_for_update(model: Any) -> None:
         waiter()
 
 
-class _UpdateThread:
-    """One update at a time in a background thread; its exception re-raised on ``wait``."""
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None
-
-    def start(self, fn: Any) -> None:
-        if self._thread is not None:
-            raise RuntimeError("an update is already in flight")
-        threads = th.get_num_threads()
-
-        def run() -> None:
-            try:
-                # torch's intra-op thread count is per thread (OpenMP): a new thread would
-                # start with one per core, whose spinning workers take the cores from acting
-                th.set_num_threads(threads)
-                fn()
-            except BaseException as e:  # re-raised in the main thread by wait()
-                self._error = e
-
-        self._thread = threading.Thread(target=run, name="cl-suites-update", daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        if self._thread is None:
-            return
-        self._thread.join()
-        self._thread = None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-
-
 def sample_actions(
     policy: Any, obs: Any, generator: th.Generator
 ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
@@ -145,7 +108,7 @@ class PolicyLagLearner:
 
     def _init_policy_lag(self, policy_lag: int) -> None:
         self.policy_lag = check_policy_lag(policy_lag)
-        self._update_thread = _UpdateThread()
+        self._update_thread = BackgroundCall("cl-suites-update")
         self._frozen_lr: float | None = None
 
     def _setup_policy_lag(self) -> None:

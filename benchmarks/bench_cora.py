@@ -124,6 +124,53 @@ class _Stop(Exception):
     """Raised inside our learner's update once the measurement is complete."""
 
 
+def train_until_stopped(
+    bench: Bench,
+    overrides: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    preset: str = "paper",
+) -> None:
+    """``run_main_job`` (``cl-suites run --method ft``, V-trace) on ``bench``'s suite with
+    evaluation, checkpoints and the report off, until a patched update raises
+    :class:`_Stop`. Options: ``overrides``, then the bench's own, then ``extra``."""
+    from cl_suites.job.main_job import run_main_job
+
+    never = 10**12
+    training_only = {
+        "eval_every": never,
+        "eval_at_start": False,
+        "checkpoint_every": never,
+        "report": False,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-") as run_dir, contextlib.suppress(_Stop):
+        run_main_job(
+            suite=bench.suite,
+            method="ft",
+            learner="vtrace",
+            preset=preset,
+            seed=0,
+            run_dir=Path(run_dir),
+            resume=False,
+            num_envs=None,
+            overrides={**training_only, **overrides, **bench.ours_overrides, **(extra or {})},
+        )
+
+
+def child_result(command: list[str], what: str) -> dict[str, Any]:
+    """Run a benchmark's child process (this checkout first on ``PYTHONPATH``) and return
+    the JSON it printed after ``BENCH_RESULT``; ``RuntimeError`` naming ``what`` (with the
+    child's output on stderr) when it failed."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
+    if done.returncode != 0 or not lines:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
+        raise RuntimeError(f"{what} failed (exit {done.returncode})")
+    return json.loads(lines[-1][len("BENCH_RESULT ") :])
+
+
 # ----------------------------------------------------------------------------- timing
 def tree_cpu_seconds() -> float:
     """CPU seconds (user + system) of this process, its live children and its reaped ones."""
@@ -234,7 +281,6 @@ def run_ours(
     mark after every update, counting the steps updated on (``updates * n_steps *
     num_envs``: with ``policy_lag=1`` collection runs ahead of the update)."""
     from baselines_sb3.learners import VTrace
-    from cl_suites.job.main_job import run_main_job
 
     train = VTrace.train
     model: dict[str, Any] = {}
@@ -247,30 +293,7 @@ def run_ours(
             raise _Stop
 
     VTrace.train = timed_train
-    never = 10**12
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-ours-") as run_dir,
-        contextlib.suppress(_Stop),
-    ):
-        run_main_job(
-            suite=bench.suite,
-            method="ft",
-            learner="vtrace",
-            preset="paper",
-            seed=0,
-            run_dir=Path(run_dir),
-            resume=False,
-            num_envs=None,
-            overrides={
-                "eval_every": never,
-                "eval_at_start": False,
-                "checkpoint_every": never,
-                "report": False,
-                "torch_threads": threads,
-                **bench.ours_overrides,
-                **(extra or {}),
-            },
-        )
+    train_until_stopped(bench, {"torch_threads": threads}, extra)
     return {"side": "ours", "actors": model.get("num_envs"), "threads": threads, **marks.result()}
 
 

@@ -27,22 +27,17 @@ that each spin a core (pinned to the same cores as the run).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cora import BENCHES, Marks, _Stop
+from bench_cora import BENCHES, Marks, _Stop, child_result, train_until_stopped
 from busy import busy_processes
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_child(
@@ -56,7 +51,6 @@ def run_child(
 ) -> dict[str, Any]:
     """One run in this process until its measurement window is full."""
     from baselines_sb3.learners import VTrace
-    from cl_suites.job.main_job import run_main_job
 
     bench = BENCHES[suite]
     marks = Marks(warmup, seconds)
@@ -69,29 +63,8 @@ def run_child(
             raise _Stop
 
     VTrace.train = timed_train
-    never = 10**12
-    with tempfile.TemporaryDirectory(prefix="bench-cores-") as run_dir, contextlib.suppress(_Stop):
-        run_main_job(
-            suite=bench.suite,
-            method="ft",
-            learner="vtrace",
-            preset=preset,
-            seed=0,
-            run_dir=Path(run_dir),
-            resume=False,
-            num_envs=None,
-            overrides={
-                "eval_every": never,
-                "eval_at_start": False,
-                "checkpoint_every": never,
-                "report": False,
-                "policy_lag": lag,
-                "vectorization_mode": "workers" if workers else "sync",
-                **({"env_workers": workers} if workers else {}),
-                **bench.ours_overrides,
-                **extra,
-            },
-        )
+    workers_options = {"vectorization_mode": "workers", "env_workers": workers} if workers else {}
+    train_until_stopped(bench, {"policy_lag": lag, **workers_options}, extra, preset)
     return marks.result()
 
 
@@ -119,18 +92,7 @@ def _run(
         "--seconds",
         str(args.seconds),
     ]
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
-    if done.returncode != 0 or not lines:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
-        raise RuntimeError(
-            f"{suite} lag {lag} workers {workers} on {cores} core(s) failed "
-            f"(exit {done.returncode})"
-        )
-    return json.loads(lines[-1][len("BENCH_RESULT ") :])
+    return child_result(command, f"{suite} lag {lag} workers {workers} on {cores} core(s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,21 +41,16 @@ MiniHack 45 h, Atari 4-10 days on 32 threads and one GPU).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cora import BENCHES, _Stop
+from bench_cora import BENCHES, _Stop, child_result, train_until_stopped
 
-ROOT = Path(__file__).resolve().parent.parent
 CORA_REPORTED_HOURS = {"minihack": "45 h", "procgen": "54 h", "atari": "4-10 days"}
 CORES = (1, 2, 4, 8, 16, 32)
 
@@ -64,7 +59,6 @@ def measure_child(suite: str, updates: int, mode: str) -> dict[str, float]:
     """Time the job's pieces over ``updates`` updates (after 3 warm-up updates)."""
     from baselines_sb3.learners import VTrace
     from cl_suites.core.sb3_adapter import SB3VecEnv
-    from cl_suites.job.main_job import run_main_job
 
     totals = {"env": 0.0, "forward": 0.0, "update": 0.0}
     counts = {"env": 0, "forward": 0, "update": 0}
@@ -103,27 +97,7 @@ def measure_child(suite: str, updates: int, mode: str) -> dict[str, float]:
     VTrace.train = timed_train
     SB3VecEnv.step_wait = timed("env", step_wait)
     bench = BENCHES[suite]
-    never = 10**12
-    with tempfile.TemporaryDirectory(prefix="cost-") as run_dir, contextlib.suppress(_Stop):
-        run_main_job(
-            suite=bench.suite,
-            method="ft",
-            learner="vtrace",
-            preset="paper",
-            seed=0,
-            run_dir=Path(run_dir),
-            resume=False,
-            num_envs=None,
-            overrides={
-                "eval_every": never,
-                "eval_at_start": False,
-                "checkpoint_every": never,
-                "report": False,
-                "vectorization_mode": mode,
-                "env_workers": 1,
-                **bench.ours_overrides,
-            },
-        )
+    train_until_stopped(bench, {"vectorization_mode": mode, "env_workers": 1})
     n = state["num_envs"]
     steps = updates * state["steps"]
     env = totals["env"] / steps
@@ -136,15 +110,7 @@ def measure_child(suite: str, updates: int, mode: str) -> dict[str, float]:
 def _child(suite: str, updates: int, mode: str, cpus: str) -> dict[str, float]:
     command = ["taskset", "-c", cpus, sys.executable, __file__, "--child", suite, mode]
     command += ["--updates", str(updates)]
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("COSTS ")]
-    if done.returncode != 0 or not lines:
-        sys.stderr.write(done.stdout[-2000:] + done.stderr[-4000:])
-        raise RuntimeError(f"measuring {suite} ({mode}) failed")
-    return json.loads(lines[-1][len("COSTS ") :])
+    return child_result(command, f"measuring {suite} ({mode})")
 
 
 def costs(suite: str, updates: int) -> dict[str, float]:
@@ -204,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print("COSTS " + json.dumps(measure_child(args.child[0], args.updates, args.child[1])))
+        print(
+            "BENCH_RESULT " + json.dumps(measure_child(args.child[0], args.updates, args.child[1]))
+        )
         return 0
     if args.costs:  # costs measured earlier: only the suites they hold
         table = json.loads(args.costs.read_text())

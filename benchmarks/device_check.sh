@@ -76,6 +76,7 @@ stage "4. end to end: train, kill -9, resume, report ($DEVICE)"
 "$PY" benchmarks/device_e2e.py --device "$DEVICE" --steps-per-task "$E2E_STEPS" --out "$OUT_DIR/e2e"
 
 stage "5. the cost model beside the measured rates"
+if [ "$SHRINK" = 1 ]; then echo "(--shrink measured the small preset: the paper-preset model does not predict it)"; fi
 "$PY" benchmarks/cost_model.py --suites $SUITES --costs benchmarks/results/costs.json \
   --check "$OUT_DIR/cores.json" $([ "$SHRINK" = 0 ] && echo --gpu)
 echo; echo "device check done ($(date -u +%H:%M:%S))"

@@ -11,7 +11,6 @@ agent is one row of the policy's batch).
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cl_suites.core.background import BackgroundCall
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int, task_seed
 from cl_suites.core.vector import VectorizationMode, make_task_vector_env
@@ -331,8 +331,7 @@ class Evaluator:
         )
         self.last_eval_step: int | None = None
         self._start = time.monotonic()
-        self._background: threading.Thread | None = None
-        self._background_error: BaseException | None = None
+        self._background = BackgroundCall("cl-suites-eval")
 
     # -- cadence ------------------------------------------------------------------------
     def due(self, total_step: int) -> bool:
@@ -535,32 +534,16 @@ class Evaluator:
         ``close``) waits for it and re-raises its error."""
         self.wait()
         self.next_eval_step = self.point_after(int(total_step))
-        threads = _torch_threads()
-
-        def run() -> None:
-            try:
-                _set_torch_threads(threads)
-                self.evaluate(total_step, policy)
-            except BaseException as e:  # re-raised by wait()
-                self._background_error = e
-
-        self._background = threading.Thread(target=run, name="cl-suites-eval", daemon=True)
-        self._background.start()
+        self._background.start(lambda: self.evaluate(total_step, policy))
 
     @property
     def evaluating(self) -> bool:
         """True while an evaluation submitted with :meth:`submit` runs."""
-        return self._background is not None and self._background.is_alive()
+        return self._background.running
 
     def wait(self) -> None:
         """Wait for the evaluation in the background (if any); re-raise its error."""
-        if self._background is None:
-            return
-        self._background.join()
-        self._background = None
-        error, self._background_error = self._background_error, None
-        if error is not None:
-            raise error
+        self._background.wait()
 
     # -- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -582,21 +565,3 @@ class Evaluator:
             self.wait()
         finally:
             self.source.close()
-
-
-def _torch_threads() -> int | None:
-    """torch's intra-op thread count of this thread (``None`` without torch loaded)."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    return None if torch is None else torch.get_num_threads()
-
-
-def _set_torch_threads(threads: int | None) -> None:
-    """Give this (new) thread ``threads`` intra-op threads: the count is per thread
-    (OpenMP), and a new thread would start with one per core."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is not None and threads is not None:
-        torch.set_num_threads(threads)
