@@ -182,29 +182,20 @@ class ContinualEvalCallback(BaseCallback):
         return self.schedule[i].task_id
 
     def policy(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        """The evaluation policy; it first waits for the learner's update in flight
-        (``policy_lag=1``), so an evaluation sees the parameters it would in lockstep."""
         if self._policy_fn is None:
-            act = make_eval_policy(self.model, self.method, self.deterministic)
-            model = self.model
-
-            def after_update(*args: Any) -> np.ndarray:
-                wait_for_update(model)
-                return act(*args)
-
-            after_update.needs_previous_action_reward = act.needs_previous_action_reward
-            self._policy_fn = after_update
+            self._policy_fn = make_eval_policy(self.model, self.method, self.deterministic)
         return self._policy_fn
 
     def _evaluate(self, step: int) -> None:
-        """Evaluate at ``step`` if it is an evaluation point: in place, or beside training
-        with a copy of the network as it is now (after the update in flight)."""
+        """Evaluate at ``step`` if it is an evaluation point, with the learner after its
+        update in flight (``policy_lag=1``), as in lockstep: in place, or beside training
+        with a copy of the network as it is now."""
         if not self.evaluator.due(step):
             return
+        wait_for_update(self.model)
         if not self.beside_training:
             self.evaluator.evaluate(step, self.policy())
             return
-        wait_for_update(self.model)
         frozen = frozen_copy(self.model.policy)
         act = make_eval_policy(self.model, self.method, self.deterministic, policy=frozen)
         self.evaluator.submit(step, act)

@@ -21,8 +21,8 @@ What stays exact, and how:
   and checkpoints (the job's callbacks wait). A rollout's ``on_rollout_end`` (CL methods
   storing unrolls, CLEAR's replay) runs after the update in flight has finished and before
   the next one starts. So every hook sees the parameters it would see in lockstep.
-* **Bootstrap values** ``V(x_T)`` are recomputed by the learner at the start of each update
-  (CORA's learner bootstraps from its own value of the last frame).
+* **Bootstrap values** ``V(x_T)`` are the learner's, computed when the rollout is handed
+  to it (CORA's learner bootstraps from its own value of the last frame).
 
 Costs: a second copy of the network and of the rollout buffer. The update's torch
 threads are ``torch_threads`` (acting and the update share the process's intra-op pool,
@@ -159,18 +159,9 @@ class PolicyLagLearner:
 
     def _lagged_train(self) -> None:
         try:
-            self._refresh_bootstrap_values()
             self.train()  # type: ignore[attr-defined]
         finally:
             self._frozen_lr = None
-
-    def _refresh_bootstrap_values(self) -> None:
-        """``V(x_T)`` of the rollout to train on, from the learner's parameters."""
-        buffer = self.rollout_buffer  # type: ignore[attr-defined]
-        with th.no_grad():
-            obs = obs_as_tensor(self._last_obs, self.device)  # type: ignore[attr-defined]
-            values = self.policy.predict_values(obs)  # type: ignore[attr-defined]
-        buffer.last_values = values.cpu().numpy().flatten()
 
     # -- checkpoints -------------------------------------------------------------------
     def policy_lag_state(self) -> dict[str, Any] | None:
@@ -271,13 +262,15 @@ class PolicyLagLearner:
 
     def _finish_rollout(self, collected: Any, callback: BaseCallback) -> None:
         """The collected rollout becomes the learner's (the update before it has finished):
-        its buffer, bootstrap observation and the callbacks' ``on_rollout_end``; then the
-        behaviour network takes the learner's parameters for the next rollout."""
+        its buffer, bootstrap observation and value (the learner's ``V(x_T)``, with the
+        parameters its update starts from, as CORA's learner bootstraps) and the callbacks'
+        ``on_rollout_end``; then the behaviour network takes the learner's parameters for
+        the next rollout."""
         buffer, last_obs, last_starts, dones = collected
         self._next_buffer, self.rollout_buffer = self.rollout_buffer, buffer  # type: ignore[has-type]
         self._last_obs, self._last_episode_starts = last_obs, last_starts
         with th.no_grad():
-            values = self.behaviour_policy.predict_values(obs_as_tensor(last_obs, self.device))  # type: ignore[attr-defined]
+            values = self.policy.predict_values(obs_as_tensor(last_obs, self.device))  # type: ignore[attr-defined]
         buffer.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals({"rollout_buffer": buffer, "dones": dones, "values": values})
         callback.on_rollout_end()

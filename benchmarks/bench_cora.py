@@ -156,13 +156,14 @@ def train_until_stopped(
         )
 
 
-def child_result(command: list[str], what: str) -> dict[str, Any]:
-    """Run a benchmark's child process (this checkout first on ``PYTHONPATH``) and return
-    the JSON it printed after ``BENCH_RESULT``; ``RuntimeError`` naming ``what`` (with the
-    child's output on stderr) when it failed."""
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
+def child_result(
+    command: list[str], what: str, root: Path = ROOT, **env_vars: str
+) -> dict[str, Any]:
+    """Run a benchmark's child process (the checkout ``root`` first on ``PYTHONPATH``, and
+    ``env_vars`` set) and return the JSON it printed after ``BENCH_RESULT``;
+    ``RuntimeError`` naming ``what`` (with the child's output on stderr) when it failed."""
+    pythonpath = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=pythonpath, **env_vars)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
     if done.returncode != 0 or not lines:
@@ -320,15 +321,8 @@ def _child(args: argparse.Namespace, suite: str, side: str, count: int) -> dict[
     else:
         command += ["--ours-threads", str(count)]
         command += [x for kv in args.ours_set for x in ("--ours-set", kv)]
-    pythonpath = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     threads = args.cora_threads if side == "cora" else 1  # ours: --set torch_threads
-    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS=str(threads))
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("BENCH_RESULT ")]
-    if done.returncode != 0 or not lines:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
-        raise RuntimeError(f"the {side} run on {suite} failed (exit {done.returncode})")
-    return json.loads(lines[-1][len("BENCH_RESULT ") :])
+    return child_result(command, f"the {side} run on {suite}", root, OMP_NUM_THREADS=str(threads))
 
 
 def _label(side: str, count: int) -> str:
