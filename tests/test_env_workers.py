@@ -146,24 +146,45 @@ def _alive(pid: int) -> bool:
         return f.read().split()[2] != "Z"
 
 
+def _shared_memory_of(pids: list[int]) -> set[str]:
+    """The ``/dev/shm`` names the processes ``pids`` map (named semaphores, shared arrays;
+    unlinked ones included), read from ``/proc/<pid>/maps`` while they live. Tests on
+    other xdist workers make their own entries, so what a kill leaves is judged on these
+    names and on the heap files multiprocessing names after a pid (``pym-<pid>-``)."""
+    names = set()
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
+                if path.startswith("/dev/shm/"):
+                    names.add(path.removeprefix("/dev/shm/").removesuffix(" (deleted)"))
+    return names
+
+
+def _left_in_dev_shm(pids: list[int], mapped: set[str]) -> set[str]:
+    present = set(os.listdir("/dev/shm"))
+    return (present & mapped) | {n for n in present for p in pids if n.startswith(f"pym-{p}-")}
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_no_worker_or_shared_memory_is_left_when_the_parent_dies(sig, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(ORPHAN_SCRIPT)
-    shm_before = set(os.listdir("/dev/shm"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     parent = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
     )
     pids = [int(p) for p in parent.stdout.readline().split()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
+    mapped = _shared_memory_of([parent.pid, *pids])
+    assert mapped  # the observations' shared memory is there to be left behind
     parent.send_signal(sig)
     parent.wait(timeout=10)
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids)
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not _left_in_dev_shm([parent.pid, *pids], mapped)
 
 
 JOB = dict(suite="Atari6", method="ft", learner="vtrace", preset="small", seed=2, num_envs=4)
@@ -240,19 +261,20 @@ def _descendants_once_training(proc: subprocess.Popen, run_dir: Path) -> list[in
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_leaves_no_process_or_shared_memory(sig, tmp_path):
     pytest.importorskip("ale_py")
-    shm_before = set(os.listdir("/dev/shm"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(_cli_run(tmp_path / "run"), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     children = _descendants_once_training(proc, tmp_path / "run")
     assert len(children) >= 3  # the fork server and two workers
+    mapped = _shared_memory_of([proc.pid, *children])
+    assert mapped
     proc.send_signal(sig)
     proc.wait(timeout=60)
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in children)
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not _left_in_dev_shm([proc.pid, *children], mapped)
 
 
 def test_a_dead_worker_stops_the_run_with_one_line_and_it_resumes(tmp_path):
