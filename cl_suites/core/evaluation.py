@@ -526,7 +526,7 @@ class Evaluator:
     # -- beside training ----------------------------------------------------------------
     def submit(self, total_step: int, policy: Policy) -> None:
         """Evaluate at ``total_step`` in a background thread while the caller trains on
-        (CORA evaluates in a separate pool). ``policy`` must not change meanwhile: pass one
+        (CORA instead stops its learners to evaluate: ``docs/fidelity.md``). ``policy`` must not change meanwhile: pass one
         acting with a frozen copy of the network, greedy (a sampled policy would draw from
         torch's global generator beside training). One evaluation at a time: a second one
         waits for the first. The records are the ones :meth:`evaluate` would give, logged
