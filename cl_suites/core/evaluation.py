@@ -526,9 +526,10 @@ class Evaluator:
     # -- beside training ----------------------------------------------------------------
     def submit(self, total_step: int, policy: Policy) -> None:
         """Evaluate at ``total_step`` in a background thread while the caller trains on
-        (CORA instead stops its learners to evaluate: ``docs/fidelity.md``). ``policy`` must not change meanwhile: pass one
-        acting with a frozen copy of the network, greedy (a sampled policy would draw from
-        torch's global generator beside training). One evaluation at a time: a second one
+        (CORA instead stops its learners to evaluate: ``docs/fidelity.md``). ``policy``
+        must not change meanwhile: pass one acting with a frozen copy of the network,
+        greedy (a sampled policy would draw from torch's global generator beside
+        training). One evaluation at a time: a second one
         waits for the first. The records are the ones :meth:`evaluate` would give, logged
         when the evaluation ends; :meth:`wait` (also called by ``state_dict`` and
         ``close``) waits for it and re-raises its error."""
