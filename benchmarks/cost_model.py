@@ -2,7 +2,7 @@
 (issue 38 item 5).
 
     .venv/bin/python benchmarks/cost_model.py [--suites minihack procgen atari] \\
-        [--updates 12] [--gpu-cost-factor 0.05] [--check results.json]
+        [--updates 12] [--gpu-cost-factor 0.05] [--check results.json] [--fit gpu.json]
 
 **Measured here (one core, ``taskset -c 0``), per agent step, in CPU seconds:** the paper
 preset (``cl-suites run --method ft --preset paper``, V-trace, 32 envs x 20 steps) on the
@@ -24,11 +24,19 @@ cores the rate is the smallest of each one's limit and the cores' limit::
     rate = min(1 / update, 1 / (acting + env), N / total)              (one process)
     rate = 1 / total                                                    (lockstep, lag 0)
 
-with ``W = N - 2`` (cores left after the two threads, at least 1). With a GPU the network's
-arithmetic leaves the CPU: ``update`` and ``forward`` are multiplied by
-``--gpu-cost-factor`` (an assumption, default 0.05: the host's share of a GPU update,
-launching kernels and copying a 32 x 20 batch; replace it with the figure the prepared GPU
-check prints, ``benchmarks/device_check.sh``), the rest is unchanged.
+with ``W = N - 2`` (cores left after the two threads, at least 1).
+
+**With a GPU** (measured on a lent H200 with 16 cores, ``device_check.sh``, 2026-11-28) the
+learner thread is no longer the limit and the acting thread is: it runs the forward pass,
+hands the actions to the workers and waits for all of them, so env stepping does not overlap
+acting. Per agent step the time is ``serial + env / W`` (``serial``: the forward pass's
+latency on the GPU, the loop and the hand-over; ``env``: one worker's stepping, on the GPU
+machine's own cores). ``--fit FILE`` fits the two to ``bench_cores.py --json`` rates at
+several worker counts (least squares on seconds per step) and ``--save`` keeps them under
+``"gpu"`` in the costs file; the "+GPU" column and the hours to CORA's budget use that fit
+where the costs file has it. Without one, ``update`` and ``forward`` are multiplied by
+``--gpu-cost-factor`` (an assumption, 0.05), the first model, which over-predicted the
+measured GPU rates by 2-3x because it let env stepping overlap acting.
 
 ``--check FILE`` compares the predictions with ``bench_cores.py --json``'s measured rates
 (``{"minihack": {"0-1": rate, "1-2-w2": rate, ...}}``: lag, cores and env workers; ``--gpu``
@@ -142,6 +150,25 @@ def predict(
     return min(1.0 / update, 1.0 / acting, envs, cores / total)
 
 
+def predict_gpu(fit: dict[str, float], cores: int, workers: int | None = None) -> float:
+    """Agent steps per second with a GPU from a fitted ``serial + env / W`` (see the module
+    docstring); ``workers``: ``None`` for ``cores - 2``."""
+    w = max(cores - 2, 1) if workers is None else max(workers, 1)
+    return 1.0 / (fit["serial"] + fit["env"] / w)
+
+
+def fit_gpu(rates: dict[str, float]) -> dict[str, float]:
+    """Least-squares ``serial`` and ``env`` (seconds per agent step) of ``1 / rate = serial +
+    env / W`` from ``bench_cores.py --json`` rates of one suite at several worker counts."""
+    points = [(1.0 / parse_key(k)[2], 1.0 / r) for k, r in rates.items() if parse_key(k)[2]]
+    if len(points) < 2:
+        raise ValueError(f"a fit needs rates at two or more worker counts, got {sorted(rates)}")
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return {"serial": my - slope * mx, "env": slope}
+
+
 def parse_key(key: str) -> tuple[int, int, int]:
     """``bench_cores.py --json``'s ``LAG-CORES[-wW]`` as ``(lag, cores, workers)``."""
     parts = key.split("-")
@@ -167,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write the measured costs to this JSON")
     parser.add_argument("--check", type=Path, help="bench_cores.py rates to compare with")
     parser.add_argument("--gpu", action="store_true", help="the --check rates ran on a GPU")
+    parser.add_argument("--fit", type=Path, help="GPU rates (bench_cores.py --json) to fit")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -182,9 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         args.suites = [s for s in args.suites if s in table]
     else:
         table = {suite: costs(suite, args.updates) for suite in args.suites}
+    if args.fit:
+        fitted = json.loads(args.fit.read_text())
+        table["gpu"] = {**table.get("gpu", {}), **{s: fit_gpu(r) for s, r in fitted.items()}}
+    gpu_fits = table.get("gpu", {})
     if args.save:
         args.save.write_text(json.dumps(table, indent=1))
     measured = json.loads(args.check.read_text()) if args.check else {}
+    if gpu_fits:
+        print("GPU fit, microseconds per agent step (serial + env / W):")
+        for suite in args.suites:
+            if suite in gpu_fits:
+                f = gpu_fits[suite]
+                print(f"{suite:9s} serial {f['serial'] * 1e6:6.0f}  env {f['env'] * 1e6:6.0f}")
     print("CPU microseconds per agent step (one core):")
     print(f"{'suite':9s} {'env':>7s} {'forward':>8s} {'update':>7s} {'loop':>6s} {'ipc':>6s}")
     for suite in args.suites:
@@ -199,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             lag0 = predict(c, n, 0, 0, None)
             lag1 = predict(c, n, 1, 0, None)
             workers = predict(c, n, 1, None, None)
-            gpu = predict(c, n, 1, None, args.gpu_cost_factor)
+            gpu = (
+                predict_gpu(gpu_fits[suite], n)
+                if suite in gpu_fits
+                else predict(c, n, 1, None, args.gpu_cost_factor)
+            )
             print(f"{suite:9s} {n:5d} {lag0:7.0f} {lag1:7.0f} {workers:7.0f} {gpu:7.0f}")
     if measured:
         gpu = args.gpu_cost_factor if args.gpu else None
@@ -207,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         for suite in args.suites:
             for key, got in sorted(measured.get(suite, {}).items()):
                 lag, n, workers = parse_key(key)
-                model = predict(table[suite], n, lag, workers, gpu)
+                if args.gpu and suite in gpu_fits and workers:
+                    model = predict_gpu(gpu_fits[suite], n, workers)
+                else:
+                    model = predict(table[suite], n, lag, workers, gpu)
                 print(
                     f"{suite:9s} lag {lag} {n:2d} cores {workers:2d} workers: measured "
                     f"{got:7.0f}, model {model:7.0f} ({model / got - 1:+.0%})"
@@ -215,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nhours to CORA's full paper budget, 16 cores + 1 GPU (model):")
     for suite in args.suites:
         steps = paper_budget(suite)
-        rate = predict(table[suite], 16, 1, None, args.gpu_cost_factor)
+        rate = (
+            predict_gpu(gpu_fits[suite], 16)
+            if suite in gpu_fits
+            else predict(table[suite], 16, 1, None, args.gpu_cost_factor)
+        )
         print(
             f"{suite:9s} {steps:,} agent steps: {steps / rate / 3600:6.1f} h "
             f"(CORA reports {CORA_REPORTED_HOURS[suite]})"

@@ -61,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     full, cut = out / "full", out / "cut"
     start = time.perf_counter()
-    subprocess.run(_command(full, args), env=env, check=True, capture_output=True)
+    done = subprocess.run(
+        _command(full, args), env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).splitlines()[-15:]
+        print("uninterrupted run failed:\n" + "\n".join(tail))
+        return 1
     print(f"uninterrupted run: {time.perf_counter() - start:.1f} s", flush=True)
     proc = subprocess.Popen(_command(cut, args), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip

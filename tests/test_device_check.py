@@ -19,6 +19,7 @@ def test_the_shrunken_device_check_runs_every_stage(tmp_path):
     )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert "procgen-vtrace   OK" in out  # stage 0's smoke run through the command line
     for stage in ("== 0. card", "== 1. agent steps/s", "== 2. Procgen6's residual",
                   "== 3. MEAL", "== 4. end to end", "== 5. the cost model"):  # fmt: skip
         assert stage in out
@@ -36,5 +37,5 @@ def test_bad_arguments_are_one_line():
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "device_check.sh: unknown argument '--bogus'; use --shrink and/or --out DIR"
+        "device_check.sh: unknown argument '--bogus'; use --shrink, --out DIR and/or --stages LIST"
     )
