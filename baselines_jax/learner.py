@@ -6,7 +6,9 @@ env steps on ``num_envs`` envs per seed, GAE, ``update_epochs`` x ``num_minibatc
 Adam steps) in one ``lax.scan``; nothing returns to the host between env steps. The envs
 are the suite's (``cl_suites.meal.engine.MealEngine``'s pure ``reset_batch`` /
 ``step_batch``); all envs of all seeds start and end their episodes together (fixed
-episode length), so episode resets are one ``lax.cond`` per step.
+episode length), so episode resets are one ``lax.cond`` per step. The task id is data
+(an int32 argument, not a constant of the program): one compilation of ``train`` per chunk
+length and one of ``end_task`` serve every task of the sequence.
 
 ``end_task`` does what MEAL does after a task's last update: the CL method's importance
 from fresh episodes and its anchor, then a new optimizer state (Adam moments and the
@@ -224,9 +226,9 @@ class JaxIPPO:
             ]
         )
         reset = self._compile(
-            ("reset", task_id), jax.vmap(lambda k: self.engine.reset_batch(task_id, k))
+            ("reset",), lambda ks, tid: jax.vmap(lambda k: self.engine.reset_batch(tid, k))(ks)
         )
-        return reset(keys)
+        return reset(keys, jnp.int32(task_id))
 
     def train(
         self, state: TrainState, task_id: int, num_updates: int, *, cycle: int = 0
@@ -250,17 +252,17 @@ class JaxIPPO:
                 ep_soups=jnp.zeros_like(state.ep_soups),
             )
         fn = self._compile(
-            ("train", task_id, int(num_updates)),
-            lambda s: jax.lax.scan(lambda c, _: self._update(c, task_id), s, None, num_updates),
+            ("train", int(num_updates)),
+            lambda s, tid: jax.lax.scan(lambda c, _: self._update(c, tid), s, None, num_updates),
         )
-        return fn(state)
+        return fn(state, jnp.int32(task_id))
 
     def end_task(self, state: TrainState, task_id: int) -> TrainState:
         """After task ``task_id``'s last update (MEAL's order): its importance from fresh
         episodes (EWC / online EWC: Fisher; MAS), the anchor, then a new optimizer state."""
         self._check_task(task_id)
-        fn = self._compile(("end_task", task_id), lambda s: self._end_task(s, task_id))
-        return fn(state)
+        fn = self._compile(("end_task",), lambda s, tid: self._end_task(s, tid))
+        return fn(state, jnp.int32(task_id))
 
     def act(
         self, params: Any, obs: Any, task_id: int, greedy: bool, key: jax.Array | None = None

@@ -164,14 +164,22 @@ class MealEngine:
         """One step of every env; ``actions (M, n)`` ints in ``0..5``."""
         return self._step(state, jnp.asarray(actions, dtype=jnp.int32), jnp.float32(coef))
 
-    def reset_batch(self, task_id: int, keys) -> tuple[BatchState, Any]:
-        """Pure, jittable form of ``reset`` for envs that all play task ``task_id`` (a
-        Python int; ``pure_reset(task_id)`` built first, outside the trace);
-        ``step_batch`` is the pure form of ``step``. For learners that compile the rollout
-        (``baselines_jax``)."""
-        env_state, new_keys, obs = self.pure_reset(task_id)(keys)
-        mask = np.asarray(self._padded[task_id][1])
-        masks = jnp.broadcast_to(jnp.asarray(mask), (keys.shape[0], *mask.shape))
+    def reset_batch(self, task_id: Any, keys) -> tuple[BatchState, Any]:
+        """Pure, jittable form of ``reset`` for envs that all play task ``task_id``: a
+        Python int (that task's reset alone is traced), or an int32 scalar array, so one
+        compiled program serves every task (``lax.switch`` over the tasks' resets; MEAL pads
+        every kitchen to one grid, so their states share one shape). Build the tasks'
+        ``pure_reset`` first, outside the trace. ``step_batch`` is the pure form of
+        ``step``. For learners that compile the rollout (``baselines_jax``)."""
+        if isinstance(task_id, (int, np.integer)):
+            env_state, new_keys, obs = self.pure_reset(int(task_id))(keys)
+            mask = jnp.asarray(np.asarray(self._padded[int(task_id)][1]))
+        else:
+            branches = [self.pure_reset(t) for t in range(len(self._padded))]
+            env_state, new_keys, obs = jax.lax.switch(task_id, branches, keys)
+            masks = np.stack([np.asarray(m) for _, m in self._padded])
+            mask = jnp.asarray(masks)[task_id]
+        masks = jnp.broadcast_to(mask, (keys.shape[0], *mask.shape))
         return BatchState(env_state, new_keys, masks), obs
 
     # -- internals ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from baselines_jax import IPPOConfig, JaxIPPO
+from cl_suites.core.task import task_seed
 from cl_suites.meal.suite import build_suite
 
 TINY = IPPOConfig(
@@ -151,3 +152,25 @@ def test_learns_meal2_task0_above_the_random_policy():
     assert greedy > random_score + 0.2 and sampled > random_score + 0.3, (greedy, sampled)
     soups = np.asarray(metrics["soups"])[:, 0]
     assert soups[-10:].mean() > 5 * max(soups[:10].mean(), 1.0)  # training soups rise too
+
+
+def test_one_compilation_serves_every_task():
+    """The task id is data: after task 0, task 1 compiles nothing new (issue 39 item 5),
+    and its envs reset to task 1's kitchen, not task 0's."""
+    suite = build_suite("MEAL-2", steps_per_task=2 * 8 * 4, seed=0)
+    learner = JaxIPPO(suite, TINY, [3])
+    state = learner.init_state()
+    state, _ = learner.train(state, 0, 1)
+    state = learner.end_task(state, 0)
+    compiled = [name for name, _ in learner.compile_log]
+    state, _ = learner.train(state, 1, 1)
+    state = learner.end_task(state, 1)
+    assert [name for name, _ in learner.compile_log] == compiled  # nothing compiled for task 1
+    assert sorted(learner._compiled) == [("end_task",), ("reset",), ("train", 1)]
+    # task 1's envs start in task 1's kitchen: its reset equals the engine's own for task 1
+    keys = learner.engine.env_keys(task_seed(3, 0, 1), TINY.num_envs)
+    _, expected = learner.engine.reset_batch(1, keys)
+    _, task0 = learner.engine.reset_batch(0, keys)
+    _, obs = learner._reset_envs(1, state.rng, 0)
+    np.testing.assert_array_equal(np.asarray(obs)[0], np.asarray(expected))
+    assert not np.array_equal(np.asarray(expected), np.asarray(task0))
