@@ -58,8 +58,14 @@ from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite,
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
-"""``--method`` choices: the random agent and ``baselines_sb3.cl.METHODS``, named here so
-that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins them equal)."""
+"""The built-in ``--method`` names: the random agent and ``baselines_sb3.cl.METHODS``,
+named here so that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins
+them equal). ``--method`` also takes an own method: ``package.module:Class`` or an entry
+point of the ``cl_suites.methods`` group (checked when the run is resolved)."""
+METHOD_HELP = (
+    "CL method: random, ft, ewc, online-ewc, l2, mas, pnc, clear, or an own ContinualMethod "
+    "as package.module:Class or an installed cl_suites.methods entry point"
+)
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
 PRESETS = ("paper", "small", "meal-authors")
@@ -244,7 +250,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         **{key: getattr(args, key) for _, key, _ in JOB_FLAGS},
     }
     config = merge(file_config, args.set, flags)
-    for key, valid in (("method", METHODS), ("learner", LEARNERS), ("preset", PRESETS)):
+    for key, valid in (("learner", LEARNERS), ("preset", PRESETS)):
         value = getattr(config, key)
         if value is not None and value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
@@ -273,11 +279,18 @@ def _check_seeds_run(config: RunConfig) -> None:
         )
 
 
+def method_label(method: str) -> str:
+    """``method`` as a file name: an own method's ``package.module:Class`` as
+    ``package.module.Class``."""
+    return method.replace(":", ".")
+
+
 def _default_run_dir(config: RunConfig) -> Path:
     suite_name = parse_suite_id(config.suite)
+    method = method_label(config.method)
     if config.seeds is not None:
-        return Path(f"runs/{suite_name}-{config.method}-seeds")
-    return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
+        return Path(f"runs/{suite_name}-{method}-seeds")
+    return Path(f"runs/{suite_name}-{method}-s{config.seed}")
 
 
 def _run_dirs(config: RunConfig, run_dir: Path) -> list[Path]:
@@ -514,7 +527,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     d = RUN_DEFAULTS
     what = run.add_argument_group("what to run (also settable in --config / --set)")
     what.add_argument("--suite", help="e.g. Procgen6, CLSuite/Procgen6-v0 or MEAL-20")
-    what.add_argument("--method", choices=METHODS, help=f"CL method (default: {d['method']})")
+    what.add_argument("--method", help=f"{METHOD_HELP} (default: {d['method']})")
     what.add_argument(
         "--learner",
         choices=LEARNERS,
@@ -576,6 +589,7 @@ examples:
   cl-suites run --suite Diagnostic --method ewc --preset small
   cl-suites run --config my-run.toml --set learning_rate=3e-4 --tensorboard
   cl-suites run --suite Procgen6 --method clear --learner vtrace --print-config
+  cl-suites run --suite Diagnostic --method my_methods:MyMethod --set my_option=2
   cl-suites options --suite Procgen6 --method clear   # every option, its default and doc
   cl-suites run --suite MEAL-2 --method ewc --seeds 0 1 2 3 4   # 5 seeds in one program
   cl-suites run --run-dir runs/Procgen6-clear-s0 --suite Procgen6 --method clear --resume
@@ -644,7 +658,7 @@ def _plain_rows(rows: list[tuple[str, Any, str]]) -> list[str]:
 
 def _options_arguments(options: argparse.ArgumentParser) -> None:
     options.add_argument("--suite", required=True, help="e.g. Procgen6 or MEAL-2")
-    options.add_argument("--method", default="ft", choices=METHODS, help="CL method")
+    options.add_argument("--method", default="ft", help=METHOD_HELP)
     options.add_argument("--learner", choices=LEARNERS, help="default: the suite's")
     options.add_argument("--preset", default="paper", choices=PRESETS, help="preset")
 

@@ -104,10 +104,13 @@ def test_every_place_that_lists_the_presets_names_each(capsys):
         assert f"invalid choice: 'authors' (choose from {choices})" in capsys.readouterr().err
 
 
-def test_unknown_method_lists_the_valid_ones(capsys):
-    with pytest.raises(SystemExit):
-        main(["run", "--suite", "Procgen6", "--method", "bogus"])
-    assert "choose from 'random', 'ft', 'ewc'" in capsys.readouterr().err
+def test_unknown_method_lists_the_valid_ones(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    assert main(["run", "--suite", "Procgen6", "--method", "bogus", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown method 'bogus'; valid: ft, ewc, online-ewc" in err
+    assert "or an own ContinualMethod as package.module:Class" in err
+    assert not run_dir.exists()
 
 
 def test_run_random_then_report(tmp_path, capsys):

@@ -33,16 +33,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from baselines_sb3.cl import METHODS
+from baselines_sb3.cl import is_builtin, method_class
 from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
-from cl_suites.errors import BadValueError, ConfigError
+from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import hyperparameters, presets
 from cl_suites.job.device import AUTO, jax_beside_torch, resolve_device
 from cl_suites.job.hyperparameters import Hyperparameters
 from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
+from cl_suites.job.method_options import MethodOption, plugin_options
 from cl_suites.job.option_specs import Opt
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
@@ -334,11 +335,11 @@ OPTION_SPECS: dict[str, Opt] = {
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
 
-def check_option(name: str, value: Any) -> Any:
-    """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
-    option; an integral float as an ``int`` for an integer option); ``BadValueError``
-    naming the option, its range and the value."""
-    spec = OPTION_SPECS.get(name)
+def check_option(name: str, value: Any, specs: Mapping[str, Opt] | None = None) -> Any:
+    """``value`` checked against the declaration of ``name`` in ``specs`` (default:
+    ``OPTION_SPECS``; unchanged for an undeclared option; an integral float as an ``int``
+    for an integer option); ``BadValueError`` naming the option, its range and the value."""
+    spec = (OPTION_SPECS if specs is None else specs).get(name)
     if spec is None:
         return value
     try:
@@ -447,6 +448,28 @@ class JobSpec:
         }
 
 
+def reserved_option_names() -> dict[str, str]:
+    """Option names an own method may not declare, with what they are: the job's, every
+    torch learner's, the policy's and the common suite options (the run routes them
+    before the method's, so the method would never get them)."""
+    out = {name: "a job option" for name in (*JOB_OPTIONS, "multi_head", "task_id_input")}
+    for learner, names in hyperparameters.LEARNER_OPTIONS.items():
+        out.update({n: f"an option of learner {learner!r}" for n in names})
+    out.update({n: "a policy option" for n in hyperparameters.POLICY_OPTIONS})
+    out.update({n: "a suite option" for n in (*COMMON_KWARGS, "num_envs")})
+    out["variant"] = "the built-in methods' variant"
+    return out
+
+
+def own_method_options(method: str) -> dict[str, MethodOption]:
+    """The options own method ``method`` declares (``{}`` for a built-in method);
+    ``MethodPluginError`` for a plug-in that cannot be imported, is not a
+    ``ContinualMethod`` or declares an option badly."""
+    if is_builtin(method):
+        return {}
+    return plugin_options(method, method_class(method), reserved_option_names())
+
+
 def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> None:
     if value not in valid:
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
@@ -480,16 +503,28 @@ def resolve(
     the valid names by section); ``BadValueError`` for a value outside its declared type
     and range, or a device that cannot be used; ``KeyError`` for an unknown suite.
     """
-    overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
-    _check_choice("method", method, list(METHODS))
+    own = own_method_options(method)  # an own method: imported and its options read here
+    specs = {**OPTION_SPECS, **{name: o.check for name, o in own.items()}}
+    overrides = {
+        k: check_option(k, v, specs) for k, v in dict(overrides or {}).items() if v is not None
+    }
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
     info = find_suite(suite)
-    if info.methods is not None:
+    builtin = is_builtin(method)
+    if info.methods is not None and builtin:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
     entry = find_learner(learner, info)  # the default: the same under every preset
+    if not builtin and entry.family != "baselines_sb3":
+        torch = ", ".join(n for n in info.learners if n != entry.name)
+        raise MethodPluginError(
+            f"own method {method!r} needs a torch learner ({torch}); learner {entry.name!r} "
+            "compiles its CL methods into one JAX program, which a ContinualMethod cannot "
+            "join (docs/own-method.md)"
+        )
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     hp, rest = entry.settings(info, method, preset, given, overrides)
+    hp["method"] = {**{name: o.default for name, o in own.items()}, **hp["method"]}
     device = None
     if entry.family != "baselines_jax":  # before any env or buffer is built
         convolutional = hp.get("network", "mlp") != "mlp"
@@ -643,6 +678,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     section (what ``cl-suites options`` prints)."""
     known = valid_options(spec.suite, spec.learner_entry, spec.method, spec.hp)
     learner_defaults, method_defaults = spec.learner_entry.defaults(spec.method, spec.hp)
+    own_docs = {name: o.doc for name, o in own_method_options(spec.method).items()}
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
@@ -660,6 +696,8 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
                 doc = JOB_FIELDS[name].metadata["doc"]
             elif section == "suite" and name in suite_docs:
                 doc = suite_docs[name]
+            elif section == "method" and name in own_docs:
+                doc = own_docs[name]
             else:
                 doc = OPTIONS[name].doc if name in OPTIONS else ""
             rows.append((name, sources[section].get(name), doc))
