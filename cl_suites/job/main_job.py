@@ -165,9 +165,7 @@ def _print_size_warnings(spec: JobSpec) -> None:
 
 def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     """One run of a torch learner (``ppo``, ``vtrace``) into ``run_dir``."""
-    sequence, job, hp = spec.sequence, spec.options, spec.hp
-    agents = spec.num_agents
-    schedule = spec.schedule
+    job, schedule = spec.options, spec.schedule
     metadata = _metadata(spec, seed, schedule)
     state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
@@ -181,7 +179,58 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
 
     th.manual_seed(seed)
     print(f"device: {spec.device} (device={job.device})", flush=True)
+    before = _entries(run_dir)
     run_log = RunLog(run_dir, metadata, resume=resume)
+    built: dict[str, Any] = {}
+    try:
+        _train_torch(spec, seed, run_dir, run_log, state, ckpt_file, built)
+    except BaseException:
+        run_log.close()
+        if not resume and getattr(built.get("model"), "num_timesteps", 0) == 0:
+            remove_unstarted(run_dir, before)  # failed before its first step: run it again
+        raise
+    _write_report(run_dir, job)
+
+
+def _entries(run_dir: Path) -> set[str] | None:
+    """The names in ``run_dir`` (``None``: it does not exist)."""
+    return {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
+
+
+def remove_unstarted(run_dir: Path, before: set[str] | None) -> None:
+    """Remove what a fresh run that failed before its first step wrote into ``run_dir``
+    (``before``: the names that were there, ``None``: the directory did not exist), so
+    that the same command can simply be run again; never anything that was there."""
+    import shutil
+
+    if not run_dir.is_dir():
+        return
+    if before is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for path in run_dir.iterdir():
+        if path.name not in before:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _train_torch(
+    spec: JobSpec,
+    seed: int,
+    run_dir: Path,
+    run_log: RunLog,
+    state: dict[str, Any] | None,
+    ckpt_file: Path | None,
+    built: dict[str, Any],
+) -> None:
+    """Build the training env, the method and the learner of ``spec`` and train them,
+    logging into ``run_log``; ``built["model"]`` is the learner once it exists (its
+    ``num_timesteps``: the steps taken)."""
+    sequence, job, hp = spec.sequence, spec.options, spec.hp
+    agents = spec.num_agents
+    schedule = spec.schedule
     train_env, sb3_env, eval_source = _training_env(spec)
     sb3_env.seed(int(seed))
     env, task_wrapper = wrap_env(
@@ -205,6 +254,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         task_id_input=spec.task_id_input,
         device=spec.device,
     )
+    built["model"] = model
     tracking = {"tensorboard": job.tensorboard, "wandb": job.wandb}
     configure_logger(model, run_dir, tracking, run_log=run_log)  # --tensorboard / --wandb
     cl_callback = attach_method(model, cl, env)
@@ -273,7 +323,6 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         env.close()
         if hasattr(cl, "buffer") and cl.buffer is not None:
             cl.buffer.close()
-    _write_report(run_dir, job)
 
 
 def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
