@@ -360,7 +360,7 @@ def test_an_entry_point_names_an_own_method(installed_plugin, capsys):
 
 def test_a_plugin_cannot_join_the_jax_learner():
     with pytest.raises(
-        MethodPluginError, match="needs a torch learner \\(ppo\\); learner 'ppo-jax'"
+        MethodPluginError, match="needs a torch learner \\(--learner ppo\\); learner 'ppo-jax'"
     ):
         resolve(
             suite="MEAL-2", method=PLUGIN, learner=None, preset="small", num_envs=None, overrides={}

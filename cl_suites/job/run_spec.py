@@ -553,9 +553,9 @@ def resolve(
         _check_choice(f"method for {info.preset_key}", method, info.methods)
     entry = find_learner(learner, info)  # the default: the same under every preset
     if not builtin and entry.family != "baselines_sb3":
-        torch = ", ".join(n for n in info.learners if n != entry.name)
+        torch = " or ".join(n for n in info.learners if n != entry.name)
         raise MethodPluginError(
-            f"own method {method!r} needs a torch learner ({torch}); learner {entry.name!r} "
+            f"own method {method!r} needs a torch learner (--learner {torch}); learner {entry.name!r} "
             "compiles its CL methods into one JAX program, which a ContinualMethod cannot "
             "join (docs/own-method.md)"
         )
