@@ -19,10 +19,9 @@ import json
 import logging
 import os
 import shlex
-import signal
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
+from cl_suites.core.interrupts import Terminated, interruption_reason, sigterm_as_interrupt
 from cl_suites.errors import (
     CLIError,
     CLSuitesError,
@@ -249,7 +249,8 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         **_suite_overrides(args),
         **{key: getattr(args, key) for _, key, _ in JOB_FLAGS},
     }
-    config = merge(file_config, args.set, flags)
+    stored = _stored_run(args, file_config) if args.resume else None
+    config = merge(file_config, args.set, flags, stored)
     for key, valid in (("learner", LEARNERS), ("preset", PRESETS)):
         value = getattr(config, key)
         if value is not None and value not in valid:
@@ -263,6 +264,28 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     if config.seeds is not None:
         _check_seeds_run(config)
     return config
+
+
+def _stored_run(args: argparse.Namespace, file_config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run keys and options of the run ``--resume`` continues, from its
+    ``metadata.json`` (``{}`` when ``--run-dir`` holds no run yet): what the command does
+    not give is taken from there; what it gives and differs is refused when the run is
+    checked, as before."""
+    from cl_suites.core.runlog import METADATA_FILE, read_metadata
+
+    run_dir = args.run_dir or (file_config or {}).get("run_dir")
+    if not run_dir or not (Path(run_dir) / METADATA_FILE).is_file():
+        return {}
+    try:
+        metadata = read_metadata(Path(run_dir))
+    except Exception:  # an unreadable file is refused with its own message later
+        return {}
+    if not isinstance(metadata, dict) or "suite_id" not in metadata:
+        return {}
+    keys = ("method", "learner", "preset", "seed", "num_envs")
+    stored = {"suite": metadata["suite_id"], **{k: metadata[k] for k in keys if k in metadata}}
+    request = metadata.get("request") or {}
+    return {**dict(request.get("overrides") or {}), **stored}
 
 
 def _check_seeds_run(config: RunConfig) -> None:
@@ -440,24 +463,6 @@ def _resume_command(argv: list[str], run_dir: Path) -> str:
     return shlex.join(["cl-suites", *words])
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (cluster schedulers, ``kill``) like Ctrl-C while a run trains."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     config = _run_config(args)
     run_dir = Path(config.run_dir) if config.run_dir else _default_run_dir(config)
@@ -474,9 +479,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(specs) > 1 and "layout_seed" not in config.options:
             err_console.print(_shared_kitchens_note(config.seeds or [], specs[0]))
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             _start(config, specs, run_dir, args.resume)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         from cl_suites.core.runlog import METADATA_FILE
 
         if config.method == "random":
@@ -486,7 +491,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             message = f"continue it with: {command}"
         else:
             message = "it had not started; run the same command again"
-        raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
+        what = "interrupted" if not isinstance(e, Terminated) else interruption_reason(e)
+        raise RunInterrupted(f"{what}; the run in {run_dir} is safe: {message}") from None
     console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
     return EXIT_OK
 

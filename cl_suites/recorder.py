@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from cl_suites.core.evaluation import Evaluator, Policy
+from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.vector import VectorizationMode
@@ -145,13 +146,17 @@ class Recorder:
             return self.evaluator.evaluate(self.total_step, policy)
         return self.evaluator.maybe_evaluate(self.total_step, policy)
 
-    def close(self) -> Path:
-        """Close the envs, evaluator, progress (``"finished"`` when the sequence is done,
-        else ``"failed"``) and run log; returns the run directory."""
+    def close(self, error: BaseException | None = None) -> Path:
+        """Close the envs, evaluator, progress (``"finished"`` when the sequence is done;
+        ``"interrupted"`` when ``error`` is Ctrl-C or SIGTERM, else ``"failed"``, with the
+        reason) and run log; returns the run directory."""
         if not self._closed:
             self._closed = True
+            state, reason = outcome_of(error)
+            if state == "finished" and not self.done:
+                state, reason = "failed", "closed before the end of the sequence"
             try:
-                self.progress.close("finished" if self.done else "failed")
+                self.progress.close(state, reason)
                 self.evaluator.close()
                 self.envs.close()
             finally:
@@ -161,5 +166,5 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)

@@ -41,6 +41,7 @@ from baselines_sb3.cl import attach_method, make_method, method_class
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment
@@ -303,7 +304,7 @@ def _train_torch(
             ProgressBarCallback(progress, agents),
         ]
     )
-    outcome = "failed"
+    error: BaseException | None = None
     previous_threads = th.get_num_threads()
     model.update_threads = job.update_threads
     th.set_num_threads(job.torch_threads)
@@ -314,10 +315,12 @@ def _train_torch(
             reset_num_timesteps=state is None,
         )
         ckpt_cb.save(finished=True)
-        outcome = "finished"
+    except BaseException as e:
+        error = e
+        raise
     finally:
         th.set_num_threads(previous_threads)
-        progress.close(outcome)
+        progress.close(*outcome_of(error))  # interrupted (Ctrl-C, SIGTERM) or failed: why
         evaluator.close()
         run_log.close()
         env.close()
@@ -489,6 +492,7 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         },
         "step_unit": spec.step_unit,
         "device": spec.device or _jax_device(),
+        "request": dict(spec.request),
     }
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata

@@ -28,6 +28,7 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -427,6 +428,11 @@ class JobSpec:
     learner_entry: LearnerEntry = field(repr=False)
     learner_config: Any = field(default=None, repr=False)
     device: str | None = None
+    request: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The run as asked for: ``suite``, ``method``, ``learner``, ``preset``, ``num_envs``
+    and the ``overrides`` given (checked; values JSON cannot hold, such as callables,
+    left out). ``metadata.json`` keeps it, so that ``cl-suites run --resume --run-dir DIR``
+    can take the rest of the command from the run directory."""
 
     @property
     def meal(self) -> Any:
@@ -545,6 +551,7 @@ def resolve(
     overrides = {
         k: check_option(k, v, specs) for k, v in dict(overrides or {}).items() if v is not None
     }
+    asked = dict(overrides)
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
     info = find_suite(suite)
@@ -555,9 +562,9 @@ def resolve(
     if not builtin and entry.family != "baselines_sb3":
         torch = " or ".join(n for n in info.learners if n != entry.name)
         raise MethodPluginError(
-            f"own method {method!r} needs a torch learner (--learner {torch}); learner {entry.name!r} "
-            "compiles its CL methods into one JAX program, which a ContinualMethod cannot "
-            "join (docs/own-method.md)"
+            f"own method {method!r} needs a torch learner (--learner {torch}); learner "
+            f"{entry.name!r} compiles its CL methods into one JAX program, which a "
+            "ContinualMethod cannot join (docs/own-method.md)"
         )
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     hp, rest = entry.settings(info, method, preset, given, overrides)
@@ -617,7 +624,37 @@ def resolve(
         learner_entry=entry,
         learner_config=learner_config,
         device=device,
+        request=_request(suite, method, learner, preset, num_envs, asked),
     )
+
+
+def _request(
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    num_envs: int | None,
+    asked: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``JobSpec.request``: the run's arguments and the overrides it was given
+    (``asked``), without ``progress`` (how the run is watched)."""
+    overrides: dict[str, Any] = {}
+    for key, value in asked.items():
+        if key == "progress":
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        overrides[key] = value
+    return {
+        "suite": suite,
+        "method": method,
+        "learner": learner,
+        "preset": preset,
+        "num_envs": num_envs,
+        "overrides": overrides,
+    }
 
 
 def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
