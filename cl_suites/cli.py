@@ -44,7 +44,7 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
-from cl_suites.core.interrupts import Terminated, interruption_reason, sigterm_as_interrupt
+from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.errors import (
     CLIError,
     CLSuitesError,
@@ -63,8 +63,8 @@ named here so that parsing and ``--help`` do not import torch (``tests/test_cli.
 them equal). ``--method`` also takes an own method: ``package.module:Class`` or an entry
 point of the ``cl_suites.methods`` group (checked when the run is resolved)."""
 METHOD_HELP = (
-    "CL method: random, ft, ewc, online-ewc, l2, mas, pnc, clear, or an own ContinualMethod "
-    "as package.module:Class or an installed cl_suites.methods entry point"
+    "random, ft, ewc, online-ewc, l2, mas, pnc, clear, or an own ContinualMethod as "
+    "package.module:Class or an installed cl_suites.methods entry point"
 )
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
@@ -481,7 +481,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with sigterm_as_interrupt():
             _start(config, specs, run_dir, args.resume)
-    except KeyboardInterrupt as e:
+    except KeyboardInterrupt:
         from cl_suites.core.runlog import METADATA_FILE
 
         if config.method == "random":
@@ -491,8 +491,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             message = f"continue it with: {command}"
         else:
             message = "it had not started; run the same command again"
-        what = "interrupted" if not isinstance(e, Terminated) else interruption_reason(e)
-        raise RunInterrupted(f"{what}; the run in {run_dir} is safe: {message}") from None
+        raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
     console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
     return EXIT_OK
 
@@ -533,7 +532,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     d = RUN_DEFAULTS
     what = run.add_argument_group("what to run (also settable in --config / --set)")
     what.add_argument("--suite", help="e.g. Procgen6, CLSuite/Procgen6-v0 or MEAL-20")
-    what.add_argument("--method", help=f"{METHOD_HELP} (default: {d['method']})")
+    what.add_argument("--method", help=f"CL method (default: {d['method']}): {METHOD_HELP}")
     what.add_argument(
         "--learner",
         choices=LEARNERS,
@@ -664,7 +663,7 @@ def _plain_rows(rows: list[tuple[str, Any, str]]) -> list[str]:
 
 def _options_arguments(options: argparse.ArgumentParser) -> None:
     options.add_argument("--suite", required=True, help="e.g. Procgen6 or MEAL-2")
-    options.add_argument("--method", default="ft", help=METHOD_HELP)
+    options.add_argument("--method", default="ft", help=f"CL method: {METHOD_HELP}")
     options.add_argument("--learner", choices=LEARNERS, help="default: the suite's")
     options.add_argument("--preset", default="paper", choices=PRESETS, help="preset")
 

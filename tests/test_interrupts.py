@@ -54,7 +54,7 @@ def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
     ("sig", "reason", "line"),
     [
         (signal.SIGINT, "interrupted by Ctrl-C (SIGINT)", "interrupted; the run in"),
-        (signal.SIGTERM, "terminated by SIGTERM", "terminated by SIGTERM; the run in"),
+        (signal.SIGTERM, "terminated by SIGTERM", "interrupted; the run in"),
     ],
 )
 def test_a_signalled_run_says_interrupted_and_resumes_from_its_directory(

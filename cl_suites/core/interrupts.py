@@ -9,22 +9,19 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a cluster scheduler, ``kill``) while a command runs, raised where Ctrl-C's
-    ``KeyboardInterrupt`` would be, so that both stop a run the same way."""
-
-    def __init__(self) -> None:
-        super().__init__("terminated by SIGTERM")
+SIGTERM_REASON = "terminated by SIGTERM"
+"""The message of the ``KeyboardInterrupt`` that SIGTERM raises (a cluster scheduler,
+``kill``), where Ctrl-C's would be, so that both stop a run the same way."""
 
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C inside the block (:class:`Terminated`); outside the main
-    thread, where no handler can be installed, nothing changes."""
+    """Treat SIGTERM like Ctrl-C inside the block (a ``KeyboardInterrupt`` with the message
+    :data:`SIGTERM_REASON`); outside the main thread, where no handler can be installed,
+    nothing changes."""
 
     def handler(signum: int, frame: Any) -> None:
-        raise Terminated
+        raise KeyboardInterrupt(SIGTERM_REASON)
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)
