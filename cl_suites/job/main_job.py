@@ -41,6 +41,7 @@ from baselines_sb3.cl import attach_method, make_method, method_class
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.fsutil import directory_entries, remove_unstarted
 from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
@@ -180,7 +181,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
 
     th.manual_seed(seed)
     print(f"device: {spec.device} (device={job.device})", flush=True)
-    before = _entries(run_dir)
+    before = directory_entries(run_dir)
     run_log = RunLog(run_dir, metadata, resume=resume)
     built: dict[str, Any] = {}
     try:
@@ -191,30 +192,6 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
             remove_unstarted(run_dir, before)  # failed before its first step: run it again
         raise
     _write_report(run_dir, job)
-
-
-def _entries(run_dir: Path) -> set[str] | None:
-    """The names in ``run_dir`` (``None``: it does not exist)."""
-    return {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
-
-
-def remove_unstarted(run_dir: Path, before: set[str] | None) -> None:
-    """Remove what a fresh run that failed before its first step wrote into ``run_dir``
-    (``before``: the names that were there, ``None``: the directory did not exist), so
-    that the same command can simply be run again; never anything that was there."""
-    import shutil
-
-    if not run_dir.is_dir():
-        return
-    if before is None:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return
-    for path in run_dir.iterdir():
-        if path.name not in before:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
 
 
 def _train_torch(
