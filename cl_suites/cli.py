@@ -102,6 +102,18 @@ def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
 
 
 _seed = _argtype(check_seed)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 _num_envs = _argtype(check_num_envs)
 
 
@@ -676,12 +688,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from cl_suites.metrics.report import SUMMARY_TITLES, build_report
     from cl_suites.metrics.tables import rich_table
 
-    result = build_report([Path(p) for p in args.run_dirs], Path(args.out), progress=True)
+    result = build_report(
+        [Path(p) for p in args.run_dirs], Path(args.out), progress=True, window=args.window
+    )
     for key, frame in result.tables.items():
         shown = frame.drop(
             columns=["protocol differences", "paper protocol", "task"], errors="ignore"
         )
-        console.print(rich_table(shown, SUMMARY_TITLES[key]))
+        print_frame(rich_table(shown, SUMMARY_TITLES[key]), shown, SUMMARY_TITLES[key])
     if "Published" in result.tables:
         diffs = result.tables["Published"].reset_index().drop_duplicates(["suite", "method"])
         for suite, method, text in zip(
@@ -690,8 +704,41 @@ def cmd_report(args: argparse.Namespace) -> int:
             console.print(escape(f"protocol differences {suite}/{method}: {text}"))
         for source, note in protocol_notes(result.tables["Published"]):
             console.print(escape(f"paper protocol, {source}: {note}"))
+    for note in result.notes[:MAX_NOTES]:  # repairs and every n/a, as in notes.md
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if len(result.notes) > MAX_NOTES:
+        err_console.print(
+            f"[yellow]note:[/yellow] {len(result.notes) - MAX_NOTES} more in notes.md"
+        )
     console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
     return EXIT_OK
+
+
+MAX_NOTES = 30
+"""Notes of a report printed on the console (all of them are in ``notes.md``)."""
+
+
+def print_frame(table: Any, frame: Any, title: str) -> None:
+    """``table`` (a rich table of ``frame``) when it fits the terminal; else, and when the
+    output is piped, ``frame`` as plain text, one block per row (``index: column value``
+    lines), which no width cuts."""
+    from rich.measure import Measurement
+
+    if (
+        console.is_terminal
+        and Measurement.get(console, console.options, table).maximum <= console.width
+    ):
+        console.print(table)
+        return
+    flat = frame.reset_index()
+    keys = list(flat.columns[: frame.index.nlevels])
+    columns = [c for c in flat.columns if c not in keys]
+    width = max((len(str(c)) for c in columns), default=0)
+    lines = [title]
+    for _, row in flat.iterrows():
+        lines.append("  " + " / ".join(str(row[k]) for k in keys))
+        lines += [f"    {c!s:<{width}}  {row[c]}" for c in columns]
+    print("\n".join(lines), flush=True)
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:
@@ -701,6 +748,13 @@ def _report_arguments(report: argparse.ArgumentParser) -> None:
         help="run directories, or directories holding them (a --seeds run, a sweep's runs/)",
     )
     report.add_argument("--out", default="report", help="output directory")
+    report.add_argument(
+        "--window",
+        type=_positive_int,
+        metavar="N",
+        help="CORA's smoothing window in evaluations: final performance averages the last N "
+        "(default: the suite's, 20 on CORA's suites, 1 on MEAL; 1: the last evaluation)",
+    )
 
 
 # -- the parser ----------------------------------------------------------------------------
