@@ -114,3 +114,4 @@ def test_an_interrupted_sweep_marks_its_running_runs_interrupted(tmp_path):
     run_state = _read(progress)
     assert run_state["state"] == "interrupted" and "the sweep was stopped" in run_state["reason"]
     assert f"interrupted {name}: the sweep was stopped" in " ".join(out.split())
+    assert "Token authentication" not in out  # Ray's default on a local instance: silenced
