@@ -115,3 +115,27 @@ def test_a_run_that_took_steps_keeps_its_directory(capsys, tmp_path, monkeypatch
         main(["run", *TINY, "--set", "checkpoint_every=256", "--run-dir", str(run_dir), "--resume"])
         == 0
     )
+
+
+def test_a_ppo_jax_start_that_fails_before_its_first_step_leaves_nothing(tmp_path, monkeypatch):
+    """The JAX job too: a failure after the run directory was opened but before the first
+    step (here: right after opening it) removes what was written."""
+    from cl_suites.job import jax_job
+
+    def opened_then_failed(specs, seeds, run_dirs, resume, open_run):
+        run_log, evaluator, progress = open_run(specs[0], seeds[0], run_dirs[0], resume, 0)
+        progress.close("failed", "RuntimeError: no device")
+        evaluator.close()
+        run_log.close()
+        assert (run_dirs[0] / "metadata.json").exists()
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr(jax_job, "run_jax_job", opened_then_failed)
+    run_dir = tmp_path / "meal"
+    with pytest.raises(RuntimeError, match="no device"):
+        main_job.run_main_job(
+            suite="MEAL-2", method="ft", learner="ppo-jax", preset="small", seed=0,
+            run_dir=run_dir, resume=False, num_envs=None,
+            overrides={"steps_per_task": 512, "report": False},
+        )  # fmt: skip
+    assert not run_dir.exists()

@@ -43,7 +43,7 @@ from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.fsutil import directory_entries, remove_unstarted
 from cl_suites.core.interrupts import outcome_of
-from cl_suites.core.progress import RunProgress, plan_text
+from cl_suites.core.progress import RunProgress, plan_text, read_progress
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment
 from cl_suites.core.video import VideoRecorder
@@ -379,7 +379,15 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             raise
         return run_log, evaluator, progress
 
-    run_jax_job(specs, seeds, run_dirs, resume, open_run)
+    before = [directory_entries(d) for d in run_dirs]
+    try:
+        run_jax_job(specs, seeds, run_dirs, resume, open_run)
+    except BaseException:
+        for run_dir, entries in zip(run_dirs, before, strict=True):
+            progress = read_progress(run_dir) or {}
+            if not resume and not progress.get("total_step"):  # failed before its first step
+                remove_unstarted(run_dir, entries)
+        raise
     for run_dir in run_dirs:
         _write_report(run_dir, specs[0].options)
     parents = {run_dir.parent for run_dir in run_dirs}
