@@ -46,7 +46,10 @@ def test_info_prints_the_schedule(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["info", "Procgen7"], "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0"),
+        (
+            ["info", "Procgen7"],
+            "unknown suite 'Procgen7' (did you mean 'Procgen6'?); available: CLSuite/Atari6-v0",
+        ),
         (["info", "Procgen6", "--cycles", "0"], "cycles must be a positive integer, got 0"),
         (
             ["run", "--suite", "MiniHack15", "--method", "random", "--steps-per-task", "-3"],

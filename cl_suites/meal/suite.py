@@ -414,13 +414,14 @@ def build_suite(
 
 
 class _EvalSourceOf:
-    """A MEAL sequence's ``eval_source``: ``MealEvalSource`` of its suite (set once the
-    suite is built), so that ``Evaluator(sequence)`` plays the kitchens; picklable, as
-    the sequence envs are."""
+    """A MEAL sequence's ``eval_source``: the eval source its catalog entry's runtime gives
+    for its suite (``MealEvalSource``; the suite is set once built), so that
+    ``Evaluator(sequence)`` plays the kitchens; picklable, as the sequence envs are."""
 
     suite: MealSuite | None = None
 
     def __call__(self) -> Any:
-        from cl_suites.meal.evaluation import MealEvalSource
+        from cl_suites.suites import find_suite  # the catalog's runtime: no import cycle
 
-        return MealEvalSource(self.suite)
+        assert self.suite is not None
+        return find_suite(self.suite.sequence.name).runtime.eval_source(self.suite)
