@@ -286,7 +286,11 @@ def _stored_run(args: argparse.Namespace, file_config: dict[str, Any] | None) ->
     from cl_suites.core.runlog import METADATA_FILE, read_metadata
 
     run_dir = args.run_dir or (file_config or {}).get("run_dir")
-    if not run_dir or not (Path(run_dir) / METADATA_FILE).is_file():
+    if not run_dir:
+        return {}
+    if not (Path(run_dir) / METADATA_FILE).is_file():
+        if args.suite is None and "suite" not in (file_config or {}):
+            _check_run_dir(Path(run_dir), resume=True)  # says why there is nothing to resume
         return {}
     try:
         metadata = read_metadata(Path(run_dir))

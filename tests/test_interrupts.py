@@ -115,3 +115,9 @@ def test_an_interrupted_sweep_marks_its_running_runs_interrupted(tmp_path):
     assert run_state["state"] == "interrupted" and "the sweep was stopped" in run_state["reason"]
     assert f"interrupted {name}: the sweep was stopped" in " ".join(out.split())
     assert "Token authentication" not in out  # Ray's default on a local instance: silenced
+
+
+def test_resume_with_only_a_run_dir_that_holds_no_run_says_why(tmp_path, capsys):
+    assert main(["run", "--run-dir", str(tmp_path / "none"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot resume {tmp_path / 'none'}: the directory does not exist" in err
