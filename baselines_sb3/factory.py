@@ -101,20 +101,27 @@ def policy_kwargs(
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
     kwargs["activation_fn"] = ACTIVATIONS[activation]
-    network = hp.get("network", "mlp")
-    if network not in FEATURE_EXTRACTORS:
-        raise ValueError(f"unknown network {network!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")
-    image = is_image_space(sequence.observation_space, check_channels=False)
-    if image and network != "mlp":
+    network = check_network(hp.get("network", "mlp"), sequence)
+    if network != "mlp":
         kwargs["features_extractor_class"] = FEATURE_EXTRACTORS[network]
         if hp.get("cnn_features_dim"):
             kwargs["features_extractor_kwargs"] = {"features_dim": hp["cnn_features_dim"]}
-    elif network != "mlp":
+    return kwargs
+
+
+def check_network(network: str, sequence: TaskSequence) -> str:
+    """``network`` when the policy can use it on ``sequence``'s observations (a CNN needs
+    images); ``ValueError`` naming the valid ones otherwise. The run specification calls it
+    before anything is built, the factory again when it builds the policy."""
+    if network not in FEATURE_EXTRACTORS:
+        raise ValueError(f"unknown network {network!r}; valid: {', '.join(FEATURE_EXTRACTORS)}")
+    image = is_image_space(sequence.observation_space, check_channels=False)
+    if network != "mlp" and not image:
         raise ValueError(
             f"network {network!r} needs image observations; {sequence.name} has "
             f"{sequence.observation_space} (use network 'mlp')"
         )
-    return kwargs
+    return network
 
 
 def build_model(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch as th
@@ -34,6 +34,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
 from torch import nn
 from torch.nn import functional as F
@@ -321,7 +322,12 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
     ``reward_std_count`` (``"cora"``: CORA's count of ``T`` per ``(T, B)`` batch, or
     ``"true"``; see :class:`RunningRewardStd`), ``lr_schedule``, ``lr_decay_steps``,
     ``reset_optimizer_at_switch``, ``cl_method``, ``policy_lag`` (0 or 1).
+
+    ``policy`` is a policy class or one of SB3's names, as for ``ContinualPPO``
+    (``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"``).
     """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = dict(PPO.policy_aliases)
 
     def __init__(
         self,

@@ -19,10 +19,9 @@ import json
 import logging
 import os
 import shlex
-import signal
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from cl_suites.config import (
     load_config_file,
     merge,
 )
+from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.errors import (
     CLIError,
     CLSuitesError,
@@ -58,8 +58,14 @@ from cl_suites.suites import COMMON_KWARGS, SUITE_TEMPLATES, SUITES, find_suite,
 from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
-"""``--method`` choices: the random agent and ``baselines_sb3.cl.METHODS``, named here so
-that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins them equal)."""
+"""The built-in ``--method`` names: the random agent and ``baselines_sb3.cl.METHODS``,
+named here so that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins
+them equal). ``--method`` also takes an own method: ``package.module:Class`` or an entry
+point of the ``cl_suites.methods`` group (checked when the run is resolved)."""
+METHOD_HELP = (
+    "random, ft, ewc, online-ewc, l2, mas, pnc, clear, or an own ContinualMethod as "
+    "package.module:Class or an installed cl_suites.methods entry point"
+)
 LEARNERS = ("ppo", "vtrace", "ppo-jax")
 """``--learner`` choices: ``cl_suites.job.learners.LEARNER_ENTRIES``, named here as above."""
 PRESETS = ("paper", "small", "meal-authors")
@@ -96,6 +102,18 @@ def _argtype(check: Callable[[Any], Any]) -> Callable[[str], Any]:
 
 
 _seed = _argtype(check_seed)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 _num_envs = _argtype(check_num_envs)
 
 
@@ -243,8 +261,9 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         **_suite_overrides(args),
         **{key: getattr(args, key) for _, key, _ in JOB_FLAGS},
     }
-    config = merge(file_config, args.set, flags)
-    for key, valid in (("method", METHODS), ("learner", LEARNERS), ("preset", PRESETS)):
+    stored = _stored_run(args, file_config) if args.resume else None
+    config = merge(file_config, args.set, flags, stored)
+    for key, valid in (("learner", LEARNERS), ("preset", PRESETS)):
         value = getattr(config, key)
         if value is not None and value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
@@ -257,6 +276,32 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     if config.seeds is not None:
         _check_seeds_run(config)
     return config
+
+
+def _stored_run(args: argparse.Namespace, file_config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run keys and options of the run ``--resume`` continues, from its
+    ``metadata.json`` (``{}`` when ``--run-dir`` holds no run yet): what the command does
+    not give is taken from there; what it gives and differs is refused when the run is
+    checked, as before."""
+    from cl_suites.core.runlog import METADATA_FILE, read_metadata
+
+    run_dir = args.run_dir or (file_config or {}).get("run_dir")
+    if not run_dir:
+        return {}
+    if not (Path(run_dir) / METADATA_FILE).is_file():
+        if args.suite is None and "suite" not in (file_config or {}):
+            _check_run_dir(Path(run_dir), resume=True)  # says why there is nothing to resume
+        return {}
+    try:
+        metadata = read_metadata(Path(run_dir))
+    except Exception:  # an unreadable file is refused with its own message later
+        return {}
+    if not isinstance(metadata, dict) or "suite_id" not in metadata:
+        return {}
+    keys = ("method", "learner", "preset", "seed", "num_envs")
+    stored = {"suite": metadata["suite_id"], **{k: metadata[k] for k in keys if k in metadata}}
+    request = metadata.get("request") or {}
+    return {**dict(request.get("overrides") or {}), **stored}
 
 
 def _check_seeds_run(config: RunConfig) -> None:
@@ -273,11 +318,18 @@ def _check_seeds_run(config: RunConfig) -> None:
         )
 
 
+def method_label(method: str) -> str:
+    """``method`` as a file name: an own method's ``package.module:Class`` as
+    ``package.module.Class``."""
+    return method.replace(":", ".")
+
+
 def _default_run_dir(config: RunConfig) -> Path:
     suite_name = parse_suite_id(config.suite)
+    method = method_label(config.method)
     if config.seeds is not None:
-        return Path(f"runs/{suite_name}-{config.method}-seeds")
-    return Path(f"runs/{suite_name}-{config.method}-s{config.seed}")
+        return Path(f"runs/{suite_name}-{method}-seeds")
+    return Path(f"runs/{suite_name}-{method}-s{config.seed}")
 
 
 def _run_dirs(config: RunConfig, run_dir: Path) -> list[Path]:
@@ -427,24 +479,6 @@ def _resume_command(argv: list[str], run_dir: Path) -> str:
     return shlex.join(["cl-suites", *words])
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (cluster schedulers, ``kill``) like Ctrl-C while a run trains."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     config = _run_config(args)
     run_dir = Path(config.run_dir) if config.run_dir else _default_run_dir(config)
@@ -461,7 +495,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(specs) > 1 and "layout_seed" not in config.options:
             err_console.print(_shared_kitchens_note(config.seeds or [], specs[0]))
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             _start(config, specs, run_dir, args.resume)
     except KeyboardInterrupt:
         from cl_suites.core.runlog import METADATA_FILE
@@ -514,7 +548,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     d = RUN_DEFAULTS
     what = run.add_argument_group("what to run (also settable in --config / --set)")
     what.add_argument("--suite", help="e.g. Procgen6, CLSuite/Procgen6-v0 or MEAL-20")
-    what.add_argument("--method", choices=METHODS, help=f"CL method (default: {d['method']})")
+    what.add_argument("--method", help=f"CL method (default: {d['method']}): {METHOD_HELP}")
     what.add_argument(
         "--learner",
         choices=LEARNERS,
@@ -576,6 +610,7 @@ examples:
   cl-suites run --suite Diagnostic --method ewc --preset small
   cl-suites run --config my-run.toml --set learning_rate=3e-4 --tensorboard
   cl-suites run --suite Procgen6 --method clear --learner vtrace --print-config
+  cl-suites run --suite Diagnostic --method my_methods:MyMethod --set my_option=2
   cl-suites options --suite Procgen6 --method clear   # every option, its default and doc
   cl-suites run --suite MEAL-2 --method ewc --seeds 0 1 2 3 4   # 5 seeds in one program
   cl-suites run --run-dir runs/Procgen6-clear-s0 --suite Procgen6 --method clear --resume
@@ -644,7 +679,7 @@ def _plain_rows(rows: list[tuple[str, Any, str]]) -> list[str]:
 
 def _options_arguments(options: argparse.ArgumentParser) -> None:
     options.add_argument("--suite", required=True, help="e.g. Procgen6 or MEAL-2")
-    options.add_argument("--method", default="ft", choices=METHODS, help="CL method")
+    options.add_argument("--method", default="ft", help=f"CL method: {METHOD_HELP}")
     options.add_argument("--learner", choices=LEARNERS, help="default: the suite's")
     options.add_argument("--preset", default="paper", choices=PRESETS, help="preset")
 
@@ -657,12 +692,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from cl_suites.metrics.report import SUMMARY_TITLES, build_report
     from cl_suites.metrics.tables import rich_table
 
-    result = build_report([Path(p) for p in args.run_dirs], Path(args.out), progress=True)
+    result = build_report(
+        [Path(p) for p in args.run_dirs], Path(args.out), progress=True, window=args.window
+    )
     for key, frame in result.tables.items():
         shown = frame.drop(
             columns=["protocol differences", "paper protocol", "task"], errors="ignore"
         )
-        console.print(rich_table(shown, SUMMARY_TITLES[key]))
+        print_frame(rich_table(shown, SUMMARY_TITLES[key]), shown, SUMMARY_TITLES[key])
     if "Published" in result.tables:
         diffs = result.tables["Published"].reset_index().drop_duplicates(["suite", "method"])
         for suite, method, text in zip(
@@ -671,8 +708,41 @@ def cmd_report(args: argparse.Namespace) -> int:
             console.print(escape(f"protocol differences {suite}/{method}: {text}"))
         for source, note in protocol_notes(result.tables["Published"]):
             console.print(escape(f"paper protocol, {source}: {note}"))
+    for note in result.notes[:MAX_NOTES]:  # repairs and every n/a, as in notes.md
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if len(result.notes) > MAX_NOTES:
+        err_console.print(
+            f"[yellow]note:[/yellow] {len(result.notes) - MAX_NOTES} more in notes.md"
+        )
     console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
     return EXIT_OK
+
+
+MAX_NOTES = 30
+"""Notes of a report printed on the console (all of them are in ``notes.md``)."""
+
+
+def print_frame(table: Any, frame: Any, title: str) -> None:
+    """``table`` (a rich table of ``frame``) when it fits the terminal; else, and when the
+    output is piped, ``frame`` as plain text, one block per row (``index: column value``
+    lines), which no width cuts."""
+    from rich.measure import Measurement
+
+    if (
+        console.is_terminal
+        and Measurement.get(console, console.options, table).maximum <= console.width
+    ):
+        console.print(table)
+        return
+    flat = frame.reset_index()
+    keys = list(flat.columns[: frame.index.nlevels])
+    columns = [c for c in flat.columns if c not in keys]
+    width = max((len(str(c)) for c in columns), default=0)
+    lines = [title]
+    for _, row in flat.iterrows():
+        lines.append("  " + " / ".join(str(row[k]) for k in keys))
+        lines += [f"    {c!s:<{width}}  {row[c]}" for c in columns]
+    print("\n".join(lines), flush=True)
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:
@@ -682,6 +752,13 @@ def _report_arguments(report: argparse.ArgumentParser) -> None:
         help="run directories, or directories holding them (a --seeds run, a sweep's runs/)",
     )
     report.add_argument("--out", default="report", help="output directory")
+    report.add_argument(
+        "--window",
+        type=_positive_int,
+        metavar="N",
+        help="CORA's smoothing window in evaluations: final performance averages the last N "
+        "(default: the suite's, 20 on CORA's suites, 1 on MEAL; 1: the last evaluation)",
+    )
 
 
 # -- the parser ----------------------------------------------------------------------------

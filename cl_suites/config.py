@@ -272,13 +272,17 @@ def merge(
     file_config: Mapping[str, Any] | None,
     set_items: Iterable[str],
     flags: Mapping[str, Any],
+    stored: Mapping[str, Any] | None = None,
 ) -> RunConfig:
-    """Merge the layers (defaults < config file < ``--set`` < explicit ``flags``) and check
-    the run keys. ``flags`` holds only the flags the user gave (``None`` values ignored)."""
+    """Merge the layers (defaults < ``stored`` < config file < ``--set`` < explicit
+    ``flags``) and check the run keys. ``flags`` holds only the flags the user gave
+    (``None`` values ignored); ``stored``: the run keys and options of the run being
+    resumed, read from its directory (source ``"run-dir"``)."""
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
     layers: list[tuple[str, Mapping[str, Any]]] = [
         ("default", {k: v for k, v in RUN_DEFAULTS.items() if v is not None}),
+        ("run-dir", stored or {}),
         ("config", file_config or {}),
     ]
     layers += [("--set", dict([parse_set(item)])) for item in set_items]

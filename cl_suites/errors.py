@@ -81,6 +81,12 @@ class UnknownSuiteError(ConfigError, KeyError):
     __str__ = BaseException.__str__  # the message as written, not KeyError's repr
 
 
+class MethodPluginError(ConfigError):
+    """An own CL method (``--method package.module:Class`` or a ``cl_suites.methods``
+    entry point) that cannot be used: it does not import, is not a ``ContinualMethod``,
+    or declares an option badly (the message names the plug-in and what to fix)."""
+
+
 class CLIError(ConfigError):
     """Bad command-line input found by the CLI itself (printed as one line, exit 2)."""
 

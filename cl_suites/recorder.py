@@ -17,20 +17,38 @@ and once after every vector step; the run directory is then ready for
 
 Single-agent suites give a ``SequenceVectorEnv`` (agent steps, summed over sub-envs);
 ``MEAL-<N>`` gives a ``MealBatchedEnv`` (env steps; observations ``(num_envs, num_agents,
-H, W, C)``, actions ``(num_envs, num_agents)``; the policy sees one row per agent).
+H, W, C)``, actions ``(num_envs, num_agents)``; the policy sees one row per agent), or,
+with ``parallel=True``, the PettingZoo ``MealParallelEnv`` of ``cl_suites.make_parallel``
+(one env; :meth:`Recorder.step` takes its per-agent infos)::
+
+    rec = Recorder("runs/mine", "MEAL-2", parallel=True, method="my-ippo")
+    obs, infos = rec.envs.reset(seed=0)
+    rec.step(infos, policy)
+    while not rec.done:
+        obs, rewards, terms, truncs, infos = rec.envs.step(my_actions(obs))
+        rec.step(infos, policy)
+        if not rec.envs.agents and not rec.done:  # an episode ended
+            obs, infos = rec.envs.reset()
+
+A recorder that fails before its first step (while it is built, or in a ``with`` block)
+removes what it wrote, so the same run directory can be used again.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cl_suites.core.evaluation import Evaluator, Policy
+from cl_suites.core.fsutil import directory_entries, remove_unstarted
+from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import RunLog
+from cl_suites.core.task import TASK_EPISODE_KEY
 from cl_suites.core.vector import VectorizationMode
 from cl_suites.suites import find_suite
 from cl_suites.training import episode_records, run_metadata
@@ -54,6 +72,8 @@ class Recorder:
         eval_at_start: evaluate at step 0 (the default; MEAL's protocol does not).
         eval_max_episode_steps: evaluation-only episode cap (``None``: whole episodes).
         tensorboard: also write the returns as TensorBoard scalars.
+        parallel: ``envs`` is the suite's PettingZoo ``ParallelEnv`` (``MEAL-<N>``, one
+            env: ``num_envs`` must be 1) instead of its vector env.
         **env_kwargs: suite options (``steps_per_task``, ``cycles``, ``eval_every``, ...).
 
     Attributes:
@@ -77,16 +97,27 @@ class Recorder:
         eval_at_start: bool = True,
         eval_max_episode_steps: int | None = None,
         tensorboard: bool = False,
+        parallel: bool = False,
         **env_kwargs: Any,
     ):
         self.run_dir = Path(run_dir)
         info = find_suite(suite)
+        if parallel and (info.api != "pettingzoo" or num_envs != 1):
+            raise ValueError(
+                f"parallel=True gives one PettingZoo env of a multi-agent suite (MEAL-<N>, "
+                f"num_envs=1); got suite {info.name} ({info.api}) with num_envs={num_envs}"
+            )
         env_kwargs = info.runtime.seeded_kwargs(env_kwargs, seed)
         instance = info.instance(**env_kwargs)
         self.envs: Any
-        self.envs, source = info.runtime.vector_env(
-            instance, num_envs, vectorization_mode, rollout_steps=rollout_steps
-        )
+        if parallel:
+            from cl_suites.meal import make_parallel
+
+            self.envs, source = make_parallel(instance), instance.sequence.eval_source()
+        else:
+            self.envs, source = info.runtime.vector_env(
+                instance, num_envs, vectorization_mode, rollout_steps=rollout_steps
+            )
         extra = instance.run_metadata()
         unit = info.step_unit.name
         sequence = instance.sequence
@@ -104,6 +135,7 @@ class Recorder:
             **extra,
         )
         schedule = sequence.schedule(num_envs)
+        self._before = directory_entries(self.run_dir)
         self.log = RunLog(self.run_dir, metadata, tensorboard=tensorboard)
         try:
             self.evaluator = Evaluator(
@@ -117,6 +149,7 @@ class Recorder:
             )
         except BaseException:
             self.log.close()
+            remove_unstarted(self.run_dir, self._before)
             raise
         if progress:
             print(plan_text(schedule, unit, self.evaluator), flush=True)
@@ -134,7 +167,11 @@ class Recorder:
 
         ``policy(obs_batch, task_ids) -> actions`` (greedy, as the papers evaluate):
         ``obs_batch (B, *obs_shape)``, ``task_ids (B,)``, one row per env (MEAL: per agent).
+        ``infos``: those of ``envs`` (``reset`` or ``step``), or a PettingZoo parallel
+        env's per-agent infos (``{agent: info}``; agent 0's return is logged, as the main
+        job logs MEAL episodes).
         """
+        infos = _vector_infos(infos)
         self.total_step = int(np.asarray(infos["total_step"]).reshape(-1)[0])
         self.done = bool(np.asarray(infos["sequence_done"]).reshape(-1)[0])
         self.log.log_episodes(episode_records(infos, self.total_step))
@@ -145,21 +182,53 @@ class Recorder:
             return self.evaluator.evaluate(self.total_step, policy)
         return self.evaluator.maybe_evaluate(self.total_step, policy)
 
-    def close(self) -> Path:
-        """Close the envs, evaluator, progress (``"finished"`` when the sequence is done,
-        else ``"failed"``) and run log; returns the run directory."""
+    def close(self, error: BaseException | None = None) -> Path:
+        """Close the envs, evaluator, progress (``"finished"`` when the sequence is done;
+        ``"interrupted"`` when ``error`` is Ctrl-C or SIGTERM, else ``"failed"``, with the
+        reason) and run log; returns the run directory."""
         if not self._closed:
             self._closed = True
+            state, reason = outcome_of(error)
+            if state == "finished" and not self.done:
+                state, reason = "failed", "closed before the end of the sequence"
             try:
-                self.progress.close("finished" if self.done else "failed")
+                self.progress.close(state, reason)
                 self.evaluator.close()
                 self.envs.close()
             finally:
                 self.log.close()
+                if error is not None and self.total_step == 0:
+                    remove_unstarted(self.run_dir, self._before)  # nothing recorded yet
         return self.run_dir
 
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)
+
+
+def _vector_infos(infos: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``infos`` as a vector env gives them: a PettingZoo parallel env's per-agent infos
+    (``{agent: info}``) become agent 0's, its finished episode as a one-env batch;
+    ``ValueError`` naming both forms for anything else."""
+    if "total_step" in infos:
+        return infos
+    per_agent = [v for v in infos.values() if isinstance(v, Mapping) and "total_step" in v]
+    if not per_agent or len(per_agent) != len(infos):
+        raise ValueError(
+            "Recorder.step takes the infos of rec.envs (with total_step, sequence_done, ...) "
+            "or a PettingZoo parallel env's per-agent infos ({agent: info}); got keys "
+            f"{sorted(map(str, infos))[:8]}"
+        )
+    first = per_agent[0]
+    flat = {k: v for k, v in first.items() if k != TASK_EPISODE_KEY}
+    episode = first.get(TASK_EPISODE_KEY)
+    if episode is not None:
+        flat[TASK_EPISODE_KEY] = {
+            "r": np.array([episode["r"]]),
+            "l": np.array([episode["l"]]),
+            "task_id": episode["task_id"],
+        }
+        flat["_" + TASK_EPISODE_KEY] = np.array([True])
+    return flat

@@ -46,7 +46,10 @@ def test_info_prints_the_schedule(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["info", "Procgen7"], "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0"),
+        (
+            ["info", "Procgen7"],
+            "unknown suite 'Procgen7' (did you mean 'Procgen6'?); available: CLSuite/Atari6-v0",
+        ),
         (["info", "Procgen6", "--cycles", "0"], "cycles must be a positive integer, got 0"),
         (
             ["run", "--suite", "MiniHack15", "--method", "random", "--steps-per-task", "-3"],
@@ -104,10 +107,13 @@ def test_every_place_that_lists_the_presets_names_each(capsys):
         assert f"invalid choice: 'authors' (choose from {choices})" in capsys.readouterr().err
 
 
-def test_unknown_method_lists_the_valid_ones(capsys):
-    with pytest.raises(SystemExit):
-        main(["run", "--suite", "Procgen6", "--method", "bogus"])
-    assert "choose from 'random', 'ft', 'ewc'" in capsys.readouterr().err
+def test_unknown_method_lists_the_valid_ones(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    assert main(["run", "--suite", "Procgen6", "--method", "bogus", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown method 'bogus'; valid: ft, ewc, online-ewc" in err
+    assert "or an own ContinualMethod as package.module:Class" in err
+    assert not run_dir.exists()
 
 
 def test_run_random_then_report(tmp_path, capsys):

@@ -47,7 +47,10 @@ def test_parse_suite_id_accepts_every_form_of_an_id(text, name):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("Procgen7", "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0"),
+        (
+            "Procgen7",
+            "unknown suite 'Procgen7' (did you mean 'Procgen6'?); available: CLSuite/Atari6-v0",
+        ),
         ("procgen6", "unknown suite 'procgen6'"),
         ("Procgen6-v1", "unknown suite 'Procgen6-v1'"),
         ("MEAL", "'MEAL' is not a MEAL id"),

@@ -19,6 +19,13 @@ from baselines_sb3.cl.base import (
     install_loss_hook,
 )
 from baselines_sb3.cl.clear import CLEAR, ReservoirBuffer
+from baselines_sb3.cl.plugins import (
+    ENTRY_POINT_GROUP,
+    installed_plugins,
+    is_plugin_spec,
+    load_method_plugin,
+    unknown_method_error,
+)
 from baselines_sb3.cl.pnc import ProgressCompress
 from baselines_sb3.cl.regularizers import (
     CoraEWC,
@@ -29,7 +36,7 @@ from baselines_sb3.cl.regularizers import (
     MealOnlineEWC,
     QuadraticPenalty,
 )
-from baselines_sb3.keywords import check_keywords
+from baselines_sb3.keywords import accepted_options, check_keywords
 from cl_suites.errors import UnknownOptionError
 
 METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
@@ -46,10 +53,24 @@ METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
 VARIANTS: tuple[str, ...] = ("cora", "meal")
 
 
+def is_builtin(name: str) -> bool:
+    """``name`` is a method of this package (``METHODS``), not an own method's plug-in."""
+    return name in METHODS
+
+
 def method_class(name: str, variant: str | None = None) -> type[ContinualMethod]:
-    """The class of method ``name`` in ``variant`` (default: the method's first variant)."""
+    """The class of method ``name`` in ``variant`` (default: the method's first variant).
+
+    ``name`` is one of ``METHODS``, an own method ``package.module:Class`` or an entry
+    point of the ``cl_suites.methods`` group (``baselines_sb3.cl.plugins``; plug-ins have
+    no variants). ``MethodPluginError`` (a ``ValueError``) for an unknown name or a
+    plug-in that cannot be used."""
     if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
+        if not is_plugin_spec(name) and name not in _installed_names():
+            raise unknown_method_error(name, tuple(METHODS))
+        if variant is not None:
+            raise ValueError(f"own method {name!r} has no variants (got variant {variant!r})")
+        return load_method_plugin(name)
     classes = METHODS[name]
     if variant is None:
         return next(iter(classes.values()))
@@ -61,19 +82,27 @@ def method_class(name: str, variant: str | None = None) -> type[ContinualMethod]
 def make_method(
     name: str, seed: int = 0, variant: str | None = None, **kwargs: Any
 ) -> ContinualMethod:
-    """The CL method ``name`` (one of ``METHODS``) of ``variant`` with its hyperparameters."""
+    """The CL method ``name`` (one of ``METHODS``, or an own method's plug-in, see
+    :func:`method_class`) of ``variant`` with its hyperparameters; ``seed`` goes to every
+    constructor that takes one."""
     cls = method_class(name, variant)
     check_keywords("method", name, cls, kwargs)
     if cls is ContinualMethod:
         if kwargs:
             raise UnknownOptionError(f"method 'ft' takes no hyperparameters, got {sorted(kwargs)}")
         return ContinualMethod()
-    kwargs.setdefault("seed", seed)
+    if "seed" in accepted_options(cls):
+        kwargs.setdefault("seed", seed)
     return cls(**kwargs)
+
+
+def _installed_names() -> tuple[str, ...]:
+    return tuple(installed_plugins())
 
 
 __all__ = [
     "CLEAR",
+    "ENTRY_POINT_GROUP",
     "METHODS",
     "VARIANTS",
     "ContinualMethod",
@@ -92,6 +121,9 @@ __all__ = [
     "Rollout",
     "attach_method",
     "install_loss_hook",
+    "is_builtin",
+    "is_plugin_spec",
+    "load_method_plugin",
     "make_method",
     "method_class",
 ]

@@ -273,7 +273,8 @@ class Evaluator:
         first_eval_step: the first evaluation point (0: evaluate before training;
             ``None``: the first point of the cadence after step 0).
         segments: the run's schedule, for per-segment cadence (see above).
-        env_source: where the envs come from (default: ``TaskEnvSource``).
+        env_source: where the envs come from (default: the sequence's own
+            ``eval_source()`` when it has one, as MEAL's; else ``TaskEnvSource``).
         video: a ``cl_suites.core.video.VideoRecorder`` that says at which evaluation
             points to record one episode per task and split (the source must render).
         max_episode_steps: an evaluation-only episode cap in steps of one sub-env
@@ -318,6 +319,8 @@ class Evaluator:
         )
         self.eval_seconds = 0.0
         self.progress: Any = None
+        if env_source is None and sequence.eval_source is not None:
+            env_source = sequence.eval_source()  # MEAL: all kitchens in one jitted call
         self.source: EvalEnvSource = env_source or TaskEnvSource(
             sequence,
             self.num_envs,

@@ -241,3 +241,25 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def directory_entries(run_dir: Path) -> set[str] | None:
+    """The names in ``run_dir`` (``None``: it does not exist)."""
+    return {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
+
+
+def remove_unstarted(run_dir: Path, before: set[str] | None) -> None:
+    """Remove what a fresh run that failed before its first step wrote into ``run_dir``
+    (``before``: the names that were there, ``None``: the directory did not exist), so
+    that the same command can simply be run again; never anything that was there."""
+    if not run_dir.is_dir():
+        return
+    if before is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for path in run_dir.iterdir():
+        if path.name not in before:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)

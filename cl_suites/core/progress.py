@@ -6,10 +6,13 @@ process divided by its wall time since it started the loop (evaluation included)
 bar is shown only when asked (the CLI asks; library calls stay quiet); the JSON file is
 written whenever a run directory is given::
 
-    {"state": "running" | "finished" | "failed", "phase": "training" | "evaluation",
-     "total_step", "total_steps", "task_id", "task_name", "cycle", "steps_per_s",
-     "compile_s", "eval_seconds", "eval_share", "eta_s", "updated" (ISO time, UTC), "pid",
-     "host"}
+    {"state": "running" | "finished" | "interrupted" | "failed", "reason",
+     "phase": "training" | "evaluation", "total_step", "total_steps", "task_id",
+     "task_name", "cycle", "steps_per_s", "compile_s", "eval_seconds", "eval_share",
+     "eta_s", "updated" (ISO time, UTC), "pid", "host"}
+
+``interrupted``: Ctrl-C or SIGTERM stopped the run (``--resume`` continues it);
+``failed``: an error; ``reason`` says which (``None`` while running and when finished).
 
 ``compile_s``: seconds the loop spent compiling (a JIT learner reports them with
 :meth:`RunProgress.add_compile_time`); they are kept out of ``steps_per_s``.
@@ -273,16 +276,17 @@ class RunProgress:
                 f"at {rate:,.0f} {self.unit}/s, {what})"
             )
 
-    def close(self, state: str = "finished") -> None:
-        """Final update: ``state`` is ``"finished"`` or ``"failed"``. The bar ends with the
-        time spent evaluating and its share of the run."""
+    def close(self, state: str = "finished", reason: str | None = None) -> None:
+        """Final update: ``state`` is ``"finished"``, ``"interrupted"`` or ``"failed"``,
+        ``reason`` what stopped it (``cl_suites.core.interrupts.outcome_of`` gives both).
+        The bar ends with the time spent evaluating and its share of the run."""
         if self._bar is not None:
             self.update(self.total_step, force=True)
             self._bar.stop()
             self._bar.console.print(self.time_split_text())
             self._bar = None
         if self.path is not None:
-            self._write(state)
+            self._write(state, reason)
 
     def time_split_text(self) -> str:
         """``"wall time 95 s: training 60 s, evaluation 35 s (37%)"``."""
@@ -296,10 +300,11 @@ class RunProgress:
         seg = self.segment(self.total_step)
         return f"task {seg.task_id}:{seg.task_name} cycle {seg.cycle}"
 
-    def _write(self, state: str) -> None:
+    def _write(self, state: str, reason: str | None = None) -> None:
         seg = self.segment(self.total_step)
         data = {
             "state": state,
+            "reason": reason,
             "phase": self.phase,
             "total_step": self.total_step,
             "total_steps": self.total_steps,

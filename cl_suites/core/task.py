@@ -197,6 +197,10 @@ class TaskSequence:
             said when a wrapper for raw simulators (gymnasium's ``AtariPreprocessing``,
             SB3's Atari wrappers) asks a sequence env for ``ale`` and friends;
             ``None``: nothing to say beyond "not a raw ALE env".
+        eval_source: for tasks that are not single-agent gymnasium envs (MEAL's
+            kitchens), ``eval_source()`` gives the ``EvalEnvSource`` that
+            ``cl_suites.core.evaluation.Evaluator`` plays them with by default; ``None``:
+            the tasks' own envs (``TaskEnvSource``).
     """
 
     name: str
@@ -213,6 +217,7 @@ class TaskSequence:
     render_fps: int = 30
     step_unit: str = "agent steps"
     preprocessing: str | None = field(default=None, compare=False, repr=False)
+    eval_source: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:

@@ -21,7 +21,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3.cl import METHODS, method_class
+from baselines_sb3.cl import METHODS, is_builtin, method_class
 from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
@@ -240,7 +240,7 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
 def _resolve_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
     if learner != "ppo":
         raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
-    if method not in MEAL_METHODS:
+    if method not in MEAL_METHODS and is_builtin(method):  # own methods: their own defaults
         raise ValueError(f"unknown method {method!r} for MEAL; valid: {', '.join(MEAL_METHODS)}")
     small = preset == "small"
     authors = preset == "meal-authors"
@@ -258,7 +258,7 @@ def _resolve_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
         suite_defaults = dict(presets.MEAL_AUTHORS_SUITE)
     return {
         "learner": learner_kw,
-        "method": copy.deepcopy(methods[method]),
+        "method": copy.deepcopy(methods.get(method, {})),
         "num_envs": presets.MEAL_AUTHORS_NUM_ENVS if authors else presets.MEAL_NUM_ENVS,
         "network": "mlp",
         "net_arch": list(presets.SMALL_NET["net_arch"] if small else presets.MEAL_NET_ARCH),
@@ -292,7 +292,7 @@ def route_overrides(
     """
     learner_opts = LEARNER_OPTIONS[learner]
     method_cls = method_class(method, hp["method"].get("variant"))
-    method_opts = set(accepted_options(method_cls)) | {"variant"}
+    method_opts = set(accepted_options(method_cls)) | ({"variant"} if is_builtin(method) else set())
     foreign: dict[str, str] = {}
     for other, options in LEARNER_OPTIONS.items():
         if other != learner:

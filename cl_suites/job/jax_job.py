@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.progress import RunProgress
 from cl_suites.core.runlog import RunLog, truncate_logs
 from cl_suites.core.task import Segment, task_seed
@@ -147,8 +148,8 @@ class JaxRun:
         self.run_dir, self.seed = run_dir, int(seed)
         self.run_log, self.evaluator, self.progress = run_log, evaluator, progress
 
-    def close(self, outcome: str) -> None:
-        self.progress.close(outcome)
+    def close(self, outcome: str, reason: str | None = None) -> None:
+        self.progress.close(outcome, reason)
         self.evaluator.close()
         self.run_log.close()
 
@@ -188,7 +189,7 @@ def run_jax_job(
     if resume:
         for d in run_dirs:
             truncate_logs(d, loop.step if files is not None else -1)
-    outcome = "failed"
+    error: BaseException | None = None
     try:
         for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
             loop.runs.append(JaxRun(d, seed, *open_run(s, seed, d, resume, loop.step)))
@@ -197,10 +198,12 @@ def run_jax_job(
         if loop.state is None:
             loop.state = learner.init_state()
         loop.run(spec.schedule)
-        outcome = "finished"
+    except BaseException as e:
+        error = e
+        raise
     finally:
         for run in loop.runs:
-            run.close(outcome)
+            run.close(*outcome_of(error))
 
 
 class _Loop:

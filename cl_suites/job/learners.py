@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from baselines_sb3.cl import method_class
+from baselines_sb3.cl import is_builtin, method_class
 from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
 from cl_suites.job import hyperparameters
@@ -110,7 +110,10 @@ class TorchLearner:
         variant = hp["method"].get("variant")
         return {
             "learner": hyperparameters.LEARNER_OPTIONS[self.name],
-            "method": ("variant", *accepted_options(method_class(method, variant))),
+            "method": (
+                *(("variant",) if is_builtin(method) else ()),
+                *accepted_options(method_class(method, variant)),
+            ),
             "policy": hyperparameters.POLICY_OPTIONS,
         }
 

@@ -41,7 +41,9 @@ from baselines_sb3.cl import attach_method, make_method, method_class
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, plan_text
+from cl_suites.core.fsutil import directory_entries, remove_unstarted
+from cl_suites.core.interrupts import outcome_of
+from cl_suites.core.progress import RunProgress, plan_text, read_progress
 from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment
 from cl_suites.core.video import VideoRecorder
@@ -165,9 +167,7 @@ def _print_size_warnings(spec: JobSpec) -> None:
 
 def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     """One run of a torch learner (``ppo``, ``vtrace``) into ``run_dir``."""
-    sequence, job, hp = spec.sequence, spec.options, spec.hp
-    agents = spec.num_agents
-    schedule = spec.schedule
+    job, schedule = spec.options, spec.schedule
     metadata = _metadata(spec, seed, schedule)
     state, ckpt_file = None, None
     if resume and (run_dir / METADATA_FILE).exists():
@@ -181,7 +181,34 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
 
     th.manual_seed(seed)
     print(f"device: {spec.device} (device={job.device})", flush=True)
+    before = directory_entries(run_dir)
     run_log = RunLog(run_dir, metadata, resume=resume)
+    built: dict[str, Any] = {}
+    try:
+        _train_torch(spec, seed, run_dir, run_log, state, ckpt_file, built)
+    except BaseException:
+        run_log.close()
+        if not resume and getattr(built.get("model"), "num_timesteps", 0) == 0:
+            remove_unstarted(run_dir, before)  # failed before its first step: run it again
+        raise
+    _write_report(run_dir, job)
+
+
+def _train_torch(
+    spec: JobSpec,
+    seed: int,
+    run_dir: Path,
+    run_log: RunLog,
+    state: dict[str, Any] | None,
+    ckpt_file: Path | None,
+    built: dict[str, Any],
+) -> None:
+    """Build the training env, the method and the learner of ``spec`` and train them,
+    logging into ``run_log``; ``built["model"]`` is the learner once it exists (its
+    ``num_timesteps``: the steps taken)."""
+    sequence, job, hp = spec.sequence, spec.options, spec.hp
+    agents = spec.num_agents
+    schedule = spec.schedule
     train_env, sb3_env, eval_source = _training_env(spec)
     sb3_env.seed(int(seed))
     env, task_wrapper = wrap_env(
@@ -205,6 +232,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         task_id_input=spec.task_id_input,
         device=spec.device,
     )
+    built["model"] = model
     tracking = {"tensorboard": job.tensorboard, "wandb": job.wandb}
     configure_logger(model, run_dir, tracking, run_log=run_log)  # --tensorboard / --wandb
     cl_callback = attach_method(model, cl, env)
@@ -253,7 +281,7 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
             ProgressBarCallback(progress, agents),
         ]
     )
-    outcome = "failed"
+    error: BaseException | None = None
     previous_threads = th.get_num_threads()
     model.update_threads = job.update_threads
     th.set_num_threads(job.torch_threads)
@@ -264,16 +292,17 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
             reset_num_timesteps=state is None,
         )
         ckpt_cb.save(finished=True)
-        outcome = "finished"
+    except BaseException as e:
+        error = e
+        raise
     finally:
         th.set_num_threads(previous_threads)
-        progress.close(outcome)
+        progress.close(*outcome_of(error))  # interrupted (Ctrl-C, SIGTERM) or failed: why
         evaluator.close()
         run_log.close()
         env.close()
         if hasattr(cl, "buffer") and cl.buffer is not None:
             cl.buffer.close()
-    _write_report(run_dir, job)
 
 
 def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
@@ -350,7 +379,15 @@ def _run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resum
             raise
         return run_log, evaluator, progress
 
-    run_jax_job(specs, seeds, run_dirs, resume, open_run)
+    before = [directory_entries(d) for d in run_dirs]
+    try:
+        run_jax_job(specs, seeds, run_dirs, resume, open_run)
+    except BaseException:
+        for run_dir, entries in zip(run_dirs, before, strict=True):
+            progress = read_progress(run_dir) or {}
+            if not resume and not progress.get("total_step"):  # failed before its first step
+                remove_unstarted(run_dir, entries)
+        raise
     for run_dir in run_dirs:
         _write_report(run_dir, specs[0].options)
     parents = {run_dir.parent for run_dir in run_dirs}
@@ -440,6 +477,7 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         },
         "step_unit": spec.step_unit,
         "device": spec.device or _jax_device(),
+        "request": dict(spec.request),
     }
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata

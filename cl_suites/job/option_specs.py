@@ -29,9 +29,12 @@ class Opt:
     """What an option's value must be.
 
     ``kind``: ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"choice"`` (one of
-    ``choices``) or ``"bool|str"`` (a boolean or a non-empty string). ``low`` / ``high``
-    bound numbers (``low_open``: ``low`` itself excluded). ``none_ok``: ``None`` is
-    allowed; ``callable_ok``: a callable is allowed (SB3's schedules, from library calls).
+    ``choices``), ``"bool|str"`` (a boolean or a non-empty string), ``"int-list"`` (a list
+    of integers, each within ``low`` / ``high``: layer widths) or ``"pair"`` (``[low,
+    high]``: two numbers, the first not above the second: a clipping range). ``low`` /
+    ``high`` bound numbers (``low_open``: ``low`` itself excluded). ``none_ok``: ``None``
+    is allowed; ``callable_ok``: a callable is allowed (SB3's schedules, from library
+    calls).
     """
 
     kind: str
@@ -49,6 +52,12 @@ class Opt:
             text = "a string"
         elif self.kind == "bool|str":
             text = "true, false or a name"
+        elif self.kind == "int-list":
+            each = Opt("int", low=self.low, high=self.high, low_open=self.low_open)
+            text = f"a list of integers, each {each.describe().removeprefix('an integer ')}"
+            text = text if self.low is not None or self.high is not None else "a list of integers"
+        elif self.kind == "pair":
+            text = "a pair [low, high] of numbers with low <= high"
         elif self.kind == "choice":
             text = "one of " + ", ".join(
                 str(c).lower() if isinstance(c, bool) else repr(c) for c in self.choices
@@ -86,6 +95,19 @@ class Opt:
         if self.kind == "choice":
             hits = [c for c in self.choices if c == value and type(c) is type(value)]
             return hits[0] if hits else _BAD
+        if self.kind == "int-list":
+            if not isinstance(value, list | tuple):
+                return _BAD
+            each = Opt("int", low=self.low, high=self.high, low_open=self.low_open)
+            items = [each._checked(v) for v in value]
+            return _BAD if any(v is _BAD for v in items) else type(value)(items)
+        if self.kind == "pair":
+            if not isinstance(value, list | tuple) or len(value) != 2:
+                return _BAD
+            low, high = (Opt("float")._checked(v) for v in value)
+            if low is _BAD or high is _BAD or low > high:
+                return _BAD
+            return type(value)((low, high))
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
             return _BAD
         if self.kind == "int":

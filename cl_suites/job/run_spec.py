@@ -28,21 +28,35 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from baselines_sb3.cl import METHODS
+from baselines_sb3.cl import VARIANTS, is_builtin, method_class
+from baselines_sb3.cl.clear import CLONE_ALIGNMENTS
+from baselines_sb3.cl.importance import FISHER_AGENTS
+from baselines_sb3.cl.pnc import RESETS
+from baselines_sb3.factory import ACTIVATIONS, check_network
+from baselines_sb3.learners import (
+    ADVANTAGE_NORMALIZATIONS,
+    LR_SCHEDULES,
+    REWARD_STD_COUNTS,
+    VALUE_LOSSES,
+)
+from baselines_sb3.networks import FEATURE_EXTRACTORS
+from baselines_sb3.policies import ACTION_MASK_MODES
 from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
-from cl_suites.errors import BadValueError, ConfigError
+from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import hyperparameters, presets
 from cl_suites.job.device import AUTO, jax_beside_torch, resolve_device
 from cl_suites.job.hyperparameters import Hyperparameters
 from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
+from cl_suites.job.method_options import MethodOption, plugin_options
 from cl_suites.job.option_specs import Opt
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
@@ -203,6 +217,15 @@ class Option:
     doc: str
 
 
+def _choice(choices: tuple[Any, ...]) -> Opt:
+    return Opt("choice", choices=tuple(choices))
+
+
+NETWORKS: tuple[str, ...] = tuple(dict.fromkeys(("mlp", *FEATURE_EXTRACTORS)))
+"""``network`` values: an MLP over flat observations, or a CNN of
+``baselines_sb3.networks.FEATURE_EXTRACTORS``."""
+
+
 def _int(low: int | None = 1, **kw: Any) -> Opt:
     return Opt("int", low=low, **kw)
 
@@ -217,7 +240,9 @@ _L, _M, _P, _S = "learner", "method", "policy", "suite"
 OPTIONS: dict[str, Option] = {
     # -- learners (PPO, V-trace); steps are agent steps (MEAL: env steps)
     "learning_rate": Option(_L, _num(0.0, 1.0, low_open=True, callable_ok=True), "step size"),
-    "lr_schedule": Option(_L, None, "constant, linear-per-task, linear-steps"),
+    "lr_schedule": Option(
+        _L, _choice(LR_SCHEDULES), "constant, linear, linear-per-task, linear-steps"
+    ),
     "lr_decay_steps": Option(_L, _int(none_ok=True), "steps of the linear-steps decay"),
     "reset_optimizer_at_switch": Option(_L, _BOOL, "a new optimizer at every task switch"),
     "n_steps": Option(_L, _int(), "rollout (unroll) length per env"),
@@ -231,8 +256,10 @@ OPTIONS: dict[str, Option] = {
         _L, _num(0.0, low_open=True, none_ok=True, callable_ok=True), "PPO value clip"
     ),
     "normalize_advantage": Option(_L, _BOOL, "SB3's advantage normalisation switch"),
-    "advantage_normalization": Option(_L, None, "none, batch, minibatch, minibatch-biased"),
-    "value_loss": Option(_L, None, "PPO value loss: mse or clipped-max"),
+    "advantage_normalization": Option(
+        _L, _choice(ADVANTAGE_NORMALIZATIONS), "none, batch, minibatch, minibatch-biased"
+    ),
+    "value_loss": Option(_L, _choice(VALUE_LOSSES), "PPO value loss: mse or clipped-max"),
     "ent_coef": Option(_L, _num(), "entropy bonus coefficient"),
     "vf_coef": Option(_L, _num(), "value loss coefficient"),
     "max_grad_norm": Option(_L, _num(0.0, low_open=True), "gradient clipping norm"),
@@ -247,9 +274,13 @@ OPTIONS: dict[str, Option] = {
     "use_rms_prop": Option(_L, _BOOL, "RMSprop (true) or Adam (V-trace)"),
     "rms_prop_alpha": Option(_L, _UNIT, "RMSprop smoothing"),
     "rms_prop_eps": Option(_L, _num(0.0, low_open=True), "RMSprop epsilon"),
-    "loss_reduction": Option(_L, None, "V-trace loss over the batch: sum or mean"),
+    "loss_reduction": Option(
+        _L, _choice(("mean", "sum")), "V-trace loss over the batch: sum or mean"
+    ),
     "normalize_reward": Option(_L, _BOOL, "running-std reward normalisation (V-trace)"),
-    "reward_std_count": Option(_L, None, "how the reward std counts samples: cora or paper"),
+    "reward_std_count": Option(
+        _L, _choice(REWARD_STD_COUNTS), "how the reward std counts samples: cora or true"
+    ),
     "use_sde": Option(_L, None, "SB3 keyword: state-dependent exploration (unused here)"),
     "sde_sample_freq": Option(_L, None, "SB3 keyword: gSDE noise resampling (unused here)"),
     "rollout_buffer_class": Option(_L, None, "SB3 keyword: the rollout buffer class"),
@@ -260,26 +291,28 @@ OPTIONS: dict[str, Option] = {
     "monitor_wrapper": Option(_L, None, "SB3 keyword: wrap envs in Monitor"),
     "supported_action_spaces": Option(_L, None, "SB3 keyword: allowed action spaces"),
     # -- the JAX IPPO (ppo-jax; its IPPOConfig fields)
-    "anneal_lr": Option(_L, None, "linear learning-rate decay over each task"),
-    "num_steps": Option(_L, None, "rollout length per env (env steps)"),
-    "update_epochs": Option(_L, None, "PPO epochs per rollout"),
-    "num_minibatches": Option(_L, None, "PPO minibatches per epoch"),
-    "clip_eps": Option(_L, None, "PPO clip"),
-    "adam_eps": Option(_L, None, "Adam epsilon"),
-    "hidden_sizes": Option(_L, None, "hidden layer sizes of actor and critic"),
-    "layer_norm": Option(_L, None, "layer norm in the trunk"),
-    "shared_backbone": Option(_L, None, "one trunk for actor and critic"),
-    "reg_coef": Option(_L, None, "CL regularisation strength"),
-    "ewc_decay": Option(_L, None, "decay of the running importance (online EWC)"),
-    "importance_episodes": Option(_L, None, "fresh episodes of the importance estimate"),
-    "importance_steps": Option(_L, None, "steps per importance episode"),
-    "normalize_importance": Option(_L, None, "divide the importance by its mean"),
+    "anneal_lr": Option(_L, _BOOL, "linear learning-rate decay over each task"),
+    "num_steps": Option(_L, _int(), "rollout length per env (env steps)"),
+    "update_epochs": Option(_L, _int(), "PPO epochs per rollout"),
+    "num_minibatches": Option(_L, _int(), "PPO minibatches per epoch"),
+    "clip_eps": Option(_L, _num(0.0, low_open=True), "PPO clip"),
+    "adam_eps": Option(_L, _num(0.0, low_open=True), "Adam epsilon"),
+    "hidden_sizes": Option(_L, Opt("int-list", low=1), "hidden layer sizes of actor and critic"),
+    "layer_norm": Option(_L, _BOOL, "layer norm in the trunk"),
+    "shared_backbone": Option(_L, _BOOL, "one trunk for actor and critic"),
+    "reg_coef": Option(_L, _num(none_ok=True), "CL regularisation strength"),
+    "ewc_decay": Option(_L, _UNIT, "decay of the running importance (online EWC)"),
+    "importance_episodes": Option(_L, _int(), "fresh episodes of the importance estimate"),
+    "importance_steps": Option(_L, _int(), "steps per importance episode"),
+    "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
     # -- CL methods
-    "variant": Option(_M, None, "the method's reference definition: cora or meal"),
+    "variant": Option(_M, _choice(VARIANTS), "the method's reference definition: cora or meal"),
     "lam": Option(_M, _num(), "regularisation strength"),
     "online_gamma": Option(_M, _UNIT, "decay of the running importance (online EWC, P&C)"),
     "decay": Option(_M, _UNIT, "decay of the running importance (MEAL's online EWC, MAS)"),
-    "mode": Option(_M, None, "importance bookkeeping: multi, online, last"),
+    "mode": Option(
+        _M, _choice(("multi", "online", "last")), "importance bookkeeping: multi, online, last"
+    ),
     "normalize": Option(_M, None, "importance normalisation: none, row, full, max"),
     "groups": Option(_M, None, "parameter groups regularised: all, shared, ..."),
     "fisher_batches": Option(_M, _int(), "batches of the Fisher estimate"),
@@ -296,28 +329,34 @@ OPTIONS: dict[str, Option] = {
     "value_cloning": Option(_M, _num(), "CLEAR value cloning weight"),
     "replay_ratio": Option(_M, _UNIT, "CLEAR share of replayed unrolls"),
     "replay_unroll": Option(_M, _int(none_ok=True), "CLEAR replayed unroll length"),
-    "clone_alignment": Option(_M, None, "CLEAR cloning targets: cora or paper"),
-    "fisher_agents": Option(_M, None, "agents whose states enter the Fisher (MEAL)"),
-    "regularize_critic": Option(_M, None, "also regularise the critic trunk"),
-    "regularize_heads": Option(_M, None, "also regularise the output heads"),
-    "fallback_states": Option(_M, None, "states kept when no fresh episodes can be played"),
-    "normalize_task": Option(_M, None, "MAS: normalise each task's importance"),
-    "agent_mean": Option(_M, None, "MAS: mean over agents instead of sum"),
-    "reset": Option(_M, None, "P&C: what a new task resets: column or column+adapters"),
-    "kb_listed_twice": Option(_M, None, "P&C: the KB's parameters twice in the optimizer"),
+    "clone_alignment": Option(
+        _M, _choice(CLONE_ALIGNMENTS), "CLEAR cloning targets: cora or paper"
+    ),
+    "fisher_agents": Option(
+        _M, _choice(FISHER_AGENTS), "agents whose states enter the Fisher (MEAL): first or joint"
+    ),
+    "regularize_critic": Option(_M, _BOOL, "also regularise the critic trunk"),
+    "regularize_heads": Option(_M, _BOOL, "also regularise the output heads"),
+    "fallback_states": Option(_M, _int(), "states kept when no fresh episodes can be played"),
+    "normalize_task": Option(_M, _BOOL, "MAS: normalise each task's importance"),
+    "agent_mean": Option(_M, _BOOL, "MAS: mean over agents instead of sum"),
+    "reset": Option(_M, _choice(RESETS), "P&C: what a new task resets: column or column+adapters"),
+    "kb_listed_twice": Option(_M, _BOOL, "P&C: the KB's parameters twice in the optimizer"),
     # -- policy
-    "network": Option(_P, None, "mlp, shallow, residual, a2c-ppo, ..."),
-    "net_arch": Option(_P, None, "hidden layer sizes, e.g. [64, 64]"),
-    "activation": Option(_P, None, "relu or tanh"),
+    "network": Option(_P, _choice(NETWORKS), "mlp, or a CNN: " + ", ".join(NETWORKS[1:])),
+    "net_arch": Option(_P, Opt("int-list", low=1), "hidden layer sizes, e.g. [64, 64]"),
+    "activation": Option(_P, _choice(tuple(ACTIVATIONS)), "relu or tanh"),
     "cnn_features_dim": Option(_P, _int(), "CNN output features"),
     "ortho_init": Option(_P, _BOOL, "orthogonal initialisation"),
     "trunk_layer_norm": Option(_P, _BOOL, "layer norm in the trunk"),
     "normalize_images": Option(_P, _BOOL, "divide pixels by 255"),
-    "action_mask_mode": Option(_P, None, "how invalid actions are masked"),
-    "previous_action_reward": Option(_P, None, "previous action and reward as inputs"),
-    "reward_clip": Option(_P, None, "[low, high] reward clipping or none"),
-    "reward_sign": Option(_P, None, "train on the sign of rewards"),
-    "time_limit_terminal": Option(_P, None, "a time limit ends the episode (no bootstrap)"),
+    "action_mask_mode": Option(
+        _P, _choice(ACTION_MASK_MODES), "how invalid actions are masked: sampling or full"
+    ),
+    "previous_action_reward": Option(_P, _BOOL, "previous action and reward as inputs"),
+    "reward_clip": Option(_P, Opt("pair", none_ok=True), "[low, high] reward clipping or none"),
+    "reward_sign": Option(_P, _BOOL, "train on the sign of rewards"),
+    "time_limit_terminal": Option(_P, _BOOL, "a time limit ends the episode (no bootstrap)"),
     # -- suite (the rest of a suite's options: its builder's keywords)
     "steps_per_task": Option(_S, _int(None), "training budget per task (agent/env steps)"),
     "cycles": Option(_S, _int(None), "passes over the task list"),
@@ -334,11 +373,11 @@ OPTION_SPECS: dict[str, Opt] = {
 """What each declared option's value must be (job options, hyperparameters, suite options)."""
 
 
-def check_option(name: str, value: Any) -> Any:
-    """``value`` checked against the declaration of ``name`` (unchanged for an undeclared
-    option; an integral float as an ``int`` for an integer option); ``BadValueError``
-    naming the option, its range and the value."""
-    spec = OPTION_SPECS.get(name)
+def check_option(name: str, value: Any, specs: Mapping[str, Opt] | None = None) -> Any:
+    """``value`` checked against the declaration of ``name`` in ``specs`` (default:
+    ``OPTION_SPECS``; unchanged for an undeclared option; an integral float as an ``int``
+    for an integer option); ``BadValueError`` naming the option, its range and the value."""
+    spec = (OPTION_SPECS if specs is None else specs).get(name)
     if spec is None:
         return value
     try:
@@ -389,6 +428,11 @@ class JobSpec:
     learner_entry: LearnerEntry = field(repr=False)
     learner_config: Any = field(default=None, repr=False)
     device: str | None = None
+    request: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The run as asked for: ``suite``, ``method``, ``learner``, ``preset``, ``num_envs``
+    and the ``overrides`` given (checked; values JSON cannot hold, such as callables,
+    left out). ``metadata.json`` keeps it, so that ``cl-suites run --resume --run-dir DIR``
+    can take the rest of the command from the run directory."""
 
     @property
     def meal(self) -> Any:
@@ -447,6 +491,28 @@ class JobSpec:
         }
 
 
+def reserved_option_names() -> dict[str, str]:
+    """Option names an own method may not declare, with what they are: the job's, every
+    torch learner's, the policy's and the common suite options (the run routes them
+    before the method's, so the method would never get them)."""
+    out = {name: "a job option" for name in (*JOB_OPTIONS, "multi_head", "task_id_input")}
+    for learner, names in hyperparameters.LEARNER_OPTIONS.items():
+        out.update({n: f"an option of learner {learner!r}" for n in names})
+    out.update({n: "a policy option" for n in hyperparameters.POLICY_OPTIONS})
+    out.update({n: "a suite option" for n in (*COMMON_KWARGS, "num_envs")})
+    out["variant"] = "the built-in methods' variant"
+    return out
+
+
+def own_method_options(method: str) -> dict[str, MethodOption]:
+    """The options own method ``method`` declares (``{}`` for a built-in method);
+    ``MethodPluginError`` for a plug-in that cannot be imported, is not a
+    ``ContinualMethod`` or declares an option badly."""
+    if is_builtin(method):
+        return {}
+    return plugin_options(method, method_class(method), reserved_option_names())
+
+
 def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> None:
     if value not in valid:
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
@@ -480,16 +546,29 @@ def resolve(
     the valid names by section); ``BadValueError`` for a value outside its declared type
     and range, or a device that cannot be used; ``KeyError`` for an unknown suite.
     """
-    overrides = {k: check_option(k, v) for k, v in dict(overrides or {}).items() if v is not None}
-    _check_choice("method", method, list(METHODS))
+    own = own_method_options(method)  # an own method: imported and its options read here
+    specs = {**OPTION_SPECS, **{name: o.check for name, o in own.items()}}
+    overrides = {
+        k: check_option(k, v, specs) for k, v in dict(overrides or {}).items() if v is not None
+    }
+    asked = dict(overrides)
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
     info = find_suite(suite)
-    if info.methods is not None:
+    builtin = is_builtin(method)
+    if info.methods is not None and builtin:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
     entry = find_learner(learner, info)  # the default: the same under every preset
+    if not builtin and entry.family != "baselines_sb3":
+        torch = " or ".join(n for n in info.learners if n != entry.name)
+        raise MethodPluginError(
+            f"own method {method!r} needs a torch learner (--learner {torch}); learner "
+            f"{entry.name!r} compiles its CL methods into one JAX program, which a "
+            "ContinualMethod cannot join (docs/own-method.md)"
+        )
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
     hp, rest = entry.settings(info, method, preset, given, overrides)
+    hp["method"] = {**{name: o.default for name, o in own.items()}, **hp["method"]}
     device = None
     if entry.family != "baselines_jax":  # before any env or buffer is built
         convolutional = hp.get("network", "mlp") != "mlp"
@@ -505,6 +584,11 @@ def resolve(
         info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
     )
     sequence = instance.sequence
+    if entry.family == "baselines_sb3":  # a CNN over flat observations: refused here
+        try:
+            check_network(hp.get("network", "mlp"), sequence)
+        except ValueError as e:
+            raise BadValueError(str(e)) from None
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
     _check_policy_lag_threads(hp, job)
     if job.eval_beside_training and not job.eval_deterministic:
@@ -540,7 +624,37 @@ def resolve(
         learner_entry=entry,
         learner_config=learner_config,
         device=device,
+        request=_request(suite, method, learner, preset, num_envs, asked),
     )
+
+
+def _request(
+    suite: str,
+    method: str,
+    learner: str | None,
+    preset: str,
+    num_envs: int | None,
+    asked: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``JobSpec.request``: the run's arguments and the overrides it was given
+    (``asked``), without ``progress`` (how the run is watched)."""
+    overrides: dict[str, Any] = {}
+    for key, value in asked.items():
+        if key == "progress":
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        overrides[key] = value
+    return {
+        "suite": suite,
+        "method": method,
+        "learner": learner,
+        "preset": preset,
+        "num_envs": num_envs,
+        "overrides": overrides,
+    }
 
 
 def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
@@ -643,6 +757,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     section (what ``cl-suites options`` prints)."""
     known = valid_options(spec.suite, spec.learner_entry, spec.method, spec.hp)
     learner_defaults, method_defaults = spec.learner_entry.defaults(spec.method, spec.hp)
+    own_docs = {name: o.doc for name, o in own_method_options(spec.method).items()}
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
@@ -660,6 +775,8 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
                 doc = JOB_FIELDS[name].metadata["doc"]
             elif section == "suite" and name in suite_docs:
                 doc = suite_docs[name]
+            elif section == "method" and name in own_docs:
+                doc = own_docs[name]
             else:
                 doc = OPTIONS[name].doc if name in OPTIONS else ""
             rows.append((name, sources[section].get(name), doc))

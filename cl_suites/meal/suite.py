@@ -369,6 +369,7 @@ def build_suite(
         TaskSpec(name=t.name, make_train=_not_single_agent(t.name), budget=steps_per_task)
         for t in layouts
     )
+    eval_source = _EvalSourceOf()
     sequence = TaskSequence(
         name=f"MEAL-{n}",
         tasks=tasks,
@@ -387,6 +388,7 @@ def build_suite(
             "step_unit": "env step",
         },
         step_unit="env steps",
+        eval_source=eval_source,
     )
     options = {
         "difficulty": difficulty,
@@ -406,4 +408,20 @@ def build_suite(
         "dynamics": dynamics,
         "stochasticity_level": level,
     }
-    return MealSuite(sequence, layouts, int(num_agents), int(episode_len), obs_shape, options)
+    suite = MealSuite(sequence, layouts, int(num_agents), int(episode_len), obs_shape, options)
+    eval_source.suite = suite
+    return suite
+
+
+class _EvalSourceOf:
+    """A MEAL sequence's ``eval_source``: the eval source its catalog entry's runtime gives
+    for its suite (``MealEvalSource``; the suite is set once built), so that
+    ``Evaluator(sequence)`` plays the kitchens; picklable, as the sequence envs are."""
+
+    suite: MealSuite | None = None
+
+    def __call__(self) -> Any:
+        from cl_suites.suites import find_suite  # the catalog's runtime: no import cycle
+
+        assert self.suite is not None
+        return find_suite(self.suite.sequence.name).runtime.eval_source(self.suite)

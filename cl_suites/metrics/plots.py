@@ -97,11 +97,12 @@ def plot_continual_eval(
         for (m, t, sp), g in curves.groupby(["method", "task_id", "split"], observed=True)
     }
     spans = schedule[["task_id", "start_step", "end_step"]].to_numpy()
+    has_test = "test" in set(curves["split"].astype(str))  # else train lines are solid
     for ax, tid in zip(axes.flat, tasks, strict=False):
         for _, start, end in spans[spans[:, 0] == tid]:
             ax.axvspan(start, end, color="0.88", zorder=0, lw=0)
         for m in methods:
-            for split, style in (("train", "--"), ("test", "-")):
+            for split, style in (("train", "--" if has_test else "-"), ("test", "-")):
                 c = groups.get((str(m), int(tid), split))
                 if c is None or c.empty:
                     continue
@@ -132,11 +133,12 @@ def plot_continual_eval(
     for ax in axes[-1, :]:
         ax.set_xlabel(step_unit, fontsize=9)
     handles = [Line2D([], [], color=colour[m], lw=2, label=m) for m in methods]
-    handles += [
-        Line2D([], [], color="k", ls="-", label="test split"),
-        Line2D([], [], color="k", ls="--", label="train split"),
-        Rectangle((0, 0), 1, 1, color="0.88", label="task trained"),
-    ]
+    if has_test:  # the splits told apart only where a suite has a test split
+        handles += [
+            Line2D([], [], color="k", ls="-", label="test split"),
+            Line2D([], [], color="k", ls="--", label="train split"),
+        ]
+    handles.append(Rectangle((0, 0), 1, 1, color="0.88", label="task trained"))
     if set(refs.get("method", ())) & set(methods):
         handles.append(Line2D([], [], color="0.4", ls=":", label="paper's final return"))
     handles += [

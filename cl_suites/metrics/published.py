@@ -267,7 +267,7 @@ def _budget(run: RunData) -> Any:
 
 
 def protocol_differences(
-    suite: str, runs: Sequence[RunData], *, repeats: int | None = None
+    suite: str, runs: Sequence[RunData], *, repeats: int | None = None, window: Any = None
 ) -> list[str]:
     """Where the runs' protocol differs from the paper's for ``suite`` (empty: none).
 
@@ -304,7 +304,7 @@ def protocol_differences(
     )
     check(
         "smoothing window",
-        _first([r.smoothing_window for r in runs]),
+        window if window is not None else _first([r.smoothing_window for r in runs]),
         proto.get("smoothing_window"),
     )
     if proto.get("learner") == "vtrace":
@@ -343,11 +343,13 @@ COMPARISON_COLUMNS = (
     "difference",
     "tolerance",
     "agreement",
+    "final window",
     "protocol differences",
 )
 """Columns of :func:`compare`: ``tolerance`` is ``AGREEMENT_Z`` times the combined error;
 ``paper protocol`` the published value's :attr:`PublishedValue.protocol` (``"-"``: the
-paper's text)."""
+paper's text); ``final window`` says over how many of the last evaluations each side's
+final returns are averaged (CORA's smoothing window; ``"-"`` for other metrics)."""
 
 
 def compare(
@@ -358,6 +360,7 @@ def compare(
     final: pd.DataFrame | None = None,
     *,
     repeats: int | None = None,
+    window: int | None = None,
 ) -> pd.DataFrame:
     """A run's values next to every published value for its suite and method.
 
@@ -369,6 +372,8 @@ def compare(
             MEAL ``"A"``/``"F"``/``"P"`` and ``"AUC-loss"``/``"FPR"``/``"RAUC"``.
         final: final returns (CORA Tables 5-10): frame ``task_name, split, mean, sem``.
         repeats: repetitions of the sequence (MEAL Table 3).
+        window: the evaluations our final returns average (the report's smoothing
+            window; default: the runs' own).
 
     Returns:
         Frame with :data:`COMPARISON_COLUMNS` (text cells), one row per published value;
@@ -377,7 +382,10 @@ def compare(
     values = published(suite, method, repeats=repeats)
     if not values:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
-    differences = "; ".join(protocol_differences(suite, runs, repeats=repeats)) or "none"
+    window = window or runs[0].smoothing_window
+    differences = protocol_differences(suite, runs, repeats=repeats, window=window)
+    differences = "; ".join(differences) or "none"
+    final_window = _final_window(suite, runs, window)
     finals = {}
     if final is not None:
         for row in final.itertuples(index=False):
@@ -406,10 +414,30 @@ def compare(
                 "difference": diff,
                 "tolerance": f"{AGREEMENT_Z * combined:.{d}f}",
                 "agreement": verdict,
+                "final window": final_window if v.metric == "final return" else "-",
                 "protocol differences": differences,
             }
         )
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+
+
+def _final_window(suite: str, runs: Sequence[RunData], window: Any) -> str:
+    """``"ours: last 20 evals (100,000 steps); paper: last 20 (5,000,000)"``: the evaluations
+    each side's final returns average, and the steps they span."""
+    everies = {r.metadata.get("eval_every") for r in runs}
+    every = everies.pop() if len(everies) == 1 else None
+    ours = f"ours: last {window} eval(s)"
+    if isinstance(every, int) and isinstance(window, int):
+        ours += f" ({window * every:,} steps)"
+    found = protocol(suite)
+    proto = found[1] if found is not None else {}
+    theirs = proto.get("smoothing_window")
+    if theirs is None:
+        return f"{ours}; paper: not stated"
+    paper = f"paper: last {theirs}"
+    if proto.get("eval_every"):
+        paper += f" ({int(theirs) * int(proto['eval_every']):,} steps)"
+    return f"{ours}; {paper}"
 
 
 def _display(mean: float, sem: float, digits: int) -> str:
@@ -460,6 +488,7 @@ def comparison_summary(comparison: pd.DataFrame) -> pd.DataFrame:
                         "difference": "-",
                         "tolerance": "-",
                         "agreement": verdict,
+                        "final window": grp["final window"].iloc[0],
                         "protocol differences": grp["protocol differences"].iloc[0],
                     }
                 ]

@@ -114,6 +114,7 @@ def report_from_runs(
     progress: bool = False,
     figure_workers: int | None = None,
     meal_forgetting: str = "weighted",
+    window: int | None = None,
 ) -> ReportResult:
     """Compute every metric for loaded runs and write the report (see module docstring).
 
@@ -130,6 +131,10 @@ def report_from_runs(
         meal_forgetting: MEAL ``F`` definition (:data:`~cl_suites.metrics.meal.
             FORGETTING_METHODS`): ``"weighted"`` (released code, Table 2), ``"paper"``
             (eq. 2) or ``"peak_final"``.
+        window: CORA's smoothing window in evaluation points, over which the continual
+            evaluation curves are smoothed and final performance is averaged (``None``:
+            each suite's own, 20 on CORA's suites, 1 on MEAL; ``1``: the last evaluation).
+            The report notes where it spans more than half of a task's evaluations.
 
     Raises:
         MetricsInputError: unusable runs, or an output directory that cannot be written
@@ -140,7 +145,11 @@ def report_from_runs(
             f"meal_forgetting must be one of {list(meal.FORGETTING_METHODS)}, "
             f"got {meal_forgetting!r}"
         )
-    settings = Settings(bootstrap_reps, seed, n_points, meal_forgetting)
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window < 1
+    ):
+        raise ValueError(f"window must be an integer >= 1 (evaluation points), got {window!r}")
+    settings = Settings(bootstrap_reps, seed, n_points, meal_forgetting, window)
     renderer = FigureRenderer(1 if figure_workers is None else int(figure_workers))
     try:
         return _report(runs, Path(out_dir), settings, progress, renderer)
@@ -202,6 +211,7 @@ def build_report(
     seed: int = 0,
     progress: bool = False,
     meal_forgetting: str = "weighted",
+    window: int | None = None,
 ) -> ReportResult:
     """Entry point of ``cl-suites report RUN_DIR [RUN_DIR ...] [--out DIR]``.
 
@@ -223,4 +233,5 @@ def build_report(
         seed=seed,
         progress=progress,
         meal_forgetting=meal_forgetting,
+        window=window,
     )

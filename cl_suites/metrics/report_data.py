@@ -59,6 +59,9 @@ class Settings:
     seed: int
     n_points: int | None
     meal_forgetting: str
+    window: int | None = None
+    """CORA's smoothing window in evaluation points, over which final performance is
+    averaged (``None``: each suite's own, from its runs' metric settings)."""
 
 
 @dataclass
@@ -99,6 +102,8 @@ class SuiteResult:
             reports.
         finals: per-task final returns vs the paper (index task, split, method), or ``None``.
         baselines: every value the papers report for the suite, or ``None``.
+        window_warning: set when the window spans most of a task's evaluations (short
+            runs): final performance then averages most of the run, not its end.
     """
 
     suite: str
@@ -113,6 +118,13 @@ class SuiteResult:
     comparisons: list[pd.DataFrame] = field(default_factory=list)
     finals: pd.DataFrame | None = None
     baselines: pd.DataFrame | None = None
+    window_warning: str | None = None
+
+    @property
+    def final_title(self) -> str:
+        """``"final performance (mean of the last 20 evaluations)"``."""
+        last = "the last evaluation" if self.window == 1 else f"the last {self.window} evaluations"
+        return f"final performance (mean of {last})"
 
     @property
     def step_unit(self) -> str:
@@ -417,7 +429,7 @@ def suite_result(
     _check_schedules(suite, suite_runs)
     schedule = suite_runs[0].schedule
     names = task_names(suite_runs)
-    window = suite_runs[0].smoothing_window
+    window = settings.window or suite_runs[0].smoothing_window
     frame = combined_eval(suite_runs)
     methods = sorted({r.method for r in suite_runs})
     curves = cora.continual_eval_curves(frame, window, settings.n_points)
@@ -432,6 +444,9 @@ def suite_result(
         references=published.reference_finals(suite, methods, names),
         final_performance=_final_performance_table(fp, names),
     )
+    res.window_warning = window_warning(suite, window, suite_runs[0], settings.window)
+    if res.window_warning:
+        notes.append(res.window_warning)
     cm = cora.cora_matrices(frame, schedule, window)
     notes += [f"{suite}: {n}" for n in cm.notes]
     final_rows: list[pd.DataFrame] = []
@@ -447,6 +462,7 @@ def suite_result(
             numbers,
             _final_frame(fp, method, names),
             repeats=mruns[0].metadata.get("cycles"),
+            window=window,
         )
         if len(comp):
             res.comparisons.append(comp)
@@ -461,6 +477,34 @@ def suite_result(
     if len(baselines):
         res.baselines = baselines.set_index(["paper", "table", "method", "metric", "task", "split"])
     return res
+
+
+def evaluations_per_task(run: RunData) -> int | None:
+    """Evaluation points within one task's training (its budget over ``eval_every``; the
+    shortest task's), or ``None`` when the metadata does not say."""
+    steps = run.metadata.get("steps_per_task")
+    every = run.metadata.get("eval_every")
+    if isinstance(steps, list | tuple):
+        steps = min(steps) if steps else None
+    if not isinstance(steps, int | float) or not isinstance(every, int | float) or every <= 0:
+        return None
+    return max(1, int(steps // every))
+
+
+def window_warning(suite: str, window: int, run: RunData, chosen: int | None) -> str | None:
+    """The warning when the final-performance ``window`` spans more than half of a task's
+    evaluations: a short run's "final performance" then averages most of it, not its last
+    evaluation (``None`` otherwise). ``chosen``: the window the report was asked for."""
+    per_task = evaluations_per_task(run)
+    if window <= 1 or per_task is None or 2 * window <= per_task:
+        return None
+    where = "the report's --window" if chosen else "the suite's smoothing window (CORA's)"
+    return (
+        f"{suite}: final performance averages the last {window} evaluations ({where}), "
+        f"more than half of the {per_task} evaluation(s) of a task's training: on this "
+        "short run it is not the performance at the end; `cl-suites report --window 1` "
+        "takes the last evaluation alone"
+    )
 
 
 def summarise(suites: Sequence[SuiteResult]) -> Summary:

@@ -32,7 +32,7 @@ def write_suite_tables(res: SuiteResult, suite_dir: Path) -> list[Path]:
     """A suite's final performance, its methods' CORA F/Z tables and the papers'
     baselines for it; returns the paths."""
     files = write_table(
-        res.final_performance, suite_dir / "final_performance", f"{res.suite}: final performance"
+        res.final_performance, suite_dir / "final_performance", f"{res.suite}: {res.final_title}"
     )
     for m in res.methods:
         for metric, table in m.cora_text.items():

@@ -101,6 +101,8 @@ def _suite(res: SuiteResult, figs: SuiteFigures, out: Path) -> dict:
         "name": res.suite,
         "runs": len(res.runs),
         "window": res.window,
+        "final_title": res.final_title,
+        "window_warning": res.window_warning,
         "continual": _image(figs.continual),
         "final_performance": html_table(res.final_performance),
         "methods": [

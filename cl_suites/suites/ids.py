@@ -7,6 +7,7 @@ importing the catalog (``cl_suites.suites``), which holds what each id is.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from cl_suites.errors import UnknownSuiteError
@@ -53,9 +54,20 @@ def parse_suite_id(suite: object) -> str:
             )
         return f"MEAL-{int(match.group(1))}"
     raise UnknownSuiteError(
-        f"unknown suite {suite!r}; available: "
+        f"unknown suite {suite!r}{_did_you_mean(name)}; available: "
         f"{', '.join(f'{NAMESPACE}/{name}-v0' for name in SUITE_NAMES)} and {MEAL_ID} (N >= 1)"
     )
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean 'Procgen6'?)`` for the catalog name closest to ``name`` (case
+    and a missing number forgiven), or ``""``."""
+    by_lower = {n.lower(): n for n in SUITE_NAMES}
+    lowered = name.lower()
+    hits = [by_lower[lowered]] if lowered in by_lower else []
+    hits = hits or [n for n in SUITE_NAMES if n.lower().startswith(lowered) and lowered]
+    hits = hits or [by_lower[m] for m in difflib.get_close_matches(lowered, list(by_lower), n=1)]
+    return f" (did you mean {hits[0]!r}?)" if len(hits) >= 1 and hits[0] != name else ""
 
 
 def short_name(suite: object) -> str:

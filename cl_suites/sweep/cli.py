@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.config import parse_set
+from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.suites import COMMON_KWARGS, short_name
 from cl_suites.sweep.grid import (
     SweepError,
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         for key in ("address", "cpus_per_run", "gpus_per_run", "num_cpus", "max_retries")
     }
     console = Console(width=max(Console().width, 140))
-    result = run_sweep(spec, sweep_dir, resume=bool(args.resume), console=console, **options)
+    with sigterm_as_interrupt():  # SIGTERM stops the sweep as Ctrl-C does
+        result = run_sweep(spec, sweep_dir, resume=bool(args.resume), console=console, **options)
     bad = [o for o in result.outcomes if o.state not in ("finished", "skipped")]
     for outcome in bad:
         console.print(f"[red]{outcome.state}[/red] {outcome.name}: {escape(outcome.error or '')}")

@@ -7,10 +7,12 @@ resources no node can ever provide (Ray would otherwise queue such runs forever)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -80,17 +82,37 @@ def connect(address: str | None, num_cpus: int | None = None) -> Connection:
     if num_cpus is not None and num_cpus < 1:
         raise SweepError(f"--num-cpus must be >= 1, got {num_cpus}")
     try:
-        ray.init(
-            address="local",  # never join another cluster that happens to run on this machine
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-            object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-        )
+        with _quiet(RAY_LOCAL_NOISE):
+            ray.init(
+                address="local",  # never join another cluster that happens to run on this machine
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+            )
     except Exception as e:
         raise SweepError(f"could not start a local Ray instance: {_one_line(e)}") from e
     return Connection(ray, _gcs_address(ray), owned=True)
+
+
+RAY_LOCAL_NOISE = ("ray._private.authentication.authentication_token_setup",)
+"""Ray's loggers whose warnings tell the user of a local instance nothing (its default
+token authentication on a private instance this process starts and stops); they are
+silenced while the instance starts. Joining a cluster keeps them."""
+
+
+@contextlib.contextmanager
+def _quiet(loggers: tuple[str, ...]) -> Iterator[None]:
+    """``loggers`` at ERROR level inside the block."""
+    saved = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def check_cluster(ray: ModuleType, address: str, cpus_per_run: float, gpus_per_run: float) -> dict:

@@ -11,6 +11,8 @@ starts as many tasks at once as the cluster's free resources allow.
 from __future__ import annotations
 
 import contextlib
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from cl_suites.core.interrupts import interruption_reason
 from cl_suites.errors import CLSuitesError
 from cl_suites.sweep.cluster import (
     Connection,
@@ -33,7 +36,7 @@ from cl_suites.sweep.cluster import (
 from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, seed_groups
 from cl_suites.sweep.live import ProgressReader, render_table
 from cl_suites.sweep.sweep_dir import SweepDir, now_iso, write_json
-from cl_suites.sweep.worker import execute_group
+from cl_suites.sweep.worker import execute_group, runs_a_sweep_task
 
 DEFAULT_EXECUTION: dict[str, Any] = {
     "address": None,
@@ -266,11 +269,18 @@ def _execute(
                         _update_running(run, rows[run.name], sdir, invocation, console)
                 if view is not None:
                     view.update(render_table(title, _table_rows(runs, rows, sdir, reader)))
-    except KeyboardInterrupt:
-        for ref, group in pending.items():
+    except KeyboardInterrupt as e:
+        reason = (
+            f"the sweep was stopped ({interruption_reason(e)}); `cl-suites sweep --resume "
+            f"{sdir.path}` continues it"
+        )
+        for ref in pending:
             ray.cancel(ref, force=True)  # stop its worker; --resume continues the run
-            for run in group:
-                rows[run.name].update(state="interrupted", note="driver stopped")
+        stopped = [run for group in pending.values() for run in group]
+        _wait_for_workers(sdir, stopped)
+        for run in stopped:
+            sdir.mark_interrupted(run.name, reason)
+            rows[run.name].update(state="interrupted", error=reason, note="driver stopped")
         console.print(
             f"[yellow]sweep interrupted[/yellow]; continue it with "
             f"`cl-suites sweep --resume {sdir.path}`"
@@ -284,6 +294,24 @@ def _execute(
             RunOutcome(run.name, row["state"], attempts, row.get("error"), sdir.run_dir(run.name))
         )
     return result
+
+
+WORKER_EXIT_WAIT_S = 10.0
+"""How long a stopped sweep waits for its cancelled workers on this host to exit before it
+marks their runs interrupted (so that no late write of theirs says ``running`` again)."""
+
+
+def _wait_for_workers(sdir: SweepDir, runs: list[RunSpec]) -> None:
+    """Wait (bounded) until the workers of ``runs``' last attempts on this host exited."""
+    host = socket.gethostname()
+    pids = []
+    for run in runs:
+        attempts = sdir.read_status(run.name).get("attempts") or []
+        if attempts and attempts[-1].get("host") == host and attempts[-1].get("pid"):
+            pids.append(int(attempts[-1]["pid"]))
+    deadline = time.monotonic() + WORKER_EXIT_WAIT_S
+    while any(runs_a_sweep_task(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager

@@ -67,8 +67,9 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """The run directory's name: ``<suite>-<method>-<learner>-s<seed>``."""
-        return f"{self.suite}-{self.method}-{self.learner}-s{self.seed}"
+        """The run directory's name: ``<suite>-<method>-<learner>-s<seed>`` (an own
+        method's ``package.module:Class`` as ``package.module.Class``)."""
+        return f"{self.suite}-{self.method.replace(':', '.')}-{self.learner}-s{self.seed}"
 
     def job_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``run_main_job`` (without ``run_dir`` and ``resume``)."""
@@ -89,7 +90,8 @@ class SweepSpec:
 
     Attributes:
         suites: suite names or ids (``"Procgen6"``, ``"CLSuite/Procgen6-v0"``, ``"MEAL-20"``).
-        methods: CL method names (``ft``, ``ewc``, ...).
+        methods: CL method names (``ft``, ``ewc``, ..., or own methods:
+            ``package.module:Class`` or a ``cl_suites.methods`` entry point).
         learners: learner names; ``(None,)`` takes each suite's default under ``preset``.
         seeds: run seeds.
         preset: ``paper``, ``small`` or ``meal-authors`` (MEAL only): a name of

@@ -85,6 +85,24 @@ class SweepDir:
         """The run's status record (``{}`` before its first attempt)."""
         return read_json(self.status_file(name)) or {}
 
+    def mark_interrupted(self, name: str, reason: str) -> None:
+        """Record that the run ``name`` was stopped with its sweep: a ``running`` status
+        and run ``progress.json`` become ``interrupted`` with ``reason`` (its worker was
+        killed and could not say so itself); other states are left as they are."""
+        path = self.status_file(name)
+        status = read_json(path)
+        if status is not None and status.get("state") == "running":
+            attempts = status.get("attempts") or []
+            if attempts and not attempts[-1].get("outcome"):
+                attempts[-1].update(ended=now_iso(), outcome="interrupted")
+            status.update(state="interrupted", error=reason)
+            write_json(path, status)
+        progress_file = self.run_dir(name) / "progress.json"
+        progress = read_json(progress_file)
+        if progress is not None and progress.get("state") == "running":
+            progress.update(state="interrupted", reason=reason, updated=now_iso())
+            write_json(progress_file, progress)
+
     def is_finished(self, name: str) -> bool:
         return self.read_status(name).get("state") == "finished"
 

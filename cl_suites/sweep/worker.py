@@ -192,13 +192,13 @@ def _wait_for_previous_attempt(status: dict[str, Any]) -> None:
         return
     pid = int(attempts[-1].get("pid") or 0)
     deadline = time.monotonic() + PREVIOUS_ATTEMPT_WAIT_S
-    while pid and pid != os.getpid() and _runs_a_sweep_task(pid):
+    while pid and pid != os.getpid() and runs_a_sweep_task(pid):
         if time.monotonic() > deadline:
             return
         time.sleep(0.5)
 
 
-def _runs_a_sweep_task(pid: int) -> bool:
+def runs_a_sweep_task(pid: int) -> bool:
     """Whether process ``pid`` is a Ray worker executing a sweep run right now (Ray sets
     a busy worker's title to ``ray::<function>``, an idle one's to ``ray::IDLE``)."""
     try:

@@ -63,14 +63,33 @@ def test_summary_is_split_into_cora_meal_l2m_tables(report):
     )
 
 
-def test_cli_prints_the_summary_as_rich_tables(runs, capsys):
+def test_cli_prints_the_summary_as_rich_tables(runs, capsys, monkeypatch):
+    """Rich tables on a terminal wide enough; piped (or too narrow), one plain block per
+    row that no width cuts (issue 41 item 4)."""
+    import io
+
+    from rich.console import Console
+
+    from cl_suites import cli
+
     root, dirs = runs
+    wide = io.StringIO()
+    monkeypatch.setattr(
+        cli, "console", Console(file=wide, force_terminal=True, width=400, color_system=None)
+    )
     assert main(["report", *map(str, dirs), "--out", str(root / "cli")]) == 0
-    out = capsys.readouterr().out
+    out = wide.getvalue()
     for key in ("CORA", "MEAL", "L2M"):
         assert SUMMARY_TITLES[key][:20] in out
-    assert "┃ suite" in out and "|---|" not in out
+    assert "┃ suite" in out and "|---|" not in out and "…" not in out
     assert "report written to" in out
+    monkeypatch.undo()
+    assert main(["report", *map(str, dirs), "--out", str(root / "cli-piped")]) == 0
+    piped = capsys.readouterr().out
+    for key in ("CORA", "MEAL", "L2M"):
+        assert SUMMARY_TITLES[key][:20] in piped
+    assert "┃" not in piped and "…" not in piped
+    assert max(len(line) for line in piped.splitlines()) < 200
 
 
 def test_report_embeds_latest_videos_and_links_the_others(runs, report):

@@ -103,7 +103,9 @@ def test_unknown_suite_and_method_are_refused_before_any_run(capsys, tmp_path):
     )
     assert code == 2 and "bad sweep grid, nothing was started: (1) " in out
     assert "unknown method 'sgd'; valid: ft, ewc" in out
-    assert "unknown suite 'Procgen7'; available: CLSuite/Atari6-v0" in out
+    assert (
+        "unknown suite 'Procgen7' (did you mean 'Procgen6'?); available: CLSuite/Atari6-v0" in out
+    )
     assert "Traceback" not in out
     assert not (tmp_path / "s").exists()
 
