@@ -14,6 +14,8 @@ P&C's knowledge-base column as ``kb/actor`` and ``kb/critic``.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
 from torch import nn
 
 from cl_suites.metrics.plasticity_tracker import Capture
@@ -299,3 +302,78 @@ def policy_probe(policy: nn.Module, optimizer: Any = None) -> TorchProbe:
     if optimizer is None:
         optimizer = getattr(policy, "optimizer", None)
     return TorchProbe(policy, nets, forwards, optimizer)
+
+
+class PlasticityCallback(BaseCallback):
+    """Measures the plasticity diagnostics at every evaluation point of an SB3 run.
+
+    Put it after :class:`~baselines_sb3.callbacks.ContinualEvalCallback` in the callback
+    list: whenever the evaluator has evaluated at a new step (in place or submitted beside
+    training), the tracker measures the policy at that step, rows tagged with the task
+    trained up to it. Feeds the probe batch from the training observations (``new_obs``,
+    the task they are played on), closes the gradient norm of each update at the next
+    rollout start, and marks the task-start reference when the trained task changes.
+
+    Args:
+        tracker: the run's ``PlasticityTracker``.
+        probe: the policy's :class:`TorchProbe` (:func:`policy_probe`).
+        evaluator: the run's ``Evaluator`` (its ``last_eval_step``).
+        schedule: the run's segments (``Segment.end_step``, ``Segment.task_id``).
+        agents_per_env: SB3 env slots per env (MEAL: ``num_agents``); steps are
+            ``num_timesteps // agents_per_env``.
+    """
+
+    def __init__(
+        self,
+        tracker: Any,
+        probe: TorchProbe,
+        evaluator: Any,
+        schedule: Sequence[Any],
+        agents_per_env: int = 1,
+    ):
+        super().__init__()
+        self.tracker, self.probe, self.evaluator = tracker, probe, evaluator
+        self.schedule = tuple(schedule)
+        self._ends = [s.end_step for s in self.schedule]
+        self.agents_per_env = int(agents_per_env)
+        self._measured: int | None = None
+
+    def task_at(self, step: int) -> int:
+        i = min(bisect.bisect_right(self._ends, step), len(self.schedule) - 1)
+        return int(self.schedule[i].task_id)
+
+    @property
+    def total_step(self) -> int:
+        return self.num_timesteps // self.agents_per_env
+
+    def _on_training_start(self) -> None:
+        self._measured = self.evaluator.last_eval_step  # a resumed run measured it already
+        obs = getattr(self.model, "_last_obs", None)
+        if obs is not None:
+            self.tracker.observe(self.task_at(self.total_step), obs, self.total_step)
+
+    def _maybe_measure(self) -> None:
+        step = self.evaluator.last_eval_step
+        if step is None or step == self._measured:
+            return
+        self._measured = step
+        self.tracker.measure(step, self.task_at(step - 1), self.probe)
+
+    def _on_rollout_start(self) -> None:
+        with contextlib.suppress(Exception):  # a diagnostic never stops training
+            self.probe.finish_update()
+        self._maybe_measure()
+        task = self.task_at(self.total_step)
+        if self.tracker.task != task:
+            self.tracker.task_started(task, self.probe)
+
+    def _on_step(self) -> bool:
+        obs = self.locals.get("new_obs")
+        if obs is not None:
+            step = self.total_step
+            self.tracker.observe(self.task_at(step), obs, step)
+        self._maybe_measure()
+        return True
+
+    def _on_training_end(self) -> None:
+        self._maybe_measure()
