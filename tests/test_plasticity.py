@@ -319,3 +319,26 @@ def test_a_failing_diagnostic_is_logged_as_nan_with_its_reason():
     assert _whole(rows, "dormant_ratio") == 1.0  # every unit silent: every unit dormant
     row = next(r for r in rows if r["metric"] == "stable_rank")
     assert math.isnan(row["value"]) and row["reason"]
+
+
+# -- the reference implementations' values, pinned ------------------------------------------
+def test_reference_pins():
+    """Ours against the values Plasticine's ``plasticine_metrics`` and ReDo's
+    ``weight_recyclers.py`` gave on the same weights and batches
+    (``benchmarks/plasticity_reference.py --pin``; commits in the pin file)."""
+    import json
+    from pathlib import Path
+
+    import benchmarks.plasticity_reference as bench
+
+    pins = json.loads((Path(__file__).parent / "golden" / "plasticity_reference.json").read_text())
+    assert set(pins["cases"]) == set(bench.CASES)
+    for case, refs in pins["cases"].items():
+        mine = bench.ours(case)
+        for key, ref in refs.items():
+            # float32 references (torch SVD, float32 sums) against our float64 math
+            assert mine[key] == pytest.approx(ref, rel=1e-5, abs=1e-6), (case, key)
+    # the two poolings differ where layers differ in width: the option is not cosmetic
+    assert pins["cases"]["mlp"]["dormant_redo@0.025"] != pytest.approx(
+        pins["cases"]["mlp"]["dormant_plasticine@0.025"]
+    )
