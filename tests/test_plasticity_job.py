@@ -75,3 +75,78 @@ def test_the_diagnostics_are_off_by_an_option(tmp_path):
     overrides = {**OVERRIDES, "plasticity": False, "n_tasks": 1}
     run_main_job(run_dir=tmp_path / "off", resume=False, overrides=overrides, **DIAG)
     assert not (tmp_path / "off" / "plasticity.csv").exists()
+
+
+# -- the JAX MEAL learner (ppo-jax) ---------------------------------------------------------
+MEAL = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
+MEAL_OVERRIDES = {
+    "steps_per_task": 512,
+    "eval_every": 256,
+    "eval_episodes": 2,
+    "episode_len": 100,
+    "checkpoint_every": 128,
+    "report": False,
+    "layout_seed": 0,
+    "plasticity_probe_size": 24,
+}
+
+
+def _meal(run_dir, kill_at=None, **kw):
+    from cl_suites.job import jax_job
+
+    kwargs = dict(**MEAL, run_dir=run_dir, overrides=dict(MEAL_OVERRIDES), **kw)
+    if kill_at is None:
+        run_main_job(resume=False, **kwargs)
+        return run_dir
+    save = jax_job._Loop.save
+
+    def save_then_die(self, finished=False):
+        save(self, finished)
+        if self.step >= kill_at:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jax_job._Loop, "save", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(resume=False, **kwargs)
+    run_main_job(resume=True, **kwargs)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def meal_full(tmp_path_factory):
+    return _meal(tmp_path_factory.mktemp("meal-full"), seed=0)
+
+
+def test_ppo_jax_logs_every_diagnostic_at_every_point(meal_full):
+    rows = read_plasticity(meal_full)
+    whole = rows[rows.layer == "all"]
+    assert sorted(whole.total_step.unique()) == sorted(read_eval(meal_full).total_step.unique())
+    for step in whole.total_step.unique():
+        for network in ("actor", "critic"):
+            at = whole[(whole.total_step == step) & (whole.network == network)]
+            assert sorted(at.metric) == sorted(METRICS)
+    later = whole[whole.total_step > whole.total_step.min()]
+    assert np.isfinite(later.value).all(), later[~np.isfinite(later.value)]
+    grads = later[later.metric == "grad_norm"].value
+    assert (grads > 0).all()
+    _obs, task_ids, _ = load_probe(meal_full / PROBE_FILE)
+    assert (np.bincount(task_ids) == 24).all() and len(np.bincount(task_ids)) == 2
+
+
+def test_ppo_jax_resume_keeps_the_probe_batch_and_the_rows(meal_full, tmp_path):
+    cut = _meal(tmp_path / "cut", kill_at=300, seed=0)
+    pd.testing.assert_frame_equal(read_plasticity(meal_full), read_plasticity(cut))
+
+
+def test_ppo_jax_seeds_each_get_their_diagnostics(meal_full, tmp_path):
+    run_main_job(**MEAL, seed=0, run_dir=tmp_path / "g", resume=False,
+                 overrides=dict(MEAL_OVERRIDES), seeds=[0, 3])  # fmt: skip
+    alone = read_plasticity(meal_full)
+    for seed in (0, 3):
+        rows = read_plasticity(tmp_path / "g" / f"seed-{seed}")
+        assert len(rows) == len(alone)
+    # seed 0 vmapped beside seed 3 is seed 0 alone, to the rounding of vmapped reductions
+    a = read_plasticity(tmp_path / "g" / "seed-0")
+    ok = np.isfinite(alone.value)
+    np.testing.assert_allclose(a.value[ok], alone.value[ok], rtol=2e-3, atol=2e-4)
