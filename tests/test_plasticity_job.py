@@ -150,3 +150,24 @@ def test_ppo_jax_seeds_each_get_their_diagnostics(meal_full, tmp_path):
     a = read_plasticity(tmp_path / "g" / "seed-0")
     ok = np.isfinite(alone.value)
     np.testing.assert_allclose(a.value[ok], alone.value[ok], rtol=2e-3, atol=2e-4)
+
+
+def test_the_report_draws_the_diagnostics_and_tabulates_them_at_each_tasks_end(full, tmp_path):
+    from cl_suites.metrics.report import build_report
+
+    result = build_report([full], tmp_path / "report", progress=False)
+    folder = tmp_path / "report" / "Diagnostic"
+    assert (folder / "plasticity.png").stat().st_size > 10_000
+    table = pd.read_csv(folder / "plasticity_task_end.csv")
+    rows = read_plasticity(full)
+    # task 0 ends at 1000, task 1 at 2000: the cells are those points' values (one seed)
+    for column, step in ((table.columns[3], 1000), (table.columns[4], 2000)):
+        cell = table[(table.network == "actor") & (table.diagnostic == "weight_change_run")][column]
+        want = rows[
+            (rows.network == "actor")
+            & (rows.layer == "all")
+            & (rows.metric == "weight_change_run")
+            & (rows.total_step == step)
+        ].value
+        assert float(cell.iloc[0].split(" ± ")[0]) == pytest.approx(float(want.iloc[0]), rel=1e-3)
+    assert "Plasticity diagnostics" in result.html.read_text()
