@@ -44,7 +44,8 @@ class JaxProbe:
     """JAX parameters and an apply function on the probe batch (a ``NetworkProbe``).
 
     Args:
-        params: the parameter tree (``{"params": ...}``), one seed's.
+        params: the parameter tree (``{"params": ...}``), one seed's, or a callable giving
+            the current one (an own training loop's).
         apply_fn: ``apply_fn(params, obs, task_ids) -> Intermediates`` (see
             :data:`Intermediates`; :func:`actor_critic_apply` for MEAL's network).
         networks: network name -> predicate on a flat parameter name (``"params.
@@ -67,8 +68,12 @@ class JaxProbe:
         self.networks = dict(networks)
         self.grad_norms = dict(grad_norms or {})
 
+    def current_params(self) -> Any:
+        """The parameters now (``params`` itself, or what it returns when callable)."""
+        return self.params() if callable(self.params) else self.params
+
     def capture(self, obs: Any, task_ids: np.ndarray) -> dict[str, Capture]:
-        inter = self.apply_fn(self.params, obs, np.asarray(task_ids))
+        inter = self.apply_fn(self.current_params(), obs, np.asarray(task_ids))
         out = {}
         for name in self.networks:
             n = inter[name]
@@ -87,7 +92,7 @@ class JaxProbe:
         return out
 
     def parameters(self) -> dict[str, dict[str, np.ndarray]]:
-        flat = _flat_params(self.params)
+        flat = _flat_params(self.current_params())
         return {
             net: {k: v for k, v in flat.items() if pick(k)} for net, pick in self.networks.items()
         }
