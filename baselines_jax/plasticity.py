@@ -24,6 +24,10 @@ import numpy as np
 from baselines_jax.network import ActorCritic
 from cl_suites.metrics.plasticity_tracker import Capture
 
+PAD_ROWS = 256
+"""The probe batch is padded to a multiple of this many rows (zeros, task 0; cut off
+after the pass), so a growing batch compiles one program per 256 rows, not per size."""
+
 Intermediates = dict[str, dict[str, Any]]
 """network -> ``{"activations": {layer: (B, U)}, "features": (B, F), "outputs": ...,
 "kind": "policy" | "value", "activation": kind}``."""
@@ -125,8 +129,14 @@ def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray],
         return logits, values, layers
 
     def apply(params: Any, obs: Any, task_ids: np.ndarray) -> Intermediates:
-        x = jnp.asarray(np.asarray(obs).reshape(len(task_ids), -1))
-        logits, values, layers = jax.device_get(run(params, x, jnp.asarray(task_ids, jnp.int32)))
+        n = len(task_ids)
+        rows = -(-n // PAD_ROWS) * PAD_ROWS  # padded: one compiled program per 256 rows
+        x = np.zeros((rows, int(np.prod(np.shape(obs)[1:]))), np.float32)
+        x[:n] = np.asarray(obs).reshape(n, -1)
+        ids = np.zeros(rows, np.int32)
+        ids[:n] = task_ids
+        out = jax.device_get(run(params, jnp.asarray(x), jnp.asarray(ids)))
+        logits, values, layers = jax.tree.map(lambda a: np.asarray(a)[:n], out)
         out = {}
         for net, trunk, outputs, k in (
             ("actor", trunks[0], logits, "policy"),
