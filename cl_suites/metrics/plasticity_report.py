@@ -139,6 +139,13 @@ def meal_plasticity_table(runs: Sequence[RunData]) -> pd.DataFrame | None:
     return pd.DataFrame.from_dict(rows, orient="index") if rows else None
 
 
+def _compact(x: float, _pos: int = 0) -> str:
+    """Tick label: ``250k``, ``1.5M``."""
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:g}M"
+    return f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
+
+
 def plot_plasticity(
     frame: pd.DataFrame,
     schedule: pd.DataFrame,
@@ -150,6 +157,7 @@ def plot_plasticity(
     solid, critic dashed, other networks dotted) the mean over seeds, shaded ± SEM; dotted
     vertical lines at the task boundaries, the tasks named along the top panels."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     data = curves(frame)
     metrics = [m for m in METRICS if m in set(data.metric)]
@@ -176,6 +184,7 @@ def plot_plasticity(
         for b in bounds:
             ax.axvline(b, color="0.5", ls=":", lw=0.8)
         ax.set_title(f"{metric}\n({UNITS.get(metric, '')})", fontsize=9)
+        ax.xaxis.set_major_formatter(FuncFormatter(_compact))
         ax.tick_params(labelsize=7)
         ax.set_xlabel(step_unit, fontsize=7)
     for ax in list(axes.flat)[len(metrics) :]:

@@ -381,7 +381,10 @@ class PlasticityTracker:
                     rows.append(
                         _row(step, task, name, WHOLE, "dormant_ratio", math.nan, _reason(e))
                     )
-                add("active_fraction", lambda c=cap: P.active_fraction(c.features, c.activation))
+                add(
+                    "active_fraction",
+                    lambda c=cap: P.active_fraction(_last_hidden(c), c.activation),
+                )
                 add("stable_rank", lambda c=cap: P.stable_rank(c.features, s.stable_rank))
                 add("effective_rank", lambda c=cap: P.effective_rank(c.features))
                 add("feature_norm", lambda c=cap: P.feature_norm(c.features))
@@ -485,6 +488,16 @@ class PlasticityTracker:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning("plasticity diagnostics: %s", line)
+
+
+def _last_hidden(cap: Capture) -> np.ndarray:
+    """The last hidden layer's post-activation output ``(B, U)`` (the features themselves
+    when the network has no activation layer): where the activation's zeros are, also
+    when a LayerNorm sits between it and the head (MEAL's trunks)."""
+    if not cap.activations:
+        return cap.features
+    last = np.asarray(list(cap.activations.values())[-1])
+    return last.reshape(len(last), -1)
 
 
 def _reason(e: BaseException) -> str:
