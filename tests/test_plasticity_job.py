@@ -171,3 +171,35 @@ def test_the_report_draws_the_diagnostics_and_tabulates_them_at_each_tasks_end(f
         ].value
         assert float(cell.iloc[0].split(" ± ")[0]) == pytest.approx(float(want.iloc[0]), rel=1e-3)
     assert "Plasticity diagnostics" in result.html.read_text()
+
+
+def test_pnc_gets_its_knowledge_base_column_diagnosed_too(tmp_path):
+    overrides = {**OVERRIDES, "n_tasks": 2, "steps_per_task": 500, "eval_every": 250}
+    job = {**DIAG, "method": "pnc"}
+    run_main_job(run_dir=tmp_path / "pnc", resume=False, overrides=overrides, **job)
+    rows = read_plasticity(tmp_path / "pnc")
+    whole = rows[rows.layer == "all"]
+    assert set(whole.network) == {"actor", "critic", "kb/actor", "kb/critic"}
+    last = whole[whole.total_step == whole.total_step.max()]
+    for network in ("kb/actor", "kb/critic"):
+        values = last[last.network == network].set_index("metric").value
+        assert np.isfinite(values.drop(["grad_norm", "churn"], errors="ignore")).all(), values
+    # the knowledge base is trained by distillation in the compress phase: it moved
+    kb = whole[(whole.network == "kb/actor") & (whole.metric == "weight_change_run")]
+    assert kb.value.max() > 0
+
+
+def test_plasticity_rows_go_to_the_tracking_sinks(tmp_path):
+    from cl_suites.core.runlog import RunLog
+
+    got = []
+    with RunLog(tmp_path / "run", {"suite": "x"}) as log:
+        log.add_scalar_sink(lambda values, step: got.append((step, dict(values))))
+        log.log_plasticity([
+            {"total_step": 5, "task_id": 0, "network": "actor", "layer": "all",
+             "metric": "dormant_ratio", "value": 0.25, "reason": ""},
+            {"total_step": 5, "task_id": 0, "network": "actor", "layer": "mlp.0",
+             "metric": "dormant_ratio", "value": 0.5, "reason": ""},
+        ])  # fmt: skip
+    assert got == [(5, {"plasticity/actor/dormant_ratio": 0.25})]
+    assert len(read_plasticity(tmp_path / "run")) == 2
