@@ -95,8 +95,8 @@ class GradientNorms:
             self._handles.append(optimizer.register_step_pre_hook(self._step_hook))
 
     def _grad_hook(self, p: th.Tensor) -> None:
-        if p.grad is not None:
-            self._sq[id(p)] = p.grad.detach().float().pow(2).sum()
+        if p.grad is not None:  # the norm now: clipping scales .grad in place before step
+            self._sq[id(p)] = th.linalg.vector_norm(p.grad.detach())
 
     def _step_hook(self, *_: Any) -> None:
         if not self._sq:
@@ -105,7 +105,8 @@ class GradientNorms:
         for name, ids in self._groups.items():
             parts = [sq[i] for i in ids if i in sq]
             if parts:
-                self._batches[name].append(math.sqrt(float(th.stack(parts).sum())))
+                norms = th.stack(parts).double()
+                self._batches[name].append(float(th.sqrt((norms * norms).sum())))
 
     def finish_update(self) -> None:
         """Close an update: its mean norm per network becomes :attr:`last`."""

@@ -3,12 +3,13 @@ off, side by side, and the time spent inside them.
 
 Each side is a fresh ``run_main_job`` process (``cl-suites run``), the sides interleaved
 ``--repeats`` times; the ``on`` side also times every call into the diagnostics
-(``PlasticityTracker.measure`` / ``observe`` / ``task_started`` and the per-update
-gradient-norm close), so the share is measured in-process as well as by the wall-clock
-difference, which on a shared machine is noisier than 3%::
+(``PlasticityTracker.measure`` / ``observe`` / ``task_started``, the gradient-norm hooks
+on every parameter and optimizer step, the per-update close), so the share is measured
+in-process as well as by the wall-clock difference, which on a shared machine is noisier
+than 3%::
 
-    python benchmarks/bench_plasticity.py --suite MiniHack15 --preset small \\
-        --steps-per-task 4000 --repeats 3
+    python benchmarks/bench_plasticity.py --suite Diagnostic --preset small --repeats 3
+    python benchmarks/bench_plasticity.py --suite MEAL-2 --learner ppo --preset small
 
 Prints one JSON line per side and repeat and a summary: best-of wall time per side, the
 ratio on/off, and the diagnostics' in-process share of the ``on`` runs' wall time.
@@ -55,12 +56,15 @@ def child(args: argparse.Namespace) -> None:
     for name in ("measure", "observe", "task_started"):
         timed(pt.PlasticityTracker, name)
     timed(bp.TorchProbe, "finish_update")
+    timed(bp.GradientNorms, "_grad_hook")  # per parameter per backward
+    timed(bp.GradientNorms, "_step_hook")  # per optimizer step
     overrides = {"report": False, "plasticity": args.child == "on", "progress": False}
     if args.steps_per_task:
         overrides["steps_per_task"] = args.steps_per_task
     if args.eval_every:
         overrides["eval_every"] = args.eval_every
-    overrides["n_tasks" if args.suite == "Diagnostic" else "cycles"] = 1
+    if args.cycles:
+        overrides["cycles"] = args.cycles
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         run_main_job(
@@ -74,11 +78,12 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--suite", default="MiniHack15")
+    p.add_argument("--suite", default="Diagnostic")
     p.add_argument("--preset", default="small")
     p.add_argument("--learner", default=None)
     p.add_argument("--steps-per-task", type=int, default=None)
     p.add_argument("--eval-every", type=int, default=None, help="default: the suite's")
+    p.add_argument("--cycles", type=int, default=None, help="default: the suite's")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--child", choices=("on", "off"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -92,7 +97,8 @@ def main() -> int:
                    "--preset", args.preset, "--repeats", "1"]  # fmt: skip
             for flag, value in (("--learner", args.learner),
                                 ("--steps-per-task", args.steps_per_task),
-                                ("--eval-every", args.eval_every)):  # fmt: skip
+                                ("--eval-every", args.eval_every),
+                                ("--cycles", args.cycles)):  # fmt: skip
                 if value is not None:
                     cmd += [flag, str(value)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

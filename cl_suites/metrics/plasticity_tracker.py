@@ -160,6 +160,7 @@ class ProbeBatch:
     task_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     calls: dict[int, int] = field(default_factory=dict)
+    _full: set[int] = field(default_factory=set, repr=False)
 
     def __len__(self) -> int:
         return len(self.task_ids)
@@ -173,8 +174,11 @@ class ProbeBatch:
         task_id = int(task_id)
         call = self.calls.get(task_id, 0)
         self.calls[task_id] = call + 1
+        if call % self.stride or task_id in self._full:
+            return 0
         room = self.size - self.count(task_id)
-        if room <= 0 or call % self.stride:
+        if room <= 0:
+            self._full.add(task_id)
             return 0
         take = min(room, _length(obs))
         rows = _copy_tree(_rows_of(obs, slice(0, take)))
@@ -198,6 +202,7 @@ class ProbeBatch:
         self.task_ids = np.asarray(state["task_ids"], np.int64)
         self.steps = np.asarray(state["steps"], np.int64)
         self.calls = {int(k): int(v) for k, v in dict(state["calls"]).items()}
+        self._full = set()
 
     def save(self, path: Path) -> None:
         """Write the batch to ``path`` (``.npz``: ``task_ids``, ``steps``, ``obs`` or
@@ -385,8 +390,18 @@ class PlasticityTracker:
                     "active_fraction",
                     lambda c=cap: P.active_fraction(_last_hidden(c), c.activation),
                 )
-                add("stable_rank", lambda c=cap: P.stable_rank(c.features, s.stable_rank))
-                add("effective_rank", lambda c=cap: P.effective_rank(c.features))
+                try:
+                    sv = P.singular_values(cap.features)
+                except Exception as e:
+                    sv, sv_error = None, e
+                else:
+                    sv_error = None
+
+                add(
+                    "stable_rank",
+                    lambda sv=sv, e=sv_error: _rank(sv, e, P.stable_rank_of, s.stable_rank),
+                )
+                add("effective_rank", lambda sv=sv, e=sv_error: _rank(sv, e, P.effective_rank_of))
                 add("feature_norm", lambda c=cap: P.feature_norm(c.features))
                 add("churn", lambda c=cap, n=name: self._churn(n, c))
             weights = params.get(name)
@@ -488,6 +503,13 @@ class PlasticityTracker:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning("plasticity diagnostics: %s", line)
+
+
+def _rank(sv: np.ndarray | None, error: BaseException | None, fn: Callable, *args: Any) -> float:
+    """``fn(sv, *args)``, or the singular values' own error again."""
+    if sv is None:
+        raise error  # type: ignore[misc]
+    return fn(sv, *args)
 
 
 def _last_hidden(cap: Capture) -> np.ndarray:
