@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import math
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,28 +72,65 @@ def _units_last(t: th.Tensor) -> np.ndarray:
     return np.moveaxis(a, 1, -1) if a.ndim > 2 else a
 
 
+_OBSERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""module -> ``GradientNorms`` that :func:`clip_grad_norm` reports to."""
+
+
+def clip_grad_norm(module: nn.Module, params: Any, max_norm: float) -> th.Tensor:
+    """``torch.nn.utils.clip_grad_norm_(params, max_norm)``, and, when the plasticity
+    diagnostics watch ``module``, the gradient norms before the clipping (one
+    ``_foreach_norm`` call per minibatch). The learners call this instead of torch's."""
+    params = list(params)
+    watcher = _OBSERVERS.get(module)
+    if watcher is not None:
+        with contextlib.suppress(Exception):  # a diagnostic never stops training
+            watcher.observe(params)
+    return th.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 class GradientNorms:
     """The gradient norm of the last update, per network.
 
-    Each backward leaves every parameter's gradient (hook after accumulation); each step of
-    ``optimizer`` closes a minibatch: the network's norm is ``sqrt(sum of its parameters'
-    squared gradient entries)``, before any clipping (what ``clip_grad_norm_`` returns).
-    :meth:`finish_update` (called once per update, before the next rollout) keeps the mean
-    over the update's minibatches (Plasticine's ``np.mean(total_grad_norm)``).
+    Each minibatch gives, per network, ``sqrt(sum of its parameters' squared gradient
+    entries)`` before any clipping (what ``clip_grad_norm_`` returns); :meth:`finish_update`
+    (called once per update, before the next rollout) keeps the mean over the update's
+    minibatches (Plasticine's ``np.mean(total_grad_norm)``). The minibatches are seen
+
+    * by the package's learners through :func:`clip_grad_norm` (``module`` given: one
+      ``_foreach_norm`` per minibatch, no hook), or
+    * through hooks (``optimizer`` given, an own loop's): each parameter's gradient norm
+      after accumulation, closed at each step of ``optimizer``.
     """
 
-    def __init__(self, groups: Mapping[str, Sequence[nn.Parameter]], optimizer: Any = None):
+    def __init__(
+        self,
+        groups: Mapping[str, Sequence[nn.Parameter]],
+        optimizer: Any = None,
+        module: nn.Module | None = None,
+    ):
         self._sq: dict[int, th.Tensor] = {}
         self._groups = {k: [id(p) for p in v] for k, v in groups.items()}
         self._batches: dict[str, list[float]] = {k: [] for k in groups}
         self.last: dict[str, float] = {k: math.nan for k in groups}
         self._handles = []
-        params = {id(p): p for v in groups.values() for p in v}
-        for p in params.values():
-            if p.requires_grad:
-                self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
-        if optimizer is not None:
+        self._module = module
+        if module is not None:
+            _OBSERVERS[module] = self
+        elif optimizer is not None:
+            params = {id(p): p for v in groups.values() for p in v}
+            for p in params.values():
+                if p.requires_grad:
+                    self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
             self._handles.append(optimizer.register_step_pre_hook(self._step_hook))
+
+    def observe(self, params: Sequence[th.Tensor]) -> None:
+        """One minibatch: the gradients of ``params`` now (before clipping)."""
+        with_grad = [p for p in params if p.grad is not None]
+        if not with_grad:
+            return
+        norms = th._foreach_norm([p.grad.detach() for p in with_grad])
+        self._sq = {id(p): n for p, n in zip(with_grad, norms, strict=True)}
+        self._step_hook()
 
     def _grad_hook(self, p: th.Tensor) -> None:
         if p.grad is not None:  # the norm now: clipping scales .grad in place before step
@@ -119,6 +157,8 @@ class GradientNorms:
         for h in self._handles:
             h.remove()
         self._handles = []
+        if self._module is not None and _OBSERVERS.get(self._module) is self:
+            del _OBSERVERS[self._module]
 
 
 class TorchProbe:
@@ -130,7 +170,10 @@ class TorchProbe:
         forwards: forward-pass name -> ``fn(module, obs, task_ids) -> (logits (B, A),
             values (B,))``, ``obs`` the probe's rows as stored (numpy). Default
             ``{"main": lambda m, obs, ids: m(torch.as_tensor(obs))}``.
-        optimizer: its optimizer, for the gradient norm of the last update (``None``: NaN).
+        optimizer: its optimizer, for the gradient norm of the last update (hooks on the
+            parameters; ``None``: NaN unless ``through_clipping``).
+        through_clipping: the gradient norms come from :func:`clip_grad_norm` (the
+            package's learners), no hooks.
 
     Raises:
         ValueError: a network without any activation module or head the diagnostics can
@@ -143,6 +186,7 @@ class TorchProbe:
         networks: Sequence[TorchNetwork],
         forwards: Mapping[str, Callable[[nn.Module, Any, np.ndarray], Any]] | None = None,
         optimizer: Any = None,
+        through_clipping: bool = False,
     ):
         self.module = module
         self.networks = tuple(networks)
@@ -176,7 +220,9 @@ class TorchProbe:
             for net in self.networks
         }
         self.gradients = GradientNorms(
-            {k: [p for _, p in v] for k, v in self._params.items()}, optimizer
+            {k: [p for _, p in v] for k, v in self._params.items()},
+            None if through_clipping else optimizer,
+            module if through_clipping else None,
         )
 
     def capture(self, obs: Any, task_ids: np.ndarray) -> dict[str, Capture]:
@@ -300,9 +346,7 @@ def policy_probe(policy: nn.Module, optimizer: Any = None) -> TorchProbe:
             ),
         ]
         forwards["kb"] = _policy_forward("kb_logits_and_values")
-    if optimizer is None:
-        optimizer = getattr(policy, "optimizer", None)
-    return TorchProbe(policy, nets, forwards, optimizer)
+    return TorchProbe(policy, nets, forwards, optimizer, through_clipping=optimizer is None)
 
 
 class PlasticityCallback(BaseCallback):

@@ -22,6 +22,7 @@ The hand-worked network (``_hand_net``): input ``x (4, 2)`` = rows (1, 0), (0, 1
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -145,25 +146,34 @@ def test_hand_worked_weight_change_and_churn():
     assert tracker_l2.settings.weight_scale == "l2"
 
 
-def test_gradient_norm_is_the_mean_over_the_update_before_clipping():
+@pytest.mark.parametrize("path", ["hooks", "clip_grad_norm"])
+def test_gradient_norm_is_the_mean_over_the_update_before_clipping(path):
+    """Own loops: hooks on the parameters and the optimizer's steps; the package's
+    learners: ``clip_grad_norm`` (no hook). Either way the mean over the update's
+    minibatches of the norm before clipping (what ``clip_grad_norm_`` returns)."""
+    from baselines_sb3.plasticity import GradientNorms, clip_grad_norm
+
     net = _hand_net()
     opt = th.optim.SGD(net.parameters(), lr=0.0)
     probe = _hand_probe(net)
     probe.gradients.close()
-    from baselines_sb3.plasticity import GradientNorms
-
-    probe.gradients = GradientNorms({"actor": list(net.parameters())}, opt)
+    if path == "hooks":
+        probe.gradients = GradientNorms({"actor": list(net.parameters())}, opt)
+    else:
+        probe.gradients = GradientNorms({"actor": list(net.parameters())}, module=net)
     norms = []
     for scale in (1.0, 3.0):
         opt.zero_grad()
         (scale * net(th.as_tensor(X)).sum()).backward()
         total = th.sqrt(sum((p.grad**2).sum() for p in net.parameters()))
-        norms.append(float(th.nn.utils.clip_grad_norm_(net.parameters(), 0.1)))
+        clip = th.nn.utils.clip_grad_norm_ if path == "hooks" else partial(clip_grad_norm, net)
+        norms.append(float(clip(net.parameters(), 0.1)))
         assert norms[-1] == pytest.approx(float(total))
         opt.step()
     assert math.isnan(probe.gradient_norms()["actor"])
     probe.finish_update()
     assert probe.gradient_norms()["actor"] == pytest.approx(np.mean(norms), rel=1e-6)
+    assert norms[1] == pytest.approx(3 * norms[0])  # the norm before clipping, not 0.1
 
 
 # -- torch = JAX ---------------------------------------------------------------------------
