@@ -82,7 +82,7 @@ def clip_grad_norm(module: nn.Module, params: Any, max_norm: float) -> th.Tensor
     ``_foreach_norm`` call per minibatch). The learners call this instead of torch's."""
     params = list(params)
     watcher = _OBSERVERS.get(module)
-    if watcher is not None:
+    if watcher is not None and watcher.enabled:
         with contextlib.suppress(Exception):  # a diagnostic never stops training
             watcher.observe(params)
     return th.nn.utils.clip_grad_norm_(params, max_norm)
@@ -114,6 +114,11 @@ class GradientNorms:
         self.last: dict[str, float] = {k: math.nan for k in groups}
         self._handles = []
         self._module = module
+        self.enabled = True
+        """Whether :func:`clip_grad_norm` reports to it (``PlasticityCallback`` turns it on
+        only for the updates right before an evaluation point)."""
+        self._layout_key: tuple[int, ...] = ()
+        self._layout: dict[str, th.Tensor] = {}
         if module is not None:
             _OBSERVERS[module] = self
         elif optimizer is not None:
@@ -128,9 +133,21 @@ class GradientNorms:
         with_grad = [p for p in params if p.grad is not None]
         if not with_grad:
             return
-        norms = th._foreach_norm([p.grad.detach() for p in with_grad])
-        self._sq = {id(p): n for p, n in zip(with_grad, norms, strict=True)}
-        self._step_hook()
+        key = tuple(id(p) for p in with_grad)
+        if key != self._layout_key:  # which positions belong to which network, once
+            position = {i: k for k, i in enumerate(key)}
+            self._layout = {
+                name: th.tensor([position[i] for i in ids if i in position], dtype=th.long)
+                for name, ids in self._groups.items()
+            }
+            self._layout_key = key
+        sq = th.stack(th._foreach_norm([p.grad.detach() for p in with_grad])).double() ** 2
+        names = [n for n, idx in self._layout.items() if len(idx)]
+        if not names:
+            return
+        totals = th.stack([sq.index_select(0, self._layout[n].to(sq.device)).sum() for n in names])
+        for name, value in zip(names, totals.sqrt().tolist(), strict=True):
+            self._batches[name].append(value)
 
     def _grad_hook(self, p: th.Tensor) -> None:
         if p.grad is not None:  # the norm now: clipping scales .grad in place before step
@@ -411,6 +428,17 @@ class PlasticityCallback(BaseCallback):
         task = self.task_at(self.total_step)
         if self.tracker.task != task:
             self.tracker.task_started(task, self.probe)
+
+    def _on_rollout_end(self) -> None:
+        """Watch the coming update's gradients only when an evaluation point falls before
+        the end of the next rollout (the update before a point is all it reports)."""
+        nxt = getattr(self.evaluator, "next_eval_step", None)
+        rollout = int(getattr(self.model, "n_steps", 1)) * int(self.model.env.num_envs)
+        rollout //= self.agents_per_env
+        last = self.schedule[-1].end_step if self.schedule else None
+        soon = nxt is not None and nxt <= self.total_step + rollout
+        ending = last is not None and self.total_step + rollout >= last
+        self.probe.gradients.enabled = bool(soon or ending)
 
     def _on_step(self) -> bool:
         obs = self.locals.get("new_obs")

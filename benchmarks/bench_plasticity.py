@@ -3,8 +3,8 @@ off, side by side, and the time spent inside them.
 
 Each side is a fresh ``run_main_job`` process (``cl-suites run``), the sides interleaved
 ``--repeats`` times; the ``on`` side also times every call into the diagnostics
-(``PlasticityTracker.measure`` / ``observe`` / ``task_started``, the gradient-norm hooks
-on every parameter and optimizer step, the per-update close), so the share is measured
+(``PlasticityTracker.measure`` / ``observe`` / ``task_started``, the gradient norms of
+every minibatch, the per-update close), so the share is measured
 in-process as well as by the wall-clock difference, which on a shared machine is noisier
 than 3%::
 
@@ -56,8 +56,7 @@ def child(args: argparse.Namespace) -> None:
     for name in ("measure", "observe", "task_started"):
         timed(pt.PlasticityTracker, name)
     timed(bp.TorchProbe, "finish_update")
-    timed(bp.GradientNorms, "_grad_hook")  # per parameter per backward
-    timed(bp.GradientNorms, "_step_hook")  # per optimizer step
+    timed(bp.GradientNorms, "observe")  # per minibatch (the learners' clip_grad_norm)
     overrides = {"report": False, "plasticity": args.child == "on", "progress": False}
     if args.steps_per_task:
         overrides["steps_per_task"] = args.steps_per_task

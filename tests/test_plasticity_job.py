@@ -49,6 +49,8 @@ def test_every_evaluation_point_has_every_diagnostic_of_every_network(full):
     finite = later[~later.metric.isin(["churn", "grad_norm"])]
     assert np.isfinite(finite.value).all(), finite[~np.isfinite(finite.value)]
     assert (whole[whole.value.isna()].reason != "").all()  # every NaN says why
+    # the update before every point was watched (only those are: the cost stays low)
+    assert (later[later.metric == "grad_norm"].value > 0).all()
     # the task trained up to the point: the boundary (1000) ends task 0
     assert set(whole[whole.total_step == 1000].task_id) == {0}
     assert set(whole[whole.total_step == 2000].task_id) == {1}

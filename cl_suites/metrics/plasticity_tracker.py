@@ -213,7 +213,7 @@ class ProbeBatch:
         elif self.obs is not None:
             arrays["obs"] = np.asarray(self.obs)
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, **arrays)
+        np.savez(buffer, **arrays)
         atomic_write(path, lambda f: f.write(buffer.getvalue()))
 
 
