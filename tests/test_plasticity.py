@@ -271,6 +271,13 @@ def test_torch_equals_jax_on_the_same_weights_and_batch():
             np.testing.assert_allclose(ta, ja, rtol=1e-4, atol=1e-5)
             assert (P.unit_scores(ta) <= 0.1).tolist() == (P.unit_scores(ja) <= 0.1).tolist()
     assert t[("actor", "dormant_ratio")] > 0  # tau 0.1 finds some: the check bites
+    # an own loop's JAX probe: the parameters through a callable (read at each point)
+    holder = {"p": params}
+    live = actor_critic_probe(net, lambda: holder["p"])
+    before = live.parameters()["actor"]["params.actor_dense1.kernel"].copy()
+    holder["p"] = jax.tree.map(lambda a: a + 1.0, params)
+    after = live.parameters()["actor"]["params.actor_dense1.kernel"]
+    np.testing.assert_allclose(after, before + 1.0, rtol=1e-6)
 
 
 # -- bad input and failures ---------------------------------------------------------------

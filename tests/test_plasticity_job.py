@@ -205,3 +205,20 @@ def test_plasticity_rows_go_to_the_tracking_sinks(tmp_path):
         ])  # fmt: skip
     assert got == [(5, {"plasticity/actor/dormant_ratio": 0.25})]
     assert len(read_plasticity(tmp_path / "run")) == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("plasticity_tau", 0.0, "plasticity_tau must be a number in (0, 1), got 0.0"),
+        ("plasticity_tau", 1.0, "plasticity_tau must be a number in (0, 1), got 1.0"),
+        ("plasticity_probe_size", 0, "plasticity_probe_size must be an integer >= 1, got 0"),
+        ("plasticity_pooling", "mean", "plasticity_pooling must be one of 'redo', 'plasticine'"),
+    ],
+)
+def test_bad_plasticity_options_are_refused_in_one_line_before_the_run(key, value, message):
+    from cl_suites.job.main_job import resolve_job
+
+    with pytest.raises(ValueError) as e:
+        resolve_job(**{**DIAG, "seed": 0}, overrides={**OVERRIDES, key: value})
+    assert message in str(e.value) and "\n" not in str(e.value)
