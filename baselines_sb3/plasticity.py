@@ -411,7 +411,7 @@ class PlasticityCallback(BaseCallback):
     def _on_training_start(self) -> None:
         self._measured = self.evaluator.last_eval_step  # a resumed run measured it already
         obs = getattr(self.model, "_last_obs", None)
-        if obs is not None:
+        if obs is not None and self.num_timesteps == 0:  # resumed: the checkpoint has it
             self.tracker.observe(self.task_at(self.total_step), obs, self.total_step)
 
     def _maybe_measure(self) -> None:

@@ -24,7 +24,7 @@ OVERRIDES = {
     "eval_every": 500,
     "checkpoint_every": 300,
     "report": False,
-    "plasticity_probe_size": 32,
+    "plasticity_probe_size": 200,  # not full at the checkpoints: the resume must continue it
 }
 
 
@@ -60,7 +60,7 @@ def test_every_evaluation_point_has_every_diagnostic_of_every_network(full):
     # task 1 measures its change from its own start, the run from the run's
     assert 0 < actor["weight_change_task", 2000] < actor["weight_change_run", 2000]
     _obs, task_ids, _ = load_probe(full / PROBE_FILE)
-    assert sorted(set(task_ids.tolist())) == [0, 1] and (np.bincount(task_ids) == 32).all()
+    assert sorted(set(task_ids.tolist())) == [0, 1] and (np.bincount(task_ids) == 200).all()
 
 
 def test_resume_keeps_the_probe_batch_and_the_rows(full, tmp_path):

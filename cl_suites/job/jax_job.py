@@ -239,7 +239,8 @@ class _Loop:
         ends = [seg.end_step for seg in schedule]
         index = min(sum(e <= max(self.step - 1, 0) for e in ends), len(schedule) - 1)
         self.task = int(schedule[index].task_id)
-        self.observe()
+        if self.step == 0:  # a resumed run's checkpoint holds what it observed
+            self.observe()
         self.evaluate(due_only=True)  # eval_at_start
         for seg in schedule:
             if self.step < seg.end_step:
