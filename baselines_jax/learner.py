@@ -108,6 +108,18 @@ def _keep_freed_memory() -> bool:
     return bool(trim and mmap)
 
 
+def _grad_norm(grads: Any, prefixes: tuple[str, ...]) -> jax.Array:
+    """Euclidean norm of the gradient of the modules whose names start with ``prefixes``
+    (before any clipping: the plasticity diagnostics' ``grad_norm``)."""
+    parts = [
+        jnp.sum(jnp.square(leaf))
+        for name, sub in grads["params"].items()
+        if name.startswith(prefixes)
+        for leaf in jax.tree.leaves(sub)
+    ]
+    return jnp.sqrt(sum(parts)) if parts else jnp.float32(jnp.nan)
+
+
 def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
     out = jax.vmap(lambda k: jax.random.split(k, n))(keys)
     return tuple(out[:, i] for i in range(n))
@@ -390,7 +402,11 @@ class JaxIPPO:
             p, o = carry
             (total, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, *mb)
             updates, o = self.tx.update(grads, o, p)
-            return (optax.apply_updates(p, updates), o), (total, *aux)
+            norms = (
+                _grad_norm(grads, ("actor_", "common_")),
+                _grad_norm(grads, ("critic_", "common_")),
+            )
+            return (optax.apply_updates(p, updates), o), (total, *aux, *norms)
 
         def epoch(carry, _):
             p, o, key = carry
@@ -424,7 +440,15 @@ class JaxIPPO:
         )
         metrics = dict(
             zip(
-                ("total_loss", "value_loss", "actor_loss", "entropy", "reg_loss"),
+                (
+                    "total_loss",
+                    "value_loss",
+                    "actor_loss",
+                    "entropy",
+                    "reg_loss",
+                    "grad_norm_actor",
+                    "grad_norm_critic",
+                ),
                 losses,
                 strict=True,
             )

@@ -46,6 +46,7 @@ from baselines_sb3.cl.base import (
     latest_step_segment,
     learner_batch_size,
 )
+from baselines_sb3.plasticity import clip_grad_norm
 from baselines_sb3.policies import SPARSE_ROWS_KEY
 from baselines_sb3.policy_lag import PolicyLagLearner
 from baselines_sb3.sparse import MIN_ROWS, SparseRows
@@ -453,7 +454,7 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
         )
         self.policy.optimizer.zero_grad()
         loss.backward()
-        norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        norm = clip_grad_norm(self.policy, self.policy.parameters(), self.max_grad_norm)
         self.policy.optimizer.step()
         self._n_updates += 1
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
@@ -614,7 +615,7 @@ class ContinualPPO(TaskSwitchLearner, PPO):
                         return
                 self.policy.optimizer.zero_grad()
                 loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                clip_grad_norm(self.policy, self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
                 with th.no_grad():
                     clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())

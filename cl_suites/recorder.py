@@ -36,6 +36,7 @@ removes what it wrote, so the same run directory can be used again.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +51,12 @@ from cl_suites.core.progress import RunProgress, plan_text
 from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import TASK_EPISODE_KEY
 from cl_suites.core.vector import VectorizationMode
+from cl_suites.metrics.plasticity_tracker import (
+    PROBE_FILE,
+    NetworkProbe,
+    PlasticitySettings,
+    PlasticityTracker,
+)
 from cl_suites.suites import find_suite
 from cl_suites.training import episode_records, run_metadata
 
@@ -74,6 +81,13 @@ class Recorder:
         tensorboard: also write the returns as TensorBoard scalars.
         parallel: ``envs`` is the suite's PettingZoo ``ParallelEnv`` (``MEAL-<N>``, one
             env: ``num_envs`` must be 1) instead of its vector env.
+        plasticity: the networks to diagnose at every evaluation point
+            (``RUN_DIR/plasticity.csv``, ``docs/metrics.md``): a
+            ``baselines_sb3.plasticity.TorchProbe`` of a torch module or a
+            ``baselines_jax.plasticity.JaxProbe`` of JAX parameters (a callable giving the
+            current ones) and an apply function. Pass the observations to :meth:`step`
+            (``obs=``) to fill its probe batch. ``None``: no diagnostics.
+        plasticity_settings: their ``PlasticitySettings`` (default: the job's defaults).
         **env_kwargs: suite options (``steps_per_task``, ``cycles``, ``eval_every``, ...).
 
     Attributes:
@@ -98,6 +112,8 @@ class Recorder:
         eval_max_episode_steps: int | None = None,
         tensorboard: bool = False,
         parallel: bool = False,
+        plasticity: NetworkProbe | None = None,
+        plasticity_settings: PlasticitySettings | None = None,
         **env_kwargs: Any,
     ):
         self.run_dir = Path(run_dir)
@@ -159,8 +175,16 @@ class Recorder:
         self.total_step = 0
         self.done = False
         self._closed = False
+        self.plasticity_probe = plasticity
+        self.plasticity: PlasticityTracker | None = None
+        if plasticity is not None:
+            self.plasticity = PlasticityTracker(
+                plasticity_settings, self.log.log_plasticity, self.run_dir / PROBE_FILE
+            )
+            self._ends = [seg.end_step for seg in schedule]
+            self._tasks = [seg.task_id for seg in schedule]
 
-    def step(self, infos: dict[str, Any], policy: Policy) -> list[dict[str, Any]]:
+    def step(self, infos: dict[str, Any], policy: Policy, obs: Any = None) -> list[dict[str, Any]]:
         """Record one vector step (or the reset): log the training episodes that ended,
         update the progress, and evaluate with ``policy`` when an evaluation point is
         reached (always at the end of the sequence). Returns the new evaluation records.
@@ -170,17 +194,43 @@ class Recorder:
         ``infos``: those of ``envs`` (``reset`` or ``step``), or a PettingZoo parallel
         env's per-agent infos (``{agent: info}``; agent 0's return is logged, as the main
         job logs MEAL episodes).
+        ``obs``: the observations the step returned (the probe batch of the plasticity
+        diagnostics takes from them; ignored without ``plasticity``). At each evaluation
+        point the diagnostics measure the networks as they are; the gradient norm is the
+        mean over the minibatches since the previous point unless the loop calls
+        ``probe.finish_update()`` after each update.
         """
         infos = _vector_infos(infos)
         self.total_step = int(np.asarray(infos["total_step"]).reshape(-1)[0])
         self.done = bool(np.asarray(infos["sequence_done"]).reshape(-1)[0])
         self.log.log_episodes(episode_records(infos, self.total_step))
         self.progress.update(self.total_step)
+        if self.plasticity is not None and obs is not None:
+            self.plasticity.observe(self._task_at(self.total_step), obs, self.total_step)
         if self.done:
             if self.evaluator.last_eval_step == self.total_step:
                 return []
-            return self.evaluator.evaluate(self.total_step, policy)
-        return self.evaluator.maybe_evaluate(self.total_step, policy)
+            records = self.evaluator.evaluate(self.total_step, policy)
+        else:
+            records = self.evaluator.maybe_evaluate(self.total_step, policy)
+        if self.plasticity is not None:
+            self._diagnose(bool(records))
+        return records
+
+    def _task_at(self, step: int) -> int:
+        i = min(bisect.bisect_right(self._ends, step), len(self._tasks) - 1)
+        return int(self._tasks[i])
+
+    def _diagnose(self, evaluated: bool) -> None:
+        tracker, probe = self.plasticity, self.plasticity_probe
+        if evaluated:
+            finish = getattr(probe, "finish_update", None)
+            if finish is not None:  # minibatches not closed by the loop: those since the last
+                finish()
+            tracker.measure(self.total_step, self._task_at(max(self.total_step - 1, 0)), probe)
+        task = self._task_at(self.total_step)
+        if tracker.task != task:
+            tracker.task_started(task, probe)
 
     def close(self, error: BaseException | None = None) -> Path:
         """Close the envs, evaluator, progress (``"finished"`` when the sequence is done;

@@ -108,3 +108,45 @@ def test_a_meal_recorder_holds_the_shaping_weight_per_update_of_the_own_learner(
     per_step.envs.step(actions)
     assert (first, per_step.envs.shaping_coef()) == (1.0, 1 - 2 / 32)
     per_step.close()
+
+
+def test_recorder_diagnoses_an_own_torch_network_at_every_point(tmp_path):
+    """Issue 42 item 2: ``Recorder(plasticity=TorchProbe(...))`` gives the same
+    ``plasticity.csv`` as the job, from an own loop's module and optimizer."""
+    from baselines_sb3.plasticity import TorchNetwork, TorchProbe
+
+    net = th.nn.Sequential(th.nn.Linear(5, 16), th.nn.ReLU(), th.nn.Linear(16, 3))
+    opt = th.optim.SGD(net.parameters(), lr=0.05)
+    probe = TorchProbe(
+        net,
+        [TorchNetwork("actor", ("",), "2", "policy")],
+        {
+            "main": lambda m, obs, ids: (
+                m(th.as_tensor(obs, dtype=th.float32).flatten(1)),
+                th.zeros(len(obs)),
+            )
+        },
+        optimizer=opt,
+    )
+    rec = cl_suites.Recorder(
+        tmp_path / "run", "Diagnostic", num_envs=2, seed=0, method="mine", plasticity=probe,
+        steps_per_task=40, eval_every=40, eval_episodes=1, n_tasks=2,
+    )  # fmt: skip
+    policy = lambda obs, ids: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
+    with rec:
+        obs, infos = rec.envs.reset(seed=0)
+        rec.step(infos, policy, obs=obs)
+        while not rec.done:
+            obs, _, _, _, infos = rec.envs.step(np.ones(2, dtype=np.int64))
+            loss = net(th.as_tensor(obs, dtype=th.float32)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step(infos, policy, obs=obs)
+    rows = cl_suites.core.runlog.read_plasticity(rec.run_dir)
+    whole = rows[rows.layer == "all"].set_index(["metric", "total_step"]).value
+    assert sorted(rows.total_step.unique()) == [0, 40, 80]
+    assert whole["weight_change_run", 0] == 0 and whole["weight_change_run", 80] > 0
+    assert whole["weight_change_task", 80] < whole["weight_change_run", 80]  # task 1's own
+    assert whole["grad_norm", 40] > 0 and np.isfinite(whole["stable_rank", 80])
+    assert set(rows.task_id[rows.total_step == 40]) == {0}  # the point ends task 0

@@ -49,6 +49,7 @@ from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
 from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
 from baselines_sb3.cl.storage import check_storage
 from baselines_sb3.cl.unroll_buffer import GuardedUnrollBuffers, UnrollBuffer
+from baselines_sb3.plasticity import clip_grad_norm
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
 
@@ -305,7 +306,7 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
         params = list(policy.parameters())
         if self.kb_listed_twice:
             params += [p for _, p in self.kb_parameters()]
-        norm = th.nn.utils.clip_grad_norm_(params, model.max_grad_norm)
+        norm = clip_grad_norm(policy, params, model.max_grad_norm)
         policy.optimizer.step()
         if self.kb_listed_twice:
             policy.optimizer.step()  # the KB's second entry in CORA's parameter list

@@ -8,6 +8,9 @@ One run = one directory::
                       suite's metric settings
       eval.csv        one row per (eval point, task, split)
       episodes.csv    one row per finished training episode
+      plasticity.csv  plasticity diagnostics: one row per (eval point, network, layer,
+                      diagnostic) (``PLASTICITY_COLUMNS``); plasticity_probe.npz its
+                      probe batch
       .lock           while a writer holds the directory (``RunDirLock``)
       tb/             optional TensorBoard scalars
 
@@ -57,8 +60,25 @@ EPISODE_COLUMNS: tuple[str, ...] = ("total_step", "task_id", "episode_return", "
 """Columns of ``episodes.csv``: ``total_step`` is the agent step at which the episode
 ended, ``episode_length`` is in agent steps."""
 
+PLASTICITY_COLUMNS: tuple[str, ...] = (
+    "total_step",
+    "task_id",
+    "network",
+    "layer",
+    "metric",
+    "value",
+    "reason",
+)
+"""Columns of ``plasticity.csv``: ``total_step`` is the eval point (the run's step),
+``task_id`` the task trained up to it, ``network`` ``actor``/``critic`` (P&C:
+``kb/actor``, ...), ``layer`` a layer's name or ``all`` (whole network), ``metric`` one of
+``cl_suites.metrics.plasticity_tracker.METRICS``, ``value`` a float (``nan`` when it could
+not be computed, ``reason`` then says why; empty otherwise). Definitions and units:
+``docs/metrics.md``."""
+
 logger = logging.getLogger(__name__)
 
+PLASTICITY_FILE = "plasticity.csv"
 METADATA_FILE = "metadata.json"
 EVAL_FILE = "eval.csv"
 EPISODES_FILE = "episodes.csv"
@@ -108,6 +128,7 @@ COLUMN_TYPES: dict[str, str] = {
     "wall_time": _FLOAT,
     "episode_return": _FLOAT,
     "episode_length": _INT,
+    "value": _FLOAT,
 }
 """How a row's cells must parse (``int`` cells may be written as ``12.0``)."""
 
@@ -233,7 +254,8 @@ def _note(path: Path, message: str) -> None:
 
 
 def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
-    """Cut ``eval.csv`` and ``episodes.csv`` back to a checkpoint at agent step ``max_step``.
+    """Cut ``eval.csv``, ``episodes.csv`` and ``plasticity.csv`` back to a checkpoint at
+    agent step ``max_step``.
 
     Rows with ``total_step > max_step`` were written after the checkpoint and will be
     written again by the resumed run; torn last lines and unparsable rows are dropped with
@@ -246,7 +268,11 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
     with RunDirLock(run_dir, reentrant=True):
         return {
             name: sum(repair_table(run_dir / name, columns, max_step).values())
-            for name, columns in ((EVAL_FILE, EVAL_COLUMNS), (EPISODES_FILE, EPISODE_COLUMNS))
+            for name, columns in (
+                (EVAL_FILE, EVAL_COLUMNS),
+                (EPISODES_FILE, EPISODE_COLUMNS),
+                (PLASTICITY_FILE, PLASTICITY_COLUMNS),
+            )
         }
 
 
@@ -355,7 +381,7 @@ class RunLog:
         self._sinks: list[ScalarSink] = []
         self._write_lock = threading.Lock()  # evaluations may log from their own thread
         self._closers: list[Callable[[], None]] = []
-        self._eval = self._episodes = None
+        self._eval = self._episodes = self._plasticity = None
         try:
             meta_path = self.run_dir / METADATA_FILE
             if meta_path.exists() and not resume:
@@ -448,9 +474,29 @@ class RunLog:
             step = max(int(e["total_step"]) for e in episodes)
             self._emit({k: sum(v) / len(v) for k, v in returns.items()}, step)
 
+    def log_plasticity(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append plasticity-diagnostic rows (keys of ``PLASTICITY_COLUMNS``) to
+        ``plasticity.csv`` (created at the first call); whole-network values also go to the
+        scalar sinks as ``plasticity/<network>/<metric>``."""
+        rows = list(rows)
+        if not rows:
+            return
+        with self._write_lock:
+            if self._plasticity is None:
+                self._plasticity = _CsvAppender(self.run_dir / PLASTICITY_FILE, PLASTICITY_COLUMNS)
+            self._plasticity.write(rows)
+            if self._sinks:
+                by_step: dict[int, dict[str, float]] = {}
+                for r in rows:
+                    if r["layer"] == "all":
+                        key = f"plasticity/{r['network']}/{r['metric']}"
+                        by_step.setdefault(int(r["total_step"]), {})[key] = float(r["value"])
+                for step, values in sorted(by_step.items()):
+                    self._emit(values, step)
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
-        for table in (self._eval, self._episodes):
+        for table in (self._eval, self._episodes, self._plasticity):
             if table is not None:
                 table.close()
         closers, self._closers, self._sinks = self._closers, [], []
@@ -503,6 +549,16 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
 def read_eval(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """The evaluation table of a run (possibly still running) as a DataFrame."""
     return _read_table(Path(run_dir) / EVAL_FILE, EVAL_COLUMNS)
+
+
+def read_plasticity(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The plasticity-diagnostic table of a run (empty when the run has none)."""
+    path = Path(run_dir) / PLASTICITY_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in PLASTICITY_COLUMNS})
+    frame = _read_table(path, PLASTICITY_COLUMNS)
+    frame["reason"] = frame["reason"].fillna("")
+    return frame
 
 
 def read_episodes(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,8 @@ class CheckpointCallback(BaseCallback):
         self.directory, self.every = directory, int(every)
         self.method, self.venv, self.evaluator = method, venv, evaluator
         self.next_step = 0
+        self.extra_state: Callable[[], dict[str, Any]] | None = None
+        """Adds entries to every checkpoint (the plasticity tracker's state)."""
 
     def _on_training_start(self) -> None:
         self.next_step = (self.venv.cursor.total_step // self.every + 1) * self.every
@@ -285,6 +288,8 @@ class CheckpointCallback(BaseCallback):
         return True
 
     def save(self, **extra: Any) -> Path:
+        if self.extra_state is not None:
+            extra = {**self.extra_state(), **extra}
         return save_checkpoint(
             self.directory, self.model, self.method, self.venv, self.evaluator, extra
         )

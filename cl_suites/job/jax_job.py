@@ -48,6 +48,10 @@ from cl_suites.job.jax_checkpoint import (
     save_jax_checkpoint,
 )
 from cl_suites.job.jax_options import jax_api
+from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticitySettings, PlasticityTracker
+
+PLASTICITY_KEY = "plasticity|"
+"""Prefix of the plasticity tracker's arrays in a seed's checkpoint (``flat_state``)."""
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
@@ -147,6 +151,7 @@ class JaxRun:
                  progress: RunProgress):  # fmt: skip
         self.run_dir, self.seed = run_dir, int(seed)
         self.run_log, self.evaluator, self.progress = run_log, evaluator, progress
+        self.plasticity: PlasticityTracker | None = None
 
     def close(self, outcome: str, reason: str | None = None) -> None:
         self.progress.close(outcome, reason)
@@ -177,13 +182,19 @@ def run_jax_job(
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None
+    plasticity_states: list[Any] = []
     if files is not None:
         loaded = [load_jax_checkpoint(f) for f in files]
         if all(m.get("finished") for _, m in loaded):
             print(f"runs {', '.join(map(str, run_dirs))} are already complete")
             return
         loop.step = int(loaded[0][1]["total_step"])
-        arrays = {k: np.stack([a[k] for a, _ in loaded]) for k in loaded[0][0]}
+        plasticity_states = [
+            unflat_state({k: v for k, v in a.items() if k.startswith(PLASTICITY_KEY)})
+            for a, _ in loaded
+        ]
+        keys = [k for k in loaded[0][0] if not k.startswith(PLASTICITY_KEY)]
+        arrays = {k: np.stack([a[k] for a, _ in loaded]) for k in keys}
         loop.state = learner.load_state_dict(arrays)
         evaluator_states = [m["evaluator"] for _, m in loaded]
     if resume:
@@ -195,6 +206,9 @@ def run_jax_job(
             loop.runs.append(JaxRun(d, seed, *open_run(s, seed, d, resume, loop.step)))
             if evaluator_states is not None:
                 loop.runs[-1].evaluator.load_state_dict(evaluator_states[i])
+            loop.runs[-1].plasticity = _tracker(s, d, loop.runs[-1].run_log)
+            if loop.runs[-1].plasticity is not None and plasticity_states and plasticity_states[i]:
+                loop.runs[-1].plasticity.load_state_dict(plasticity_states[i])
         if loop.state is None:
             loop.state = learner.init_state()
         loop.run(spec.schedule)
@@ -220,8 +234,16 @@ class _Loop:
         self.runs: list[JaxRun] = []
         self.state: Any = None
         self.step = 0
+        self.task: int | None = None  # the task trained up to self.step
+        self.grad_norms: list[dict[str, float]] = []
+        self._probe_apply: Any = None
 
     def run(self, schedule: Sequence[Segment]) -> None:
+        ends = [seg.end_step for seg in schedule]
+        index = min(sum(e <= max(self.step - 1, 0) for e in ends), len(schedule) - 1)
+        self.task = int(schedule[index].task_id)
+        if self.step == 0:  # a resumed run's checkpoint holds what it observed
+            self.observe()
         self.evaluate(due_only=True)  # eval_at_start
         for seg in schedule:
             if self.step < seg.end_step:
@@ -233,6 +255,7 @@ class _Loop:
         """Train ``seg`` from the current step to its end in chunks between eval and
         checkpoint points; ``end_task`` at its end."""
         learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
+        self.task_started(seg.task_id)
         while self.step < seg.end_step:
             target = min(seg.end_step, self.runs[0].evaluator.next_eval_step, next_ckpt)
             updates = max(1, -(-(target - self.step) // self.rollout))  # points inside: end
@@ -241,6 +264,9 @@ class _Loop:
             self.state, metrics = learner.train(self.state, seg.task_id, updates, cycle=seg.cycle)
             start = self.step
             self.step += updates * self.rollout
+            self.task = int(seg.task_id)
+            self.keep_grad_norms(metrics)
+            self.observe()
             ended = self.step >= seg.end_step
             for i, run in enumerate(self.runs):
                 rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
@@ -274,6 +300,49 @@ class _Loop:
             seed = task_seed(self.runs[i].seed + SAMPLING_SEED_OFFSET, step, 0)
             policy = eval_policy(self.learner, seed_slice(params, i), self.greedy, seed)
             self.runs[i].evaluator.evaluate(step, policy)
+            tracker = self.runs[i].plasticity
+            if tracker is not None:
+                tracker.measure(step, self.task if self.task is not None else 0, self.probe(i))
+
+    # -- plasticity diagnostics ----------------------------------------------------------
+    def probe(self, i: int) -> Any:
+        """Seed ``i``'s network as a ``NetworkProbe`` (its parameters now)."""
+        from baselines_jax.plasticity import JaxProbe, actor_critic_apply, actor_critic_networks
+
+        net = self.learner.network
+        if self._probe_apply is None:
+            self._probe_apply = actor_critic_apply(net)
+        grads = self.grad_norms[i] if i < len(self.grad_norms) else None
+        params = seed_slice(self.state.params, i)
+        return JaxProbe(
+            params, self._probe_apply, actor_critic_networks(net.shared_backbone), grads
+        )
+
+    def observe(self) -> None:
+        """Offer every seed's current env observations (all envs and agents) to its probe
+        batch, as observations of the task trained up to now."""
+        if not any(run.plasticity is not None for run in self.runs) or self.state is None:
+            return
+        obs = np.asarray(self.state.obs)  # (K, M, n, H, W, C)
+        for i, run in enumerate(self.runs):
+            if run.plasticity is not None:
+                rows = obs[i].reshape(-1, *obs.shape[-3:])
+                run.plasticity.observe(self.task if self.task is not None else 0, rows, self.step)
+
+    def task_started(self, task_id: int) -> None:
+        for i, run in enumerate(self.runs):
+            if run.plasticity is not None and run.plasticity.task != task_id:
+                run.plasticity.task_started(task_id, self.probe(i))
+
+    def keep_grad_norms(self, metrics: dict[str, Any]) -> None:
+        """The gradient norms of the chunk's last update, per seed and network."""
+        if "grad_norm_actor" not in metrics:
+            return
+        actor = np.asarray(metrics["grad_norm_actor"])[-1]
+        critic = np.asarray(metrics["grad_norm_critic"])[-1]
+        self.grad_norms = [
+            {"actor": float(a), "critic": float(c)} for a, c in zip(actor, critic, strict=True)
+        ]
 
     def save(self, finished: bool = False) -> None:
         """Every seed's checkpoint (its slice of the state) in its run directory."""
@@ -287,4 +356,64 @@ class _Loop:
                 "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             seed_arrays = {k: np.asarray(v)[i] for k, v in arrays.items()}
+            if run.plasticity is not None:
+                seed_arrays.update(flat_state(run.plasticity.state_dict(), PLASTICITY_KEY))
             save_jax_checkpoint(run.run_dir, seed_arrays, meta)
+
+
+def _tracker(spec: Any, run_dir: Path, run_log: RunLog) -> PlasticityTracker | None:
+    """Seed's plasticity tracker (``None`` with ``plasticity=false``). ppo-jax takes probe
+    observations at the end of every training chunk (each evaluation or checkpoint
+    point): ``plasticity_probe_stride`` does not apply."""
+    job = spec.options
+    if not job.plasticity:
+        return None
+    settings = PlasticitySettings(
+        tau=job.plasticity_tau,
+        pooling=job.plasticity_pooling,
+        stable_rank=job.plasticity_stable_rank,
+        weight_scale=job.plasticity_weight_scale,
+        probe_size=job.plasticity_probe_size,
+        probe_stride=1,
+    )
+    return PlasticityTracker(settings, run_log.log_plasticity, Path(run_dir) / PROBE_FILE)
+
+
+def flat_state(tree: Any, prefix: str) -> dict[str, np.ndarray]:
+    """A nested dict of arrays, numbers and ``None`` as flat arrays named
+    ``prefix + "|".join(path)`` (``None`` leaves are left out; empty dicts kept)."""
+    out: dict[str, np.ndarray] = {}
+    if isinstance(tree, dict):
+        if not tree:
+            out[prefix + "{}"] = np.zeros(0)
+        for k, v in tree.items():
+            out.update(flat_state(v, f"{prefix}{k}|"))
+    elif tree is not None:
+        out[prefix.rstrip("|")] = np.asarray(tree)
+    return out
+
+
+def unflat_state(arrays: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """The inverse of :func:`flat_state` (``None`` for no arrays; 0-d arrays as
+    Python numbers)."""
+    if not arrays:
+        return None
+    root: dict[str, Any] = {}
+    for key, value in arrays.items():
+        parts = key[len(PLASTICITY_KEY) :].split("|")
+        node = root
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if parts[-1] == "{}":
+            continue
+        node[parts[-1]] = value.item() if value.ndim == 0 else value
+    return _with_nones(root)
+
+
+def _with_nones(state: dict[str, Any]) -> dict[str, Any]:
+    for key in ("run_reference", "task_reference", "task"):
+        state.setdefault(key, None)
+    state.setdefault("previous", {})
+    state["probe"].setdefault("obs", None)
+    state["probe"].setdefault("calls", {})
+    return state

@@ -40,6 +40,7 @@ from baselines_sb3.callbacks import (
 from baselines_sb3.cl import attach_method, make_method, method_class
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
+from baselines_sb3.plasticity import PlasticityCallback, policy_probe
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.fsutil import directory_entries, remove_unstarted
 from cl_suites.core.interrupts import outcome_of
@@ -67,6 +68,7 @@ from cl_suites.job.run_spec import (
     rollout_steps,
 )
 from cl_suites.job.tracking import configure_logger, track_run_log
+from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticitySettings, PlasticityTracker
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -265,6 +267,9 @@ def _train_torch(
         initial_step=start_step,
         evaluator=evaluator,
     )
+    plasticity_cb = _plasticity_callback(spec, model, run_log, run_dir, evaluator, state)
+    if plasticity_cb is not None:
+        ckpt_cb.extra_state = lambda: {"plasticity": plasticity_cb.tracker.state_dict()}
     callbacks = CallbackList(
         [
             cl_callback,
@@ -277,6 +282,7 @@ def _train_torch(
                 deterministic=job.eval_deterministic,
                 beside_training=job.eval_beside_training,
             ),
+            *([plasticity_cb] if plasticity_cb is not None else []),
             ckpt_cb,
             ProgressBarCallback(progress, agents),
         ]
@@ -303,6 +309,38 @@ def _train_torch(
         env.close()
         if hasattr(cl, "buffer") and cl.buffer is not None:
             cl.buffer.close()
+
+
+def _plasticity_callback(
+    spec: JobSpec,
+    model: Any,
+    run_log: RunLog,
+    run_dir: Path,
+    evaluator: Any,
+    state: dict[str, Any] | None,
+) -> PlasticityCallback | None:
+    """The run's plasticity diagnostics (``None`` when ``plasticity=false``, or with one
+    warning line when the policy has no layer they can read: the run goes on)."""
+    job = spec.options
+    if not job.plasticity:
+        return None
+    settings = PlasticitySettings(
+        tau=job.plasticity_tau,
+        pooling=job.plasticity_pooling,
+        stable_rank=job.plasticity_stable_rank,
+        weight_scale=job.plasticity_weight_scale,
+        probe_size=job.plasticity_probe_size,
+        probe_stride=job.plasticity_probe_stride,
+    )
+    try:
+        probe = policy_probe(model.policy)
+    except ValueError as e:
+        print(f"warning: no plasticity diagnostics: {e}", file=sys.stderr, flush=True)
+        return None
+    tracker = PlasticityTracker(settings, run_log.log_plasticity, run_dir / PROBE_FILE)
+    if state is not None and state.get("plasticity") is not None:
+        tracker.load_state_dict(state["plasticity"])
+    return PlasticityCallback(tracker, probe, evaluator, spec.schedule, spec.num_agents)
 
 
 def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:

@@ -32,15 +32,16 @@ class Opt:
     ``choices``), ``"bool|str"`` (a boolean or a non-empty string), ``"int-list"`` (a list
     of integers, each within ``low`` / ``high``: layer widths) or ``"pair"`` (``[low,
     high]``: two numbers, the first not above the second: a clipping range). ``low`` /
-    ``high`` bound numbers (``low_open``: ``low`` itself excluded). ``none_ok``: ``None``
-    is allowed; ``callable_ok``: a callable is allowed (SB3's schedules, from library
-    calls).
+    ``high`` bound numbers (``low_open`` / ``high_open``: ``low`` / ``high`` itself
+    excluded). ``none_ok``: ``None`` is allowed; ``callable_ok``: a callable is allowed
+    (SB3's schedules, from library calls).
     """
 
     kind: str
     low: float | None = None
     high: float | None = None
     low_open: bool = False
+    high_open: bool = False
     choices: tuple[Any, ...] = ()
     none_ok: bool = False
     callable_ok: bool = False
@@ -65,8 +66,9 @@ class Opt:
         else:
             what = "an integer" if self.kind == "int" else "a number"
             lo = "(" if self.low_open else "["
+            hi = ")" if self.high_open else "]"
             if self.low is not None and self.high is not None:
-                text = f"{what} in {lo}{self.low:g}, {self.high:g}]"
+                text = f"{what} in {lo}{self.low:g}, {self.high:g}{hi}"
             elif self.low is not None:
                 text = f"{what} {'>' if self.low_open else '>='} {self.low:g}"
             else:
@@ -119,7 +121,7 @@ class Opt:
             return _BAD
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             return _BAD
-        if self.high is not None and value > self.high:
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
             return _BAD
         return value
 

@@ -187,6 +187,41 @@ class JobOptions:
         _POSITIVE_OR_NONE,
         "evaluation-only episode cap, in steps of one eval env (default: whole episodes)",
     )
+    plasticity: bool = _opt(
+        True,
+        _BOOL,
+        "plasticity diagnostics (dormant units, feature rank, weight and gradient change, "
+        "churn) at every evaluation point into RUN_DIR/plasticity.csv",
+    )
+    plasticity_tau: float = _opt(
+        0.025,
+        Opt("float", low=0.0, high=1.0, low_open=True, high_open=True),
+        "dormant threshold of ReDo's normalised unit score (a unit is dormant at or below it)",
+    )
+    plasticity_pooling: str = _opt(
+        "redo",
+        Opt("choice", choices=("redo", "plasticine")),
+        "a network's dormant ratio: dormant units over all units (redo) or the mean of the "
+        "layers' ratios (plasticine)",
+    )
+    plasticity_stable_rank: str = _opt(
+        "srank",
+        Opt("choice", choices=("srank", "frobenius")),
+        "stable rank of the features: Kumar et al.'s srank (delta 0.01; Plasticine's) or "
+        "sum(s^2)/max(s)^2",
+    )
+    plasticity_weight_scale: str = _opt(
+        "rms",
+        Opt("choice", choices=("rms", "l2")),
+        "weight norm and change: root mean square over the weights (Plasticine's) or the "
+        "Euclidean norm",
+    )
+    plasticity_probe_size: int = _opt(
+        256, _POSITIVE, "probe observations per task seen (taken from its first steps)"
+    )
+    plasticity_probe_stride: int = _opt(
+        4, _POSITIVE, "vector steps between two takes of probe observations"
+    )
     torch_threads: int = _opt(
         TORCH_THREADS, _POSITIVE, "torch intra-op threads while training (torch learners)"
     )

@@ -12,6 +12,8 @@ into ``out_dir``::
     <suite>/continual_eval.png        CORA continual-evaluation figure
     <suite>/final_performance.{md,csv,tex}
     <suite>/<method>_F.{png,md,csv,tex}, <suite>/<method>_Z.{...}   diagnostic tables
+    <suite>/plasticity.png, <suite>/plasticity_task_end.{md,csv,tex}   plasticity
+                                      diagnostics (runs with plasticity.csv)
     notes.md                          every data issue and n/a explained
 
 Suite and method names become file names only through
@@ -56,6 +58,7 @@ from cl_suites.metrics.report_files import (
 )
 from cl_suites.metrics.report_html import render_html
 from cl_suites.metrics.runs import MetricsInputError, RunData, expand_run_dirs, load_run
+from cl_suites.metrics.tables import write_table
 
 __all__ = [
     "L2M_KEYS",
@@ -191,6 +194,12 @@ def _report(
             )
             figs = suite_figures(renderer, res, folder)
             files += figs.paths + write_suite_tables(res, folder)
+            if figs.plasticity_tables.get("task_end") is not None:
+                files += write_table(
+                    figs.plasticity_tables["task_end"],
+                    folder / "plasticity_task_end",
+                    f"{suite}: plasticity diagnostics at each task's end (mean ± SEM over seeds)",
+                )
             suites.append((res, figs))
     summary = summarise([res for res, _ in suites])
     files += write_summary_tables(summary, out)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from cl_suites.metrics import cora
+from cl_suites.metrics.plasticity_report import render_plasticity, suite_tables
 from cl_suites.metrics.plots import figure_png, plot_continual_eval, plot_heat_table
 from cl_suites.metrics.report_data import SuiteResult
 from cl_suites.metrics.report_files import cora_stem
@@ -87,10 +88,17 @@ class SuiteFigures:
 
     continual: PendingFigure
     heat: dict[str, dict[str, PendingFigure]]
+    plasticity: PendingFigure | None = None
+    plasticity_tables: dict = field(default_factory=dict)
 
     @property
     def paths(self) -> list[Path]:
-        return [self.continual.path, *(f.path for m in self.heat.values() for f in m.values())]
+        extra = [self.plasticity.path] if self.plasticity is not None else []
+        return [
+            self.continual.path,
+            *(f.path for m in self.heat.values() for f in m.values()),
+            *extra,
+        ]
 
 
 def suite_figures(renderer: FigureRenderer, res: SuiteResult, suite_dir: Path) -> SuiteFigures:
@@ -121,4 +129,17 @@ def suite_figures(renderer: FigureRenderer, res: SuiteResult, suite_dir: Path) -
         }
         for m in res.methods
     }
-    return SuiteFigures(continual, heat)
+    tables = suite_tables(res.runs, res.schedule, res.names)
+    plasticity = None
+    if not tables["frame"].empty:
+        plasticity = renderer.submit(
+            suite_dir / "plasticity.png",
+            "plasticity diagnostics",
+            render_plasticity,
+            tables["frame"],
+            res.schedule,
+            res.names,
+            f"{res.suite}: plasticity diagnostics",
+            res.step_unit,
+        )
+    return SuiteFigures(continual, heat, plasticity, tables)

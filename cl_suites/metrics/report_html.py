@@ -118,7 +118,14 @@ def _suite(res: SuiteResult, figs: SuiteFigures, out: Path) -> dict:
         "n_baselines": 0 if res.baselines is None else len(res.baselines),
         "baseline_protocols": [{"source": s, "text": t} for s, t in table_protocols(res.suite)],
         "videos": _videos(res.runs, res.names, out),
+        "plasticity": None if figs.plasticity is None else _image(figs.plasticity),
+        "plasticity_task_end": _maybe_table(figs.plasticity_tables.get("task_end")),
+        "plasticity_meal": _maybe_table(figs.plasticity_tables.get("meal")),
     }
+
+
+def _maybe_table(frame: pd.DataFrame | None) -> str | None:
+    return None if frame is None or frame.empty else html_table(frame)
 
 
 def _published(table: pd.DataFrame) -> dict:
