@@ -154,6 +154,7 @@ class OurSide:
         fam = case.family
         self.hp = hyperparameters.resolve(fam.suite, "vtrace", case.method, "paper")
         self.hp["learner"]["n_steps"] = fam.unroll
+        self.hp["learner"]["policy_lag"] = 0  # update for update: lockstep, as CORA's learner step
         self.hp["learner"].update(learner_changes or {})
         masks = np.zeros((len(fam.task_actions), fam.num_actions), dtype=bool)
         for task, k in enumerate(fam.task_actions):

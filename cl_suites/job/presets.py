@@ -61,6 +61,10 @@ CORA_VTRACE: dict[str, Any] = {  # configs/atari/impala_atari.json over ImpalaPo
     "loss_reduction": "sum",  # TorchBeast sums the losses over the batch
     "lr_schedule": "linear-per-task",  # use_scheduler=True, restarted by every train()
     "normalize_reward": False,
+    # CORA's actors act with parameters one or more updates old (monobeast.py:445); ours: the
+    # update of rollout k runs while rollout k+1 is collected (exactly one update of lag).
+    # ``small`` keeps lockstep (0), as do the update-parity checks (benchmarks/cora_ours.py)
+    "policy_lag": 1,
 }
 CORA_NUM_ENVS = 32  # batch size 32 unrolls (64 asynchronous actors in CORA)
 CORA_REWARD_CLIP = (-1.0, 1.0)

@@ -1022,3 +1022,15 @@ def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, metho
     full, cut = read_eval(tmp_path / "full"), read_eval(tmp_path / "cut")
     assert full.drop(columns="wall_time").equals(cut.drop(columns="wall_time"))
     assert read_episodes(tmp_path / "full").equals(read_episodes(tmp_path / "cut"))
+
+
+def test_cora_paper_preset_overlaps_the_update_with_acting():
+    """Issue 38: the paper preset's V-trace acts with one update of lag, as CORA's actors
+    do; ``small`` and the class default stay lockstep, and PPO has no lag."""
+    for suite in ("MiniHack15", "Procgen6", "Atari6", "CHORES-VaryRoom"):
+        assert hyperparameters.resolve(suite, "vtrace", "ft", "paper")["learner"]["policy_lag"] == 1
+        assert (
+            hyperparameters.resolve(suite, "vtrace", "ft", "small")["learner"].get("policy_lag", 0)
+            == 0
+        )
+    assert "policy_lag" not in hyperparameters.resolve("Atari6", "ppo", "ft", "paper")["learner"]
