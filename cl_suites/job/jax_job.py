@@ -48,7 +48,7 @@ from cl_suites.job.jax_checkpoint import (
     save_jax_checkpoint,
 )
 from cl_suites.job.jax_options import jax_api
-from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticitySettings, PlasticityTracker
+from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 
 PLASTICITY_KEY = "plasticity|"
 """Prefix of the plasticity tracker's arrays in a seed's checkpoint (``flat_state``)."""
@@ -368,14 +368,7 @@ def _tracker(spec: Any, run_dir: Path, run_log: RunLog) -> PlasticityTracker | N
     job = spec.options
     if not job.plasticity:
         return None
-    settings = PlasticitySettings(
-        tau=job.plasticity_tau,
-        pooling=job.plasticity_pooling,
-        stable_rank=job.plasticity_stable_rank,
-        weight_scale=job.plasticity_weight_scale,
-        probe_size=job.plasticity_probe_size,
-        probe_stride=1,
-    )
+    settings = job.plasticity_settings(probe_stride=1)
     return PlasticityTracker(settings, run_log.log_plasticity, Path(run_dir) / PROBE_FILE)
 
 

@@ -68,7 +68,7 @@ from cl_suites.job.run_spec import (
     rollout_steps,
 )
 from cl_suites.job.tracking import configure_logger, track_run_log
-from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticitySettings, PlasticityTracker
+from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -324,14 +324,7 @@ def _plasticity_callback(
     job = spec.options
     if not job.plasticity:
         return None
-    settings = PlasticitySettings(
-        tau=job.plasticity_tau,
-        pooling=job.plasticity_pooling,
-        stable_rank=job.plasticity_stable_rank,
-        weight_scale=job.plasticity_weight_scale,
-        probe_size=job.plasticity_probe_size,
-        probe_stride=job.plasticity_probe_stride,
-    )
+    settings = job.plasticity_settings()
     try:
         probe = policy_probe(model.policy)
     except ValueError as e:

@@ -58,6 +58,7 @@ from cl_suites.job.jax_options import JAX_LEARNER
 from cl_suites.job.learners import LearnerEntry, find_learner
 from cl_suites.job.method_options import MethodOption, plugin_options
 from cl_suites.job.option_specs import Opt
+from cl_suites.metrics.plasticity_tracker import PlasticitySettings
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
 
@@ -230,6 +231,19 @@ class JobOptions:
         _POSITIVE,
         "torch intra-op threads in the learner's updates (default: torch_threads)",
     )
+
+    def plasticity_settings(self, probe_stride: int | None = None) -> PlasticitySettings:
+        """The ``plasticity_*`` options as the tracker's settings (``probe_stride``: instead
+        of ``plasticity_probe_stride``, for a learner that takes probe observations its
+        own way)."""
+        return PlasticitySettings(
+            tau=self.plasticity_tau,
+            pooling=self.plasticity_pooling,
+            stable_rank=self.plasticity_stable_rank,
+            weight_scale=self.plasticity_weight_scale,
+            probe_size=self.plasticity_probe_size,
+            probe_stride=self.plasticity_probe_stride if probe_stride is None else probe_stride,
+        )
 
     def given(self, names: Sequence[str]) -> dict[str, Any]:
         """The values of ``names`` (the options a run set) as a dict."""

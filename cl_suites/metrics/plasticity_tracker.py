@@ -357,35 +357,26 @@ class PlasticityTracker:
                     return
                 rows.append(_row(step, task, name, layer, metric, value))
 
+            def missing(metric: str, reason: str, name: str = name, rows: list = rows) -> None:
+                rows.append(_row(step, task, name, WHOLE, metric, math.nan, reason))
+
             cap = captures.get(name)
             if cap is None:
                 reason = capture_error or "no forward pass for this network"
                 for metric in (*METRICS[:5], "churn"):
-                    rows.append(_row(step, task, name, WHOLE, metric, math.nan, reason))
+                    missing(metric, reason)
             else:
                 try:
                     whole, layers = P.dormant_ratios(cap.activations, s.tau, s.pooling)
                     if not layers:
-                        rows.append(
-                            _row(
-                                step,
-                                task,
-                                name,
-                                WHOLE,
-                                "dormant_ratio",
-                                math.nan,
-                                "no hidden activation layer found",
-                            )
-                        )
+                        missing("dormant_ratio", "no hidden activation layer found")
                     else:
                         rows.append(_row(step, task, name, WHOLE, "dormant_ratio", whole))
                         rows += [
                             _row(step, task, name, k, "dormant_ratio", v) for k, v in layers.items()
                         ]
                 except Exception as e:
-                    rows.append(
-                        _row(step, task, name, WHOLE, "dormant_ratio", math.nan, _reason(e))
-                    )
+                    missing("dormant_ratio", _reason(e))
                 add(
                     "active_fraction",
                     lambda c=cap: P.active_fraction(_last_hidden(c), c.activation),
@@ -407,17 +398,7 @@ class PlasticityTracker:
             weights = params.get(name)
             if weights is None:
                 for metric in ("weight_norm", "weight_change_task", "weight_change_run"):
-                    rows.append(
-                        _row(
-                            step,
-                            task,
-                            name,
-                            WHOLE,
-                            metric,
-                            math.nan,
-                            params_error or "no parameters for this network",
-                        )
-                    )
+                    missing(metric, params_error or "no parameters for this network")
             else:
                 for metric, ref in (
                     ("weight_norm", None),
@@ -425,24 +406,14 @@ class PlasticityTracker:
                     ("weight_change_run", self.run_reference),
                 ):
                     if ref is not None and name not in ref:
-                        rows.append(
-                            _row(
-                                step,
-                                task,
-                                name,
-                                WHOLE,
-                                metric,
-                                math.nan,
-                                "no reference weights for this network",
-                            )
-                        )
+                        missing(metric, "no reference weights for this network")
                         continue
                     try:
                         whole, layers = P.weight_norms(
                             weights, None if ref is None else ref[name], s.weight_scale
                         )
                     except Exception as e:
-                        rows.append(_row(step, task, name, WHOLE, metric, math.nan, _reason(e)))
+                        missing(metric, _reason(e))
                         continue
                     rows.append(_row(step, task, name, WHOLE, metric, whole))
                     rows += [_row(step, task, name, k, metric, v) for k, v in layers.items()]
