@@ -27,6 +27,7 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 from torch import nn
 
+from baselines_sb3.policy_lag import wait_for_update
 from cl_suites.metrics.plasticity_tracker import Capture
 
 ACTIVATION_KINDS: dict[type[nn.Module], str] = {
@@ -374,7 +375,9 @@ class PlasticityCallback(BaseCallback):
     training), the tracker measures the policy at that step, rows tagged with the task
     trained up to it. Feeds the probe batch from the training observations (``new_obs``,
     the task they are played on), closes the gradient norm of each update at the next
-    rollout start, and marks the task-start reference when the trained task changes.
+    rollout start (with ``policy_lag=1``, where the update then runs in its thread, at the
+    next measurement, after waiting for it), and marks the task-start reference when the
+    trained task changes (after the update in flight).
 
     Args:
         tracker: the run's ``PlasticityTracker``.
@@ -419,14 +422,19 @@ class PlasticityCallback(BaseCallback):
         if step is None or step == self._measured:
             return
         self._measured = step
+        wait_for_update(self.model)  # policy_lag=1: the weights and norms after the update
+        with contextlib.suppress(Exception):  # a diagnostic never stops training
+            self.probe.finish_update()
         self.tracker.measure(step, self.task_at(step - 1), self.probe)
 
     def _on_rollout_start(self) -> None:
-        with contextlib.suppress(Exception):  # a diagnostic never stops training
-            self.probe.finish_update()
+        if not getattr(self.model, "policy_lag", 0):  # lagged: the update runs now, closed
+            with contextlib.suppress(Exception):  # at the next measurement, after it ends
+                self.probe.finish_update()
         self._maybe_measure()
         task = self.task_at(self.total_step)
         if self.tracker.task != task:
+            wait_for_update(self.model)  # the task-start weights, not weights mid-update
             self.tracker.task_started(task, self.probe)
 
     def _on_rollout_end(self) -> None:

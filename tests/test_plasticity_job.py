@@ -222,3 +222,24 @@ def test_bad_plasticity_options_are_refused_in_one_line_before_the_run(key, valu
     with pytest.raises(ValueError) as e:
         resolve_job(**{**DIAG, "seed": 0}, overrides={**OVERRIDES, key: value})
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_lagged_vtrace_run_gives_the_same_diagnostics_twice(tmp_path):
+    """With ``policy_lag=1`` the update runs beside the next rollout; the diagnostics wait
+    for it (task-start weights, gradient norms closed at the measurement), so the same seed
+    gives the same rows, gradient norms included."""
+    tables = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        run_main_job(
+            run_dir=run_dir,
+            resume=False,
+            overrides={**OVERRIDES, "policy_lag": 1, "checkpoint_every": None},
+            **{**DIAG, "learner": "vtrace", "method": "ft"},
+        )
+        tables.append((run_dir / "plasticity.csv").read_text())
+    assert tables[0] == tables[1]
+    rows = tables[0].splitlines()
+    grads = [r.split(",") for r in rows if ",grad_norm," in r and ",all," in r]
+    later = [r for r in grads if r[0] != "0"]  # step 0: no update yet
+    assert later and all(r[5] != "nan" for r in later)  # every later point measured one
