@@ -137,8 +137,11 @@ class GradientNorms:
         key = tuple(id(p) for p in with_grad)
         if key != self._layout_key:  # which positions belong to which network, once
             position = {i: k for k, i in enumerate(key)}
+            device = with_grad[0].grad.device
             self._layout = {
-                name: th.tensor([position[i] for i in ids if i in position], dtype=th.long)
+                name: th.tensor(
+                    [position[i] for i in ids if i in position], dtype=th.long, device=device
+                )
                 for name, ids in self._groups.items()
             }
             self._layout_key = key
@@ -146,7 +149,7 @@ class GradientNorms:
         names = [n for n, idx in self._layout.items() if len(idx)]
         if not names:
             return
-        totals = th.stack([sq.index_select(0, self._layout[n].to(sq.device)).sum() for n in names])
+        totals = th.stack([sq.index_select(0, self._layout[n]).sum() for n in names])
         for name, value in zip(names, totals.sqrt().tolist(), strict=True):
             self._batches[name].append(value)
 

@@ -107,8 +107,9 @@ def test_a_dead_worker_is_named_within_seconds():
 
 
 def test_a_hung_worker_is_detected():
-    env = _diagnostic_workers(timeout=2.0)
+    env = _diagnostic_workers()  # the default timeout while the workers start (a busy CI)
     env.reset(seed=0)
+    env.timeout = 2.0
     pid = env._procs[0].pid
     os.kill(pid, signal.SIGSTOP)  # alive, but answers nothing
     try:

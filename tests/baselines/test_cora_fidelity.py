@@ -887,6 +887,7 @@ def test_cora_presets_per_suite():
         "loss_reduction": "sum",
         "lr_schedule": "linear-per-task",
         "normalize_reward": False,
+        "policy_lag": 1,
     }
     assert (atari["num_envs"], atari["network"], atari["reward_clip"]) == (32, "shallow", (-1, 1))
     assert atari["previous_action_reward"] and not atari["ortho_init"]
