@@ -36,22 +36,13 @@ from cl_suites.metrics.plasticity_tracker import (
 
 th = pytest.importorskip("torch")
 from baselines_sb3.plasticity import TorchNetwork, TorchProbe  # noqa: E402
+from tests.plasticity_cases import build  # noqa: E402
 
-X = np.array([[1, 0], [0, 1], [2, 0], [0, 0]], np.float32)
+X = build("hand")[1]
 
 
 def _hand_net():
-    net = th.nn.Sequential(
-        th.nn.Linear(2, 3), th.nn.ReLU(), th.nn.Linear(3, 2), th.nn.ReLU(), th.nn.Linear(2, 2)
-    )
-    with th.no_grad():
-        net[0].weight.copy_(th.tensor([[1.0, 0], [0, 1], [-1, -1]]))
-        net[0].bias.zero_()
-        net[2].weight.copy_(th.tensor([[1.0, 0, 0], [0, 0.01, 0]]))
-        net[2].bias.zero_()
-        net[4].weight.copy_(th.eye(2))
-        net[4].bias.zero_()
-    return net
+    return build("hand")[0]
 
 
 def _hand_probe(net):
