@@ -55,6 +55,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_cora import BENCHES, _Stop, child_result, train_until_stopped
@@ -163,10 +165,9 @@ def fit_gpu(rates: dict[str, float]) -> dict[str, float]:
     points = [(1.0 / parse_key(k)[2], 1.0 / r) for k, r in rates.items() if parse_key(k)[2]]
     if len(points) < 2:
         raise ValueError(f"a fit needs rates at two or more worker counts, got {sorted(rates)}")
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
-    return {"serial": my - slope * mx, "env": slope}
+    inverse_workers, seconds = zip(*points, strict=True)
+    env, serial = np.polyfit(inverse_workers, seconds, 1)
+    return {"serial": float(serial), "env": float(env)}
 
 
 def parse_key(key: str) -> tuple[int, int, int]:

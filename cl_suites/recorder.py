@@ -163,7 +163,14 @@ class Recorder:
                 env_source=source,
                 max_episode_steps=eval_max_episode_steps,
             )
+            self.plasticity: PlasticityTracker | None = None
+            if plasticity is not None:
+                self.plasticity = PlasticityTracker(
+                    plasticity_settings, self.log.log_plasticity, self.run_dir / PROBE_FILE
+                )
         except BaseException:
+            if hasattr(self, "evaluator"):  # the diagnostics' settings failed after it
+                self.evaluator.close()
             self.log.close()
             remove_unstarted(self.run_dir, self._before)
             raise
@@ -176,13 +183,8 @@ class Recorder:
         self.done = False
         self._closed = False
         self.plasticity_probe = plasticity
-        self.plasticity: PlasticityTracker | None = None
-        if plasticity is not None:
-            self.plasticity = PlasticityTracker(
-                plasticity_settings, self.log.log_plasticity, self.run_dir / PROBE_FILE
-            )
-            self._ends = [seg.end_step for seg in schedule]
-            self._tasks = [seg.task_id for seg in schedule]
+        self._ends = [seg.end_step for seg in schedule]
+        self._tasks = [seg.task_id for seg in schedule]
 
     def step(self, infos: dict[str, Any], policy: Policy, obs: Any = None) -> list[dict[str, Any]]:
         """Record one vector step (or the reset): log the training episodes that ended,

@@ -230,6 +230,14 @@ def load_probe(path: str | Path) -> tuple[Any, np.ndarray, np.ndarray]:
     return obs, task_ids, steps
 
 
+def _attempt(read: Callable[[], dict]) -> tuple[dict, str]:
+    """``(read(), "")``, or ``({}, reason)`` when it raised: a diagnostic never stops a run."""
+    try:
+        return read(), ""
+    except Exception as e:
+        return {}, _reason(e)
+
+
 def _row(
     step: int, task: int, network: str, layer: str, metric: str, value: float, reason: str = ""
 ) -> dict[str, Any]:
@@ -317,20 +325,10 @@ class PlasticityTracker:
     def _measure(self, step: int, task: int, net: NetworkProbe) -> list[dict[str, Any]]:
         s = self.settings
         rows: list[dict[str, Any]] = []
-        try:
-            params = net.parameters()
-        except Exception as e:
-            params, params_error = {}, _reason(e)
-        else:
-            params_error = ""
+        params, params_error = _attempt(net.parameters)
         if self.task is None and params:
             self.task_started(task, net)
-        try:
-            grads = net.gradient_norms()
-        except Exception as e:
-            grads, grad_error = {}, _reason(e)
-        else:
-            grad_error = ""
+        grads, grad_error = _attempt(net.gradient_norms)
         captures: dict[str, Capture] = {}
         capture_error = ""
         if len(self.probe) == 0:
