@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 test: install
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 demo: install
 	$(BIN)/cl-suites run --suite Procgen6 --method ft --preset small --seed 0 --run-dir runs/demo-$(shell date +%Y%m%d-%H%M%S)

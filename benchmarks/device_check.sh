@@ -10,7 +10,7 @@
 #   4. a short CORA-side run end to end: train, kill -9, resume, report (device_e2e.py);
 #   5. the cost model's prediction beside the measured rates (cost_model.py).
 # Usage:  bash benchmarks/device_check.sh [--shrink] [--out DIR] [--stages "0 1 2 3 4 5"]
-#   --shrink: the same stages on the CPU with tiny budgets (CI runs it: tests/test_device_check.py)
+#   --shrink: the same stages on the CPU with tiny budgets (CI runs it: tests/project/test_device_check.py)
 #   --stages: the stages to run (default all), so a short lease can take them in two calls
 # A stage that fails or outruns its time limit is reported and the next one runs; the script
 # exits 1 when any stage failed (the last line names them).
@@ -88,7 +88,7 @@ card() {
     ${SMOKE_RUNS:+--runs $SMOKE_RUNS}
   local smoke=$?
   if [ "$SHRINK" = 0 ]; then
-    "$PY" -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/test_gpu_smoke.py || return 1
+    "$PY" -m pytest -q -p no:cacheprovider -m gpu -n 8 tests/baselines/test_gpu_smoke.py || return 1
   fi
   return $smoke
 }

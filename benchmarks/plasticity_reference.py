@@ -14,7 +14,7 @@ The script exports the files it needs (``plasticine_metrics/``, ``plasticine/uti
 ``gin`` only for its ``@gin.configurable`` decorator: when gin is not installed a stub
 whose ``configurable`` returns the class unchanged is put in ``sys.modules``.
 
-Compared, per case of ``tests/plasticity_cases.py`` (a hand-worked MLP, a random ReLU MLP
+Compared, per case of ``tests/helpers/plasticity_cases.py`` (a hand-worked MLP, a random ReLU MLP
 with shifted biases, a ReLU CNN, a tanh MLP):
 
 * Plasticine (``plasticine_metrics``): ``compute_dormant_units`` (their pooling: the mean
@@ -27,7 +27,7 @@ with shifted biases, a ReLU CNN, a tanh MLP):
   on the same activation arrays (units last, as flax's are).
 
 ``--pin`` writes the reference values to ``tests/golden/plasticity_reference.json``
-(``tests/test_plasticity.py::test_reference_pins`` checks ours against them); the table
+(``tests/metrics/test_plasticity.py::test_reference_pins`` checks ours against them); the table
 goes to stdout and ``benchmarks/results/plasticity_reference.json``.
 """
 
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from baselines_sb3.plasticity import TorchNetwork, TorchProbe  # noqa: E402
 from cl_suites.metrics import plasticity as P  # noqa: E402
-from tests.plasticity_cases import CASES, build, moved  # noqa: E402
+from tests.helpers.plasticity_cases import CASES, build, moved  # noqa: E402
 
 TAUS = (0.025, 0.1)
 PLASTICINE_FILES = ("plasticine_metrics", "plasticine/utils.py")

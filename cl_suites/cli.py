@@ -59,7 +59,7 @@ from cl_suites.sweep import cli as sweep_cli
 
 METHODS = ("random", "ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
 """The built-in ``--method`` names: the random agent and ``baselines_sb3.cl.METHODS``,
-named here so that parsing and ``--help`` do not import torch (``tests/test_cli.py`` pins
+named here so that parsing and ``--help`` do not import torch (``tests/job/test_cli.py`` pins
 them equal). ``--method`` also takes an own method: ``package.module:Class`` or an entry
 point of the ``cl_suites.methods`` group (checked when the run is resolved)."""
 METHOD_HELP = (

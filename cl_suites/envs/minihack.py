@@ -193,7 +193,7 @@ class TruncateOnAbort(gym.Wrapper):
 class TileRenderer:
     """MiniHack's ``GlyphMapper.to_rgb`` (glyphs -> 16x16 RGB tiles, ``uint8 (H * 16, W * 16,
     3)``) as one array gather: the same tiles in the same places, so the same images bit for
-    bit (``tests/test_minihack15.py``). MiniHack's own mapper concatenates the tiles one
+    bit (``tests/envs/test_minihack15.py``). MiniHack's own mapper concatenates the tiles one
     by one in Python, which took 10% of a MiniHack training run's CPU time (the crop is
     rendered after every step); :func:`make_minihack_env` puts this one in its place."""
 

@@ -1,6 +1,6 @@
 """The learners' and CL methods' tensor functions on a second device (issue 39), on a
 CPU-only machine: the policy and the inputs on the simulated device of
-:mod:`tests.simulated_device` (torch's ``meta`` device, mixing with CPU tensors refused
+:mod:`tests.helpers.simulated_device` (torch's ``meta`` device, mixing with CPU tensors refused
 as CUDA refuses it, a CPU generator refused for sampling there). Each function must
 return its result on the policy's device without mixing devices: V-trace targets,
 CLEAR's replay loss, CORA's and MEAL's importances, the quadratic penalties, P&C's
@@ -29,7 +29,7 @@ from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.vtrace import vtrace_targets
 from cl_suites.api import make_vec
 from cl_suites.core.sb3_adapter import SB3VecEnv
-from tests.simulated_device import DEVICE, DeviceMixError, SimulatedDevice
+from tests.helpers.simulated_device import DEVICE, DeviceMixError, SimulatedDevice
 
 T, B = 5, 3
 

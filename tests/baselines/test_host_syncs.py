@@ -18,7 +18,7 @@ from baselines_sb3.networks import CoraResidualCNN
 from baselines_sb3.policies import ContinualPolicy
 from cl_suites.api import make_vec
 from cl_suites.core.sb3_adapter import SB3VecEnv
-from tests.device_probe import PACKAGES
+from tests.helpers.device_probe import PACKAGES
 
 HOST_COPIES = {
     th.Tensor.__float__, th.Tensor.__bool__, th.Tensor.__int__, th.Tensor.item,

@@ -17,7 +17,7 @@ from cl_suites import make_vec
 from cl_suites.core.runlog import read_episodes, read_eval
 from cl_suites.errors import BadValueError
 from cl_suites.job.main_job import resolve_job, run_main_job
-from tests.kill_drills import kill_run_at
+from tests.helpers.kill_drills import kill_run_at
 
 th.set_num_threads(1)
 

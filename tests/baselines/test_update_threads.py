@@ -8,7 +8,7 @@ import torch as th
 
 from baselines_sb3.learners import TaskSwitchLearner
 from cl_suites.job.main_job import resolve_job
-from tests.thread_recording import record_threads
+from tests.helpers.thread_recording import record_threads
 
 
 class _Recorder(TaskSwitchLearner):

@@ -1,7 +1,7 @@
 """The resolved configuration of every suite x learner x method x preset, as a golden file.
 
 ``python tests/golden/resolved_configs.py --write`` records what ``resolve_job`` gives
-today in ``tests/golden/resolved_configs.json``; ``tests/test_resolved_golden.py`` fails
+today in ``tests/golden/resolved_configs.json``; ``tests/job/test_resolved_golden.py`` fails
 when any resolved value changes without the golden file changing with it. A refactor of
 the configuration path (issue 22) must keep every value, except the bugs it fixes, which
 the commit that regenerates the file lists.

@@ -1,0 +1,1 @@
+"""The test suite, by area (see tests/README.md)."""

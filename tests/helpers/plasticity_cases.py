@@ -1,0 +1,68 @@
+"""Networks and batches on which our plasticity diagnostics are compared with the
+reference implementations (``benchmarks/plasticity_reference.py``) and pinned
+(``tests/metrics/test_plasticity.py::test_reference_pins``). Weights and batches are drawn from
+seeded numpy generators, so the script and the test build the same arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch as th
+from torch import nn
+
+CASES = ("hand", "mlp", "cnn", "tanh")
+
+
+def _fill(net: nn.Module, rng: np.random.Generator, bias_shift: float = 0.0) -> None:
+    with th.no_grad():
+        for name, p in net.named_parameters():
+            scale = 1.0 / np.sqrt(max(p[0].numel(), 1)) if p.ndim > 1 else 0.1
+            values = rng.normal(0.0, scale, size=tuple(p.shape))
+            if name.endswith("bias"):
+                values = values + bias_shift * (rng.random(p.shape) < 0.3)
+            p.copy_(th.as_tensor(values, dtype=th.float32))
+
+
+def build(case: str) -> tuple[nn.Sequential, np.ndarray, str]:
+    """``(network, batch, activation)``: a Sequential whose last module is the head (its
+    input: the penultimate features) and a float32 batch. Deterministic."""
+    rng = np.random.default_rng(CASES.index(case) + 42)
+    if case == "hand":
+        net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 2))
+        with th.no_grad():
+            net[0].weight.copy_(th.tensor([[1.0, 0], [0, 1], [-1, -1]]))
+            net[0].bias.zero_()
+            net[2].weight.copy_(th.tensor([[1.0, 0, 0], [0, 0.01, 0]]))
+            net[2].bias.zero_()
+            net[4].weight.copy_(th.eye(2))
+            net[4].bias.zero_()
+        x = np.array([[1, 0], [0, 1], [2, 0], [0, 0]], np.float32)
+        return net, x, "relu"
+    if case in ("mlp", "tanh"):
+        act = nn.ReLU if case == "mlp" else nn.Tanh
+        net = nn.Sequential(nn.Linear(40, 64), act(), nn.Linear(64, 32), act(), nn.Linear(32, 6))
+        _fill(net, rng, bias_shift=-1.5 if case == "mlp" else 3.0)
+        x = ((rng.random((256, 40)) < 0.25) * rng.integers(1, 4, (256, 40))).astype(np.float32)
+        return net, x, "relu" if case == "mlp" else "tanh"
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(8, 16, 3, stride=2),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 32),
+        nn.ReLU(),
+        nn.Linear(32, 5),
+    )
+    _fill(net, rng, bias_shift=-1.0)
+    x = rng.random((64, 3, 15, 15)).astype(np.float32)
+    return net, x, "relu"
+
+
+def moved(net: nn.Sequential, case: str) -> dict[str, th.Tensor]:
+    """A state dict of ``net`` after a seeded perturbation (the "earlier" weights the
+    weight change is measured from)."""
+    rng = np.random.default_rng(CASES.index(case) + 7)
+    return {
+        k: v.detach().clone() + th.as_tensor(rng.normal(0, 0.05, tuple(v.shape)), dtype=v.dtype)
+        for k, v in net.state_dict().items()
+    }

@@ -1,0 +1,256 @@
+"""No import cycle and a layer stack that reads top to bottom, checked on the source.
+
+The module import graph of ``cl_suites`` (the job layer ``cl_suites.job`` included),
+``baselines_sb3`` and ``baselines_jax`` is built from the files with ``ast``, nothing
+imported: top-level and function-level imports alike (a cycle that happens to import in
+the right order today is still a cycle), relative imports resolved, ``from pkg import
+name`` counted as importing the submodule ``pkg.name`` when there is one (else ``pkg``),
+``importlib.import_module("literal")`` counted as an import, imports under
+``if TYPE_CHECKING:`` left out (they never run).
+
+The layers, top to bottom (a module imports its own layer or lower ones only):
+
+1. the command line: ``cl_suites.cli``, ``cl_suites.__main__``, ``cl_suites.sweep``;
+2. the job layer: ``cl_suites.job``;
+3. the learner families: ``baselines_sb3`` (SB3/torch) and ``baselines_jax`` (JAX), which
+   import neither each other nor anything above;
+4. the rest of ``cl_suites`` (suites, envs, core, metrics, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from tests.helpers import REPO
+
+ROOT = REPO
+PACKAGES = ("cl_suites", "baselines_sb3", "baselines_jax")
+CLI = ("cl_suites.cli", "cl_suites.__main__", "cl_suites.sweep")
+JOB = ("cl_suites.job",)
+FAMILIES = ("baselines_sb3", "baselines_jax")
+
+
+# -- the graph -----------------------------------------------------------------------------
+def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """``{module name: file}`` for every ``.py`` file of ``packages`` under ``root``."""
+    modules = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported_names(
+    module: str, is_package: bool, tree: ast.Module, modules: dict[str, Path]
+) -> Iterable[str]:
+    """The (dotted) names of the modules ``module``'s code imports; ``from pkg import name``
+    gives ``pkg.name`` when that is one of ``modules``, else ``pkg``."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - (not is_package)]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                yield submodule if submodule in modules else source
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+            )
+        ):
+            yield node.args[0].value
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
+    """``{module: modules of the packages it imports}`` (see the module docstring)."""
+    files = module_files(root, packages)
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        names = _imported_names(module, path.name == "__init__.py", tree, files)
+        graph[module] = {known(name) for name in names} - {None, module}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) per strongly connected group of modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:
+        start = min(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # the shortest way from start back to start inside the group
+            v = queue.pop(0)
+            if start in graph[v]:
+                cycles.append([*paths[v], start])
+                break
+            for w in sorted(graph[v] & group):
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    queue.append(w)
+    return cycles
+
+
+def layer(module: str) -> int:
+    """0 the command line, 1 the job layer, 2 a learner family, 3 the rest of cl_suites."""
+    for rank, prefixes in enumerate((CLI, JOB, FAMILIES)):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return 3
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for every import that goes up the stack or across the families."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            across = layer(module) == layer(target) == 2
+            if layer(target) < layer(module) or (
+                across and module.split(".")[0] != target.split(".")[0]
+            ):
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def _report(cycles: list[list[str]]) -> str:
+    return "\n".join(" -> ".join(c) for c in cycles)
+
+
+# -- the tests -----------------------------------------------------------------------------
+def test_no_import_cycle():
+    graph = import_graph(ROOT, PACKAGES)
+    assert len(graph) > 100 and "cl_suites.job.run_spec" in graph
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles:\n" + _report(cycles)
+
+
+def test_the_layer_stack_reads_top_to_bottom():
+    """CLI and sweep -> job layer -> learner families -> suites/envs/metrics/core."""
+    bad = layer_violations(import_graph(ROOT, PACKAGES))
+    assert not bad, "imports up the stack or across the families:\n" + "\n".join(bad)
+
+
+def test_the_families_import_neither_each_other_nor_the_job_layer():
+    graph = import_graph(ROOT, PACKAGES)
+    for family, others in (
+        ("baselines_sb3", ("baselines_jax", "cl_suites.job")),
+        ("baselines_jax", ("baselines_sb3", "cl_suites.job")),
+    ):
+        imported = {t for m, ts in graph.items() if m.split(".")[0] == family for t in ts}
+        assert not {t for t in imported if t.startswith(others)}, family
+        assert any(t.startswith("cl_suites.core") for t in imported)  # the graph sees them
+
+
+def _package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_check_finds_planted_cycles(tmp_path):
+    """Each form of import closes a cycle the check finds; ``TYPE_CHECKING`` ones do not."""
+    _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "def f():\n    from pkg.b import g\n    return g\n",  # function level
+            "pkg/b.py": "from . import c\n",  # relative; "from pkg import submodule"
+            "pkg/c.py": "import importlib\nimportlib.import_module('pkg.a')\n",
+            "pkg/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.e\n",
+            "pkg/e.py": "from .sub.x import X\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/x.py": "from ..d import D\nX = 1\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.d"] == set()
+    assert graph["pkg.e"] == {"pkg.sub.x"} and graph["pkg.sub.x"] == {"pkg.d"}
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_the_check_finds_a_cycle_planted_in_the_package(tmp_path):
+    """A copy of the packages with one function-level import that closes a cycle through
+    the real modules (the suite-id parser importing the job layer) fails both checks."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package)
+    ids = tmp_path / "cl_suites" / "suites" / "ids.py"
+    ids.write_text(
+        ids.read_text() + "\n\ndef planted():\n    from cl_suites.job.run_spec import resolve\n"
+    )
+    graph = import_graph(tmp_path, PACKAGES)
+    cycles = find_cycles(graph)
+    assert len(cycles) == 1 and "cl_suites.suites.ids" in cycles[0]
+    assert "cl_suites.suites.ids -> cl_suites.job.run_spec" in layer_violations(graph)
+    sb3 = tmp_path / "baselines_sb3" / "vtrace.py"
+    sb3.write_text(sb3.read_text() + "\nimport baselines_jax.config\n")
+    violations = layer_violations(import_graph(tmp_path, PACKAGES))
+    assert "baselines_sb3.vtrace -> baselines_jax.config" in violations
+
+
+def test_presets_are_data():
+    """``cl_suites/job/presets.py`` holds tables only: it imports nothing of the project and
+    defines no function (composition and routing live in ``hyperparameters``)."""
+    graph = import_graph(ROOT, PACKAGES)
+    assert graph["cl_suites.job.presets"] == set()
+    tree = ast.parse((ROOT / "cl_suites" / "job" / "presets.py").read_text())
+    assert not [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
