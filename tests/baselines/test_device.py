@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch as th
@@ -20,6 +19,7 @@ from cl_suites.errors import BadValueError
 from cl_suites.job import checkpoint
 from cl_suites.job.device import devices_present, resolve_device
 from cl_suites.job.run_spec import resolve
+from tests.helpers import REPO
 
 RUN = ["run", "--suite", "Diagnostic", "--method", "ft", "--preset", "small"]
 
@@ -144,7 +144,7 @@ def test_jax_beside_torch_is_set_before_jax_starts():
         "overrides={}); import jax; jax.numpy.zeros(1); "
         "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
     )
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )

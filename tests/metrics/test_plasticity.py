@@ -36,6 +36,7 @@ from cl_suites.metrics.plasticity_tracker import (
 
 th = pytest.importorskip("torch")
 from baselines_sb3.plasticity import TorchNetwork, TorchProbe  # noqa: E402
+from tests.helpers import TESTS  # noqa: E402
 from tests.helpers.plasticity_cases import build  # noqa: E402
 
 X = build("hand")[1]
@@ -335,11 +336,10 @@ def test_reference_pins():
     ``weight_recyclers.py`` gave on the same weights and batches
     (``benchmarks/plasticity_reference.py --pin``; commits in the pin file)."""
     import json
-    from pathlib import Path
 
     import benchmarks.plasticity_reference as bench
 
-    pins = json.loads((Path(__file__).parent / "golden" / "plasticity_reference.json").read_text())
+    pins = json.loads((TESTS / "golden" / "plasticity_reference.json").read_text())
     assert set(pins["cases"]) == set(bench.CASES)
     for case, refs in pins["cases"].items():
         mine = bench.ours(case)
