@@ -14,12 +14,12 @@ from PIL import Image
 
 from baselines_sb3.cl.base import ContinualMethod
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, read_progress
-from cl_suites.core.runlog import read_eval
 from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.core.video import VideoRecorder, poster_path, video_path
 from cl_suites.job import main_job
 from cl_suites.random_agent import run_random_agent
+from cl_suites.rundir.progress import RunProgress, read_progress
+from cl_suites.rundir.runlog import read_eval
 
 th.set_num_threads(1)
 

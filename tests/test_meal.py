@@ -312,8 +312,8 @@ def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
 
 
 def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
-    from cl_suites.core.runlog import RunLog, read_eval
     from cl_suites.meal.evaluation import meal_evaluator
+    from cl_suites.rundir.runlog import RunLog, read_eval
 
     counter = {"t": 0}
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch as th
 
-from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
 from cl_suites.job import run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-f56fd38"
 

@@ -24,9 +24,9 @@ from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters, presets
+from cl_suites.sb3.adapter import SB3VecEnv
 
 
 def _diag_env(n_envs=4, steps=400, n_tasks=2):
@@ -989,8 +989,8 @@ def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, metho
     """The per-task LR, the previous-action inputs, the Fisher buffers and P&C's phase and
     knowledge base survive a kill: the resumed run logs exactly the uninterrupted one."""
     from baselines_sb3 import callbacks
-    from cl_suites.core.runlog import read_episodes, read_eval
     from cl_suites.job.main_job import run_main_job
+    from cl_suites.rundir.runlog import read_episodes, read_eval
 
     kw = dict(
         suite="Diagnostic", method=method, learner="vtrace", preset="small", seed=1, num_envs=4

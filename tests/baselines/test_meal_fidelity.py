@@ -20,9 +20,9 @@ from baselines_sb3.networks import SeparateTrunks
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import TaskIdObservation
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters, presets
+from cl_suites.sb3.adapter import SB3VecEnv
 
 N_TASKS, OBS = 2, 4
 

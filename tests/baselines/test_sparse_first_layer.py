@@ -130,8 +130,8 @@ def test_meal_ppo_trains_on_rows_found_once_per_rollout():
     from baselines_sb3.factory import build_model, wrap_env
     from baselines_sb3.learners import SparseRowsRolloutBuffer
     from cl_suites.api import make_vec
-    from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.job import hyperparameters
+    from cl_suites.sb3.adapter import SB3VecEnv
     from cl_suites.suites.diagnostic import build
 
     sequence = build(n_tasks=2, steps_per_task=256, show_task=False)
