@@ -15,7 +15,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from baselines_sb3.cl import CoraEWC, CoraOnlineEWC, ProgressCompress, attach_method, make_method
 from baselines_sb3.cl.base import Rollout
 from baselines_sb3.cl.importance import cora_fisher
-from baselines_sb3.cl.regularizers import normalize_importance
+from baselines_sb3.cl.regularizer_base import normalize_importance
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.learners import RunningRewardStd, VTrace
@@ -436,7 +436,7 @@ def test_ewc_one_entry_per_task_overwritten_and_mean_penalty(monkeypatch):
         value = next(fishers)
         return {n: th.full_like(p, value) for n, p in params}
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    monkeypatch.setattr("baselines_sb3.cl.cora_regularizers.cora_fisher", fake)
     params = dict(method.named_parameters(policy))
     anchors = []
     for prev, nxt, step in ((0, 1, 100), (1, 0, 200), (0, 1, 300)):
@@ -558,7 +558,7 @@ def test_online_ewc_accumulates_then_normalises(monkeypatch):
         value = next(news)
         return {n: value.clone() if n == "action_net.bias" else th.ones_like(p) for n, p in params}
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    monkeypatch.setattr("baselines_sb3.cl.cora_regularizers.cora_fisher", fake)
     for prev, nxt, step in ((0, 1, 100), (1, 2, 200)):
         method.on_task_switch(_switch(prev, nxt, step))
         method._consolidate_pending()  # what the end of the switch's rollout does
