@@ -18,10 +18,11 @@ from baselines_sb3.cl.importance import cora_fisher
 from baselines_sb3.cl.regularizer_base import normalize_importance
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from baselines_sb3.factory import build_model, wrap_env
-from baselines_sb3.learners import RunningRewardStd, VTrace
+from baselines_sb3.learners import VTrace
 from baselines_sb3.networks import A2CPPOCNN, CoraResidualCNN, ImpalaShallowCNN
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
+from baselines_sb3.running_stats import RunningRewardStd
 from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
 from cl_suites.api import make_vec
 from cl_suites.core.task import Segment, TaskSwitch
