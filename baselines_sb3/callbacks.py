@@ -20,9 +20,9 @@ from baselines_sb3.cl.base import EpisodeSource, FreshEpisodes
 from baselines_sb3.policies import OBS_KEY, TASK_KEY
 from baselines_sb3.policy_lag import frozen_copy, wait_for_update
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress
-from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment
+from cl_suites.rundir.progress import RunProgress
+from cl_suites.rundir.runlog import RunLog
 
 
 def make_eval_policy(
@@ -234,7 +234,7 @@ class ContinualEvalCallback(BaseCallback):
 
 
 class ProgressBarCallback(BaseCallback):
-    """Reports the run's step to a :class:`~cl_suites.core.progress.RunProgress` (rich
+    """Reports the run's step to a :class:`~cl_suites.rundir.progress.RunProgress` (rich
     bar with the current task, cycle and one steps/s figure; ``RUN_DIR/progress.json``).
     Steps: ``num_timesteps // agents_per_env``."""
 

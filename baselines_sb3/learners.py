@@ -32,13 +32,17 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
-from torch import nn
 from torch.nn import functional as F
 
+from baselines_sb3.buffers import (
+    SparseRowsRolloutBuffer,
+    VTraceDictRolloutBuffer,
+    VTraceRolloutBuffer,
+    flat_observations,
+)
 from baselines_sb3.cl.base import (
     ContinualMethod,
     find_task_switch_source,
@@ -47,9 +51,8 @@ from baselines_sb3.cl.base import (
     learner_batch_size,
 )
 from baselines_sb3.plasticity import clip_grad_norm
-from baselines_sb3.policies import SPARSE_ROWS_KEY
 from baselines_sb3.policy_lag import PolicyLagLearner
-from baselines_sb3.sparse import MIN_ROWS, SparseRows
+from baselines_sb3.running_stats import REWARD_STD_COUNTS, RunningRewardStd
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "linear-per-task", "linear-steps")
@@ -192,115 +195,6 @@ class TaskSwitchLearner:
             update_learning_rate(optimizer, lr)
 
 
-# --------------------------------------------------------------------------- buffers
-class _BootstrapMixin:
-    """Keeps the bootstrap values and skips SB3's GAE loop (V-trace computes its own targets)."""
-
-    def compute_returns_and_advantage(self, last_values: th.Tensor, dones: np.ndarray) -> None:
-        self.last_values = last_values.clone().cpu().numpy().flatten()
-        self.last_dones = np.asarray(dones, dtype=np.float32).copy()
-
-
-class VTraceRolloutBuffer(_BootstrapMixin, RolloutBuffer):
-    """Rollout buffer for V-trace (plain observations)."""
-
-
-class VTraceDictRolloutBuffer(_BootstrapMixin, DictRolloutBuffer):
-    """Rollout buffer for V-trace (Dict observations)."""
-
-
-class SparseRowsRolloutBuffer(DictRolloutBuffer):
-    """SB3's ``DictRolloutBuffer`` whose minibatches also carry the policy's sparse input
-    rows (:class:`~baselines_sb3.sparse.SparseRows`, under ``SPARSE_ROWS_KEY`` of
-    ``observations``), found once per rollout instead of once per minibatch.
-
-    ``rows_of`` (the policy's ``sparse_features``) maps the whole flattened rollout's
-    observations to rows, or to ``None`` when its trunks do not take sparse input; each
-    minibatch of at least ``MIN_ROWS`` rows then takes its rows from them
-    (:meth:`SparseRows.take`: the same entries in the same order as building them from the
-    minibatch, so training is unchanged bit for bit). MEAL's PPO epochs read each
-    observation 8 times; finding the non-zero entries once saves about 2 ms of a 512-row
-    minibatch.
-    """
-
-    rows_of: Callable[[dict[str, th.Tensor]], SparseRows | None] | None = None
-
-    def reset(self) -> None:
-        super().reset()
-        self._rows: SparseRows | None = None
-        self._rows_found = False
-
-    def _get_samples(self, batch_inds: np.ndarray, env: Any = None) -> Any:  # type: ignore[override]
-        samples = super()._get_samples(batch_inds, env)
-        rows = self._rollout_rows() if len(batch_inds) >= MIN_ROWS else None
-        if rows is not None:
-            samples.observations[SPARSE_ROWS_KEY] = rows.take(th.as_tensor(batch_inds))
-        return samples
-
-    def _rollout_rows(self) -> SparseRows | None:
-        if not self._rows_found:  # get() has flattened the observations to (T * E, ...)
-            if self.rows_of is not None:
-                obs = {key: th.as_tensor(value) for key, value in self.observations.items()}
-                self._rows = self.rows_of(obs)
-            self._rows_found = True
-        return self._rows
-
-
-def _obs_tensor(observations: Any, device: th.device) -> Any:
-    """``(T, E, ...)`` buffer observations to a flat ``(T*E, ...)`` tensor (or dict of them)."""
-    if isinstance(observations, dict):
-        return {k: _obs_tensor(v, device) for k, v in observations.items()}
-    return th.as_tensor(observations.reshape(-1, *observations.shape[2:]), device=device)
-
-
-REWARD_STD_COUNTS: tuple[str, ...] = ("cora", "true")
-
-
-class RunningRewardStd(nn.Module):
-    """Running standard deviation of rewards (CORA ``nets.py`` ``update_running_moments`` /
-    ``get_running_std``, from MiniHack's polybeast): rewards are divided by it, not centred.
-    Buffers, so it travels in the policy's state dict.
-
-    ``count``: what a batch adds to the count.
-
-    * ``"cora"`` (CORA's computation): a time-major ``(T, B)`` batch adds ``len(batch)`` =
-      ``T``, while its sum and squared deviations run over all ``T * B`` rewards, and the
-      batch "mean" is ``sum / T`` (``B`` times the mean). For one batch the result is
-      ``sqrt(B * (var + (B - 1)^2 * mean^2))``: far larger than the rewards' std (3.7
-      where it is 0.14 after 120k agent steps of MiniHack Room-Random;
-      ``benchmarks/README.md``).
-    * ``"true"``: every reward counts once (Chan et al.'s parallel variance update), so
-      the std is the population std of all rewards seen.
-
-    For a 1-D batch both agree.
-    """
-
-    def __init__(self, count: str = "cora") -> None:
-        super().__init__()
-        self.count = _check("reward_std_count", count, REWARD_STD_COUNTS)
-        self.register_buffer("reward_sum", th.zeros((), dtype=th.float64))
-        self.register_buffer("reward_m2", th.zeros((), dtype=th.float64))
-        self.register_buffer("reward_count", th.full((), 1e-8, dtype=th.float64))
-
-    @th.no_grad()
-    def update(self, rewards: th.Tensor) -> None:
-        """Add a batch: time-major ``(T, B)`` (or 1-D ``(T,)``) rewards."""
-        rewards = rewards.double()
-        count = rewards.shape[0] if self.count == "cora" else rewards.numel()
-        new_sum = rewards.sum()
-        new_mean = new_sum / count
-        mean = self.reward_sum / self.reward_count
-        m2 = ((rewards - new_mean) ** 2).sum() + (self.reward_count * count) / (
-            self.reward_count + count
-        ) * (new_mean - mean) ** 2
-        self.reward_count += count
-        self.reward_sum += new_sum
-        self.reward_m2 += m2
-
-    def std(self) -> th.Tensor:
-        return th.sqrt(self.reward_m2 / self.reward_count)
-
-
 # --------------------------------------------------------------------------- V-trace learner
 class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
     """IMPALA-style synchronous actor-critic with V-trace targets (an SB3 algorithm).
@@ -420,7 +314,7 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
             return
         buf = self.rollout_buffer
         t_len, n_envs = buf.buffer_size, buf.n_envs
-        obs = _obs_tensor(buf.observations, self.device)
+        obs = flat_observations(buf.observations, self.device)
         actions = th.as_tensor(buf.actions.reshape(t_len * n_envs, -1), device=self.device)
         if isinstance(self.action_space, spaces.Discrete):
             actions = actions.long().flatten()

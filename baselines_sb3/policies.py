@@ -49,7 +49,7 @@ OBS_KEY = "obs"
 TASK_KEY = "task_id"
 SPARSE_ROWS_KEY = "_sparse_rows"
 """Minibatch observations may carry the policy's :class:`SparseRows` under this key
-(:class:`~baselines_sb3.learners.SparseRowsRolloutBuffer`); it is not an env key."""
+(:class:`~baselines_sb3.buffers.SparseRowsRolloutBuffer`); it is not an env key."""
 PREV_ACTION_KEY = "prev_action"
 PREV_REWARD_KEY = "prev_reward"
 POLICY_INPUT_KEYS: tuple[str, ...] = (OBS_KEY, TASK_KEY, PREV_ACTION_KEY, PREV_REWARD_KEY)

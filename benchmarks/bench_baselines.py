@@ -57,9 +57,9 @@ from baselines_sb3.networks import ImpalaShallowCNN
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import PreviousActionReward
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.core.vector import SequenceVectorEnv
+from cl_suites.sb3.adapter import SB3VecEnv
 
 th.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]

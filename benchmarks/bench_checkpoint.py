@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from cl_suites.core.checkpoint_files import read_checkpoint, write_checkpoint
-from cl_suites.core.fsutil import atomic_write
+from cl_suites.rundir.checkpoint_files import read_checkpoint, write_checkpoint
+from cl_suites.rundir.fsutil import atomic_write
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from baselines_sb3.cl import CLEAR, MealL2, attach_method
 from baselines_sb3.learners import ContinualPPO
 from baselines_sb3.policies import ContinualPolicy
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.sb3.adapter import SB3VecEnv
 
 
 def main() -> None:

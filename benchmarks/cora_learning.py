@@ -195,7 +195,7 @@ def rescore_ours(run_dir: Path, budget: Budget, seed: int) -> float:
     evaluation of the run's last checkpoint at the same step (0.0: one scorer)."""
     import torch as th
 
-    from cl_suites.core.checkpoint_files import checkpoint_files
+    from cl_suites.rundir.checkpoint_files import checkpoint_files
 
     files = checkpoint_files(run_dir / "checkpoint")
     if not files:

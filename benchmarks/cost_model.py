@@ -68,7 +68,7 @@ CORES = (1, 2, 4, 8, 16, 32)
 def measure_child(suite: str, updates: int, mode: str) -> dict[str, float]:
     """Time the job's pieces over ``updates`` updates (after 3 warm-up updates)."""
     from baselines_sb3.learners import VTrace
-    from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.sb3.adapter import SB3VecEnv
 
     totals = {"env": 0.0, "forward": 0.0, "update": 0.0}
     counts = {"env": 0, "forward": 0, "update": 0}

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cl_suites.core.runlog import RunLog
 from cl_suites.metrics import build_report
+from cl_suites.rundir.runlog import RunLog
 
 PROCGEN = ("climber", "dodgeball", "ninja", "starpilot", "bigfish", "fruitbot")
 CORA_METHODS = ("ft", "ewc", "online-ewc", "pnc", "clear")

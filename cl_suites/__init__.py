@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from cl_suites.api import make_env, make_sequence, make_vec, schedule
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.runlog import RunLog, read_episodes, read_eval, read_metadata
 from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.core.task import Segment, SequenceDoneError, TaskSequence, TaskSpec, TaskSwitch
-from cl_suites.core.vector import SequenceVectorEnv
+from cl_suites.core.vector import SequenceVectorEnv, set_sb3_view
 from cl_suites.errors import silence_legacy_gym_banner
 from cl_suites.recorder import Recorder
 from cl_suites.registration import register_all
+from cl_suites.rundir.runlog import RunLog, read_episodes, read_eval, read_metadata
+from cl_suites.sb3 import sb3_view
 from cl_suites.suites import SUITES, find_suite
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
 
 silence_legacy_gym_banner()  # procgen2 installs the legacy gym, which prints on import
 register_all()
+set_sb3_view(sb3_view)  # SequenceVectorEnv.to_sb3 (core itself never imports SB3)
 
 try:  # MEAL needs the "meal" extra (jax, meal-bench, pettingzoo); imported lazily inside
     from cl_suites.meal import make_parallel, register_meal_ids
@@ -59,7 +61,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 def __getattr__(name: str):
     if name in ("SB3VecEnv", "StopTrainingOnSequenceEnd"):  # need stable-baselines3
-        from cl_suites.core import sb3_adapter
+        from cl_suites.sb3 import adapter
 
-        return getattr(sb3_adapter, name)
+        return getattr(adapter, name)
     raise AttributeError(f"module 'cl_suites' has no attribute {name!r}")

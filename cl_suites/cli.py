@@ -283,7 +283,7 @@ def _stored_run(args: argparse.Namespace, file_config: dict[str, Any] | None) ->
     ``metadata.json`` (``{}`` when ``--run-dir`` holds no run yet): what the command does
     not give is taken from there; what it gives and differs is refused when the run is
     checked, as before."""
-    from cl_suites.core.runlog import METADATA_FILE, read_metadata
+    from cl_suites.rundir.runlog import METADATA_FILE, read_metadata
 
     run_dir = args.run_dir or (file_config or {}).get("run_dir")
     if not run_dir:
@@ -344,8 +344,8 @@ def _run_dirs(config: RunConfig, run_dir: Path) -> list[Path]:
 
 def _check_run_dir(run_dir: Path, resume: bool) -> None:
     """Refuse, before anything is written, a run directory the run cannot use."""
-    from cl_suites.core.runlock import LOCK_FILE
-    from cl_suites.core.runlog import METADATA_FILE, read_metadata
+    from cl_suites.rundir.runlock import LOCK_FILE
+    from cl_suites.rundir.runlog import METADATA_FILE, read_metadata
 
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirConflictError(f"--run-dir {run_dir} is a file, not a directory")
@@ -390,7 +390,7 @@ def _check_run_dirs(run_dirs: list[Path], resume: bool) -> None:
     """``_check_run_dir`` for every directory of a run; resuming several seeds needs one of
     them to hold a run (a kill while the first files were written may leave the others
     unstarted: they start over with the rest)."""
-    from cl_suites.core.runlog import METADATA_FILE
+    from cl_suites.rundir.runlog import METADATA_FILE
 
     started = [d for d in run_dirs if (d / METADATA_FILE).exists()]
     if not resume or not started:
@@ -498,7 +498,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with sigterm_as_interrupt():
             _start(config, specs, run_dir, args.resume)
     except KeyboardInterrupt:
-        from cl_suites.core.runlog import METADATA_FILE
+        from cl_suites.rundir.runlog import METADATA_FILE
 
         if config.method == "random":
             message = "random-agent runs cannot be resumed; delete it and run again"

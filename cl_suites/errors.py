@@ -19,16 +19,16 @@ The tree (classes defined in other modules are re-parented onto the categories h
     |   +-- RunDirConflictError (RunDirError)   a run directory the command cannot use
     |   |   +-- RunDirExistsError (FileExistsError)  already holds a run (RunLog)
     |   +-- RunFileError                        run files that cannot be used:
-    |   |   +-- CheckpointError                 cl_suites.core.checkpoint_files
-    |   |   +-- CorruptRunLogError              cl_suites.core.runlog
+    |   |   +-- CheckpointError                 cl_suites.rundir.checkpoint_files
+    |   |   +-- CorruptRunLogError              cl_suites.rundir.runlog
     |   |   +-- UnsafeEnvStateError             cl_suites.core.env_state
     |   +-- MetricsInputError                   cl_suites.metrics.runs
     +-- MissingSimulatorError (ImportError)     a simulator package not installed (exit 2)
     +-- SimulatorSetupError (FileNotFoundError) a simulator's build or data missing (exit 2)
     |   +-- ChoresSetupError (and its three)    cl_suites.envs.chores.errors
     +-- RunDirError                             run-directory conflicts:
-    |   +-- RunDirLockedError (RuntimeError)    cl_suites.core.runlock (exit 1)
-    +-- RunDiskError (RuntimeError)             cl_suites.core.fsutil: disk full (exit 1)
+    |   +-- RunDirLockedError (RuntimeError)    cl_suites.rundir.runlock (exit 1)
+    +-- RunDiskError (RuntimeError)             cl_suites.rundir.fsutil: disk full (exit 1)
     +-- EnvStateError                           cl_suites.core.env_state
     +-- SequenceDoneError (RuntimeError)        cl_suites.core.task
     +-- LayoutGenerationError (RuntimeError)    cl_suites.meal.layouts

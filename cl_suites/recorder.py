@@ -45,10 +45,7 @@ from typing import Any
 import numpy as np
 
 from cl_suites.core.evaluation import Evaluator, Policy
-from cl_suites.core.fsutil import directory_entries, remove_unstarted
 from cl_suites.core.interrupts import outcome_of
-from cl_suites.core.progress import RunProgress, plan_text
-from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import TASK_EPISODE_KEY
 from cl_suites.core.vector import VectorizationMode
 from cl_suites.metrics.plasticity_tracker import (
@@ -57,6 +54,9 @@ from cl_suites.metrics.plasticity_tracker import (
     PlasticitySettings,
     PlasticityTracker,
 )
+from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
+from cl_suites.rundir.progress import RunProgress, plan_text
+from cl_suites.rundir.runlog import RunLog
 from cl_suites.suites import find_suite
 from cl_suites.training import episode_records, run_metadata
 

@@ -19,6 +19,8 @@ from baselines_sb3.cl.base import (
     install_loss_hook,
 )
 from baselines_sb3.cl.clear import CLEAR, ReservoirBuffer
+from baselines_sb3.cl.cora_regularizers import CoraEWC, CoraOnlineEWC
+from baselines_sb3.cl.meal_regularizers import MealEWC, MealL2, MealMAS, MealOnlineEWC
 from baselines_sb3.cl.plugins import (
     ENTRY_POINT_GROUP,
     installed_plugins,
@@ -27,15 +29,7 @@ from baselines_sb3.cl.plugins import (
     unknown_method_error,
 )
 from baselines_sb3.cl.pnc import ProgressCompress
-from baselines_sb3.cl.regularizers import (
-    CoraEWC,
-    CoraOnlineEWC,
-    MealEWC,
-    MealL2,
-    MealMAS,
-    MealOnlineEWC,
-    QuadraticPenalty,
-)
+from baselines_sb3.cl.regularizer_base import QuadraticPenalty
 from baselines_sb3.keywords import accepted_options, check_keywords
 from cl_suites.errors import UnknownOptionError
 

@@ -46,7 +46,7 @@ from baselines_sb3.cl.base import (
     latest_step_segment,
 )
 from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
-from baselines_sb3.cl.regularizers import NORMALIZATIONS, normalize_importance
+from baselines_sb3.cl.regularizer_base import NORMALIZATIONS, normalize_importance
 from baselines_sb3.cl.storage import check_storage
 from baselines_sb3.cl.unroll_buffer import GuardedUnrollBuffers, UnrollBuffer
 from baselines_sb3.plasticity import clip_grad_norm

@@ -24,8 +24,8 @@ import logging
 import os
 from pathlib import Path
 
-from cl_suites.core.fsutil import format_bytes, free_bytes
 from cl_suites.errors import CLSuitesError
+from cl_suites.rundir.fsutil import format_bytes, free_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -14,14 +14,16 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cl_suites.core.background import BackgroundCall
-from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int, task_seed
 from cl_suites.core.vector import VectorizationMode, make_task_vector_env
+
+if TYPE_CHECKING:  # annotations only: core never imports the run directory (torch)
+    from cl_suites.rundir.runlog import RunLog
 
 Policy = Callable[..., np.ndarray]
 """``policy(obs, task_ids) -> actions``: a batch of observations ``(B, *obs_shape)`` and
@@ -284,7 +286,7 @@ class Evaluator:
 
     Attributes:
         eval_seconds: wall seconds spent in ``evaluate`` so far.
-        progress: a ``cl_suites.core.progress.RunProgress`` that shows each evaluation
+        progress: a ``cl_suites.rundir.progress.RunProgress`` that shows each evaluation
             as a phase (set by ``RunProgress(..., evaluator=...)``), or ``None``.
     """
 

@@ -48,11 +48,6 @@ RENDER_FPS = 15
 """procgen's own interactive frame rate; one frame per agent step."""
 
 
-def procgen_env_names() -> tuple[str, ...]:
-    """The games of the installed procgen."""
-    return tuple(_procgen().ENV_NAMES)
-
-
 def _procgen():
     silence_legacy_gym_banner()  # procgen imports the legacy gym package
     return require("procgen.env", extra="procgen")

@@ -2,7 +2,7 @@
 
 A checkpoint (``RUN_DIR/checkpoint/step-STEP.pt`` with its ``step-STEP.sha256``; the
 previous one is kept until the new one is written and verified, see
-``cl_suites.core.checkpoint_files``) is taken at a rollout boundary, after the learner's
+``cl_suites.rundir.checkpoint_files``) is taken at a rollout boundary, after the learner's
 update, and holds: policy and optimizer state, SB3 counters
 (``num_timesteps``, ``_n_updates``), the last observation and episode starts, the CL
 method's state (Fisher/importances and anchors, replay buffer, P&C's phase and KB), the
@@ -50,16 +50,16 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from baselines_sb3.policy_lag import wait_for_update
 from baselines_sb3.wrappers import restart_observation
-from cl_suites.core.checkpoint_files import (
+from cl_suites.core.env_state import UnsafeEnvStateError
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.rundir.checkpoint_files import (
     CheckpointError,
     checkpoint_files,
     load_latest,
     read_checkpoint,
     write_checkpoint,
 )
-from cl_suites.core.env_state import UnsafeEnvStateError
-from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.runlog import truncate_logs as truncate_logs  # lives in the run log
+from cl_suites.rundir.runlog import truncate_logs as truncate_logs  # lives in the run log
 
 CHECKPOINT_DIR = "checkpoint"
 LEGACY_FILE = "state.pt"

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.fsutil import UNFINISHED_SUFFIX, atomic_write, set_aside_temporaries
+from cl_suites.rundir.fsutil import UNFINISHED_SUFFIX, atomic_write, set_aside_temporaries
 
 FORMAT = "ppo-jax-1"
 CHECKPOINT_DIR = "checkpoint"

@@ -39,8 +39,6 @@ import numpy as np
 
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.interrupts import outcome_of
-from cl_suites.core.progress import RunProgress
-from cl_suites.core.runlog import RunLog, truncate_logs
 from cl_suites.core.task import Segment, task_seed
 from cl_suites.job.jax_checkpoint import (
     common_checkpoint,
@@ -49,6 +47,8 @@ from cl_suites.job.jax_checkpoint import (
 )
 from cl_suites.job.jax_options import jax_api
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
+from cl_suites.rundir.progress import RunProgress
+from cl_suites.rundir.runlog import RunLog, truncate_logs
 
 PLASTICITY_KEY = "plasticity|"
 """Prefix of the plasticity tracker's arrays in a seed's checkpoint (``flat_state``)."""

@@ -42,10 +42,7 @@ from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.plasticity import PlasticityCallback, policy_probe
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.fsutil import directory_entries, remove_unstarted
 from cl_suites.core.interrupts import outcome_of
-from cl_suites.core.progress import RunProgress, plan_text, read_progress
-from cl_suites.core.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.core.task import Segment
 from cl_suites.core.video import VideoRecorder
 from cl_suites.errors import BadValueError, RunDirConflictError
@@ -69,6 +66,9 @@ from cl_suites.job.run_spec import (
 )
 from cl_suites.job.tracking import configure_logger, track_run_log
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
+from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
+from cl_suites.rundir.progress import RunProgress, plan_text, read_progress
+from cl_suites.rundir.runlog import METADATA_FILE, RunLog, read_metadata
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 

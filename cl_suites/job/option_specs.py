@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.fsutil import format_bytes
+from cl_suites.rundir.fsutil import format_bytes
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,10 @@ from baselines_sb3.cl.clear import CLONE_ALIGNMENTS
 from baselines_sb3.cl.importance import FISHER_AGENTS
 from baselines_sb3.cl.pnc import RESETS
 from baselines_sb3.factory import ACTIVATIONS, check_network
-from baselines_sb3.learners import (
-    ADVANTAGE_NORMALIZATIONS,
-    LR_SCHEDULES,
-    REWARD_STD_COUNTS,
-    VALUE_LOSSES,
-)
+from baselines_sb3.learners import ADVANTAGE_NORMALIZATIONS, LR_SCHEDULES, VALUE_LOSSES
 from baselines_sb3.networks import FEATURE_EXTRACTORS
 from baselines_sb3.policies import ACTION_MASK_MODES
+from baselines_sb3.running_stats import REWARD_STD_COUNTS
 from cl_suites.config import argument_docs, check_names, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES

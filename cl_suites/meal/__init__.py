@@ -22,8 +22,9 @@ from cl_suites.meal.layouts import (
     MealLayout,
     preset_names,
 )
+from cl_suites.meal.options import MealOptions
 from cl_suites.meal.runtime import meal_suite  # registers MEAL-<N> into the suite catalog
-from cl_suites.meal.suite import MealSuite, build_suite, parse_meal_id
+from cl_suites.meal.suite import MealSuite, build_suite, build_suite_from, parse_meal_id
 
 REGISTERED_SIZES: tuple[int, ...] = (10, 20, 50, 100)
 
@@ -34,8 +35,10 @@ __all__ = [
     "STRATEGIES",
     "LayoutGenerationError",
     "MealLayout",
+    "MealOptions",
     "MealSuite",
     "build_suite",
+    "build_suite_from",
     "make_batched",
     "make_parallel",
     "make_sb3_vec_env",
@@ -53,7 +56,7 @@ def make_parallel(id_or_n: str | int | MealSuite, **kwargs: Any):
         id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"``, ``20`` or a built ``MealSuite``.
         render_mode: ``"rgb_array"``: ``render()`` draws the kitchen (meal-bench's sprites).
         **kwargs: the suite's options, documented in
-            :func:`cl_suites.meal.suite.build_suite` (``difficulty``, ``layout_seed``,
+            :class:`cl_suites.meal.MealOptions` (``difficulty``, ``layout_seed``,
             ``steps_per_task``, ...). Unknown keywords and out-of-range values raise an
             error naming the value and the valid ones, before any kitchen is generated
             or JAX function compiled.

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from cl_suites.core.evaluation import EvalBatch, Evaluator
-from cl_suites.core.runlog import RunLog
 from cl_suites.core.task import check_positive_int
 from cl_suites.meal.batched import shared_engine
 from cl_suites.meal.engine import MealEngine, jax
 from cl_suites.meal.layouts import REWARD_PER_SOUP
 from cl_suites.meal.render import load_pygame
 from cl_suites.meal.suite import MealSuite
+from cl_suites.rundir.runlog import RunLog
 
 
 class MealEvalEnv:

@@ -63,7 +63,7 @@ class MealRuntime:
         random resets, and budgets in whole PPO updates, as in MEAL's code (each task
         trains ``steps_per_task // rollout`` updates of ``rollout`` env steps)."""
         from cl_suites.errors import BadValueError
-        from cl_suites.meal.suite import PAPER_STEPS_PER_TASK
+        from cl_suites.meal.options import PAPER_STEPS_PER_TASK
 
         if "seed" in kwargs:
             raise BadValueError(

@@ -17,7 +17,7 @@ from cl_suites.meal.batched import MealBatchedEnv
 
 require("stable_baselines3", extra="baselines")
 
-from cl_suites.core.sb3_adapter import ForwardingVecEnv  # noqa: E402
+from cl_suites.sb3.adapter import ForwardingVecEnv  # noqa: E402
 
 SCHEDULE_KEYS = (
     "task_id",
@@ -33,7 +33,7 @@ SCHEDULE_KEYS = (
 class MealSB3VecEnv(ForwardingVecEnv):
     """SB3 ``VecEnv`` over a ``MealBatchedEnv`` (``num_envs = M * num_agents`` slots).
 
-    Like ``cl_suites.core.sb3_adapter.SB3VecEnv``, every slot's info dict carries
+    Like ``cl_suites.sb3.adapter.SB3VecEnv``, every slot's info dict carries
     ``task_id, task_name, cycle, task_step, total_step, task_switched, sequence_done``
     (``task_step``/``total_step`` count env steps of the whole batch), and at episode
     ends ``episode = {"r": agent's return, "l": length, "soups", "score", "task_id"}``,

@@ -7,6 +7,8 @@ summed over agents. A batched env with ``M`` envs counts ``M`` steps per call.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -15,38 +17,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from cl_suites.core.task import TaskSequence, TaskSpec, check_positive_int
-from cl_suites.errors import BadValueError, UnknownOptionError, UnknownSuiteError, require
-from cl_suites.meal.dynamics import DYNAMICS
-from cl_suites.meal.layouts import (
-    DIFFICULTIES,
-    GENERATORS,
-    MAX_AGENTS,
-    PRESET_DIFFICULTIES,
-    REWARD_PER_SOUP,
-    STRATEGIES,
-    MealLayout,
-    allowed_difficulties,
-    build_layouts,
-    check_choice,
-    preset_names,
-)
+from cl_suites.core.task import TaskSequence, TaskSpec
+from cl_suites.errors import UnknownSuiteError, require
+from cl_suites.meal.layouts import REWARD_PER_SOUP, MealLayout, build_layouts
+from cl_suites.meal.options import MealOptions, option_docs
 from cl_suites.suites.ids import parse_suite_id
 
 NUM_ACTIONS = 6
 """meal-bench's actions: up, down, right, left, stay, interact."""
-PAPER_STEPS_PER_TASK = 10_000_000
-PAPER_EVAL_EVERY = 100 * 16 * 128
-"""MEAL evaluates every 100 PPO updates of 16 envs x 128 steps = 204,800 env steps
-(paper, appendix B.2 table 4)."""
-PAPER_EVAL_EPISODES = 10
-"""Evaluation episodes per task (paper, section 5 and table 4)."""
-MAX_LAYOUT_SEED = 2**31 - 1
-PAPER_SHAPING_HORIZON = None
-"""Shaping anneals over half of each task's budget (``steps_per_task // 2``): what produced
-MEAL's reported results by its authors' answer (TTomilin/MEAL#10, point 3; the paper-time
-code's ``steps_per_task / 2``), not the 2.5M of the paper's hyperparameter table."""
-OBS_PADDINGS = ("zeros", "walls")
 
 
 def parse_meal_id(id_or_n: str | int) -> int:
@@ -74,31 +52,6 @@ def _single_agent_refused(name: str, **_: Any) -> gym.Env:
         f"MEAL task {name!r} is a multi-agent PettingZoo environment; build it with "
         "cl_suites.make_parallel(...) (or cl_suites.meal.make_batched / make_sb3_vec_env)"
     )
-
-
-def check_layout_seed(layout_seed: object, num_tasks: int) -> int:
-    """``layout_seed`` as an int, or a ``ValueError`` naming the valid range: generated
-    kitchens use seeds ``layout_seed .. layout_seed + num_tasks - 1``, which must stay in
-    ``0..2**31 - 1``."""
-    top = MAX_LAYOUT_SEED - (num_tasks - 1)
-    if (
-        isinstance(layout_seed, bool)
-        or not isinstance(layout_seed, (int, np.integer))
-        or not 0 <= layout_seed <= top
-    ):
-        raise BadValueError(
-            f"layout_seed {layout_seed!r} is out of range; valid: an int in 0..{top} "
-            f"(kitchen i uses layout_seed + i, for {num_tasks} task(s))"
-        )
-    return int(layout_seed)
-
-
-def suite_option_names() -> tuple[str, ...]:
-    """The keyword arguments ``build_suite`` / ``make_parallel`` accept."""
-    import inspect
-
-    params = inspect.signature(build_suite).parameters.values()
-    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def _not_single_agent(name: str):
@@ -183,201 +136,57 @@ class MealSuite:
         }
 
 
-def build_suite(
-    id_or_n: str | int,
-    *,
-    difficulty: str | None = "easy",
-    strategy: str = "generate",
-    layout_seed: int | None = None,
-    num_agents: int = 2,
-    layout_names: Sequence[str] | None = None,
-    steps_per_task: int = PAPER_STEPS_PER_TASK,
-    cycles: int = 1,
-    eval_every: int = PAPER_EVAL_EVERY,
-    eval_episodes: int = PAPER_EVAL_EPISODES,
-    episode_len: int = 400,
-    sparse_rewards: bool = False,
-    individual_rewards: bool = False,
-    shaping_horizon: int | None = PAPER_SHAPING_HORIZON,
-    partial_observability: bool = False,
-    sticky_actions: bool = False,
-    slippery_tiles: bool = False,
-    random_pot_size: bool = False,
-    random_cook_time: bool = False,
-    random_reset: bool = False,
-    separated_agents: bool = False,
-    obs_padding: str = "walls",
-    generator: str = "paper",
-    dynamics: str = "paper",
-    max_attempts: int = 2000,
-    seed: int | None = None,
-    **unknown: Any,
-) -> MealSuite:
-    """Build ``CLSuite/MEAL-{N}-v0``: its kitchens, agents and task sequence.
+def build_suite(id_or_n: str | int, **options: Any) -> MealSuite:
+    """Build ``CLSuite/MEAL-{N}-v0`` from its options given as keywords
+    (``build_suite(4, difficulty="hard")``): :func:`build_suite_from` with
+    ``MealOptions(**options)``.
 
-    Every argument is checked before any kitchen is generated or any JAX function
+    Every option is checked before any kitchen is generated or any JAX function
     compiled: a bad value raises an error naming it and the valid ones.
 
     Args:
         id_or_n: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20``.
-        difficulty: ``"easy"``, ``"medium"`` or ``"hard"`` (default ``"easy"``); the paper
-            generator: 6-7, 8-9, 10-11 cells a side, 15/25/35% walls; only generator
-            ``"meal-bench"`` also takes ``"extreme"`` (7, 9, 11, 13 cells, 15-45% walls).
-        strategy: ``"generate"`` (default; task ``i`` generated with seed
-            ``layout_seed + i``), ``"curriculum"`` (generated, easy -> medium -> hard
-            thirds), ``"ordered"`` / ``"random"`` (handmade presets of ``difficulty`` or
-            ``layout_names``).
-        layout_seed: seed of the kitchens (default 0; ``seed`` is its old name). Dynamics
-            are seeded by ``reset(seed=)``. ``cl-suites run`` takes it from the run seed
-            unless given.
-        num_agents: 1..5 (default 2).
-        steps_per_task: budget per task in env steps (default 10M, the paper's).
-        cycles: plays of the whole sequence (MEAL's ``repeat_sequence``; default 1).
-        eval_every: evaluation cadence in env steps (default 204,800 = 100 PPO updates of
-            16 x 128).
-        eval_episodes: evaluation episodes per task (default 10).
-        episode_len: steps per episode (400).
-        sparse_rewards: delivery reward only (default False: dense shaping annealed).
-        individual_rewards: each agent gets its own delivery reward (default: the team's
-            delivery reward, as MEAL). Shaping is always the agent's own.
-        shaping_horizon: env steps of each task over which shaping anneals 1 -> 0 (default
-            ``None``: half of ``steps_per_task``, 5M at the paper's 10M, as MEAL#10 point 3).
-        random_reset: every episode starts with random agent positions, inventories and
-            pot states (meal-bench's ``random_reset``; default False as meal-bench; MEAL's
-            paper-time training code used True, and so does ``cl-suites run``).
-        partial_observability, sticky_actions, slippery_tiles, random_pot_size,
-            random_cook_time: meal-bench's options (probabilities and view sizes from
-            ``difficulty``).
-        separated_agents: generator only accepts kitchens whose agents are separated.
-        obs_padding: ``"walls"`` (default: the paper's text and MEAL's paper-time code,
-            padded cells read as counters) or ``"zeros"`` (meal-bench's ``PadObsToMax``).
-        generator: ``"paper"`` (default: the paper's generator, the kitchens MEAL's
-            paper-time code generates for a seed; easy/medium/hard) or ``"meal-bench"``
-            (meal-bench 0.3.1's later generator: fixed grid size per level).
-        dynamics: ``"paper"`` (default: MEAL's paper-time movement rule, one agent may
-            follow another) or ``"meal-bench"`` (meal-bench 0.3.1's: it may not).
-        layout_names: handmade kitchens by name (``strategy`` ``"ordered"`` / ``"random"``).
-        max_attempts: tries of the generator per kitchen before it gives up.
-        seed: the old name of ``layout_seed``, kept for older code.
     """
     require("meal", extra="meal")
     require("jax", extra="meal")
+    parse_meal_id(id_or_n)
+    return build_suite_from(id_or_n, MealOptions.from_keywords(**options))
+
+
+def build_suite_from(id_or_n: str | int, options: MealOptions) -> MealSuite:
+    """Build ``CLSuite/MEAL-{N}-v0`` (``id_or_n``: ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"``
+    or ``20``) with ``options``: its kitchens, agents and task sequence."""
+    require("meal", extra="meal")
+    require("jax", extra="meal")
     n = parse_meal_id(id_or_n)
-    if unknown:
-        raise UnknownOptionError(
-            f"unknown MEAL option(s) {sorted(unknown)}; valid: {', '.join(suite_option_names())}"
-        )
-    if seed is not None and layout_seed is not None and seed != layout_seed:
-        raise BadValueError(
-            f"seed={seed!r} and layout_seed={layout_seed!r} disagree; pass only layout_seed "
-            "(seed is its old name)"
-        )
-    layout_seed = check_layout_seed(layout_seed if layout_seed is not None else seed or 0, n)
-    check_choice("strategy", strategy, STRATEGIES)
-    check_choice("obs_padding", obs_padding, OBS_PADDINGS)
-    check_choice("generator", generator, GENERATORS)
-    check_choice("dynamics", dynamics, DYNAMICS)
-    if difficulty is not None:
-        allowed = allowed_difficulties(strategy, generator)
-        if difficulty not in allowed:
-            raise BadValueError(
-                f"difficulty {difficulty!r} is unknown with strategy {strategy!r} and generator "
-                f"{generator!r}; use one of {allowed} (generator 'meal-bench' also takes "
-                f"'extreme'; the handmade presets: {PRESET_DIFFICULTIES})"
-            )
-    elif strategy == "generate":
-        raise BadValueError(
-            f"difficulty None needs a preset strategy; with strategy 'generate' use one of "
-            f"{DIFFICULTIES}"
-        )
-    if layout_names is not None:
-        if isinstance(layout_names, str) or not all(isinstance(x, str) for x in layout_names):
-            raise BadValueError(
-                f"layout_names must be a list of preset names, got {layout_names!r}; "
-                f"available: {sorted(preset_names())}"
-            )
-        unknown_names = [x for x in layout_names if x not in preset_names()]
-        if unknown_names or not layout_names:
-            raise BadValueError(
-                f"unknown preset layout(s) {unknown_names or list(layout_names)}; "
-                f"available: {sorted(preset_names())}"
-            )
-    if shaping_horizon is None and isinstance(steps_per_task, (int, np.integer)):
-        shaping_horizon = max(1, int(steps_per_task) // 2)
-    for name, value in (
-        ("steps_per_task", steps_per_task),
-        ("cycles", cycles),
-        ("eval_every", eval_every),
-        ("eval_episodes", eval_episodes),
-        ("episode_len", episode_len),
-        ("shaping_horizon", shaping_horizon),
-    ):
-        check_positive_int(name, value)
-    if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)):
-        raise BadValueError(f"num_agents must be in 1..{MAX_AGENTS} (an int), got {num_agents!r}")
-    if not 1 <= num_agents <= MAX_AGENTS:
-        raise BadValueError(
-            f"num_agents must be in 1..{MAX_AGENTS} (MEAL's range), got {num_agents}"
-        )
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, (int, np.integer)):
-        raise BadValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
-    if max_attempts < 0:
-        raise BadValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
-    flags = {
-        "sparse_rewards": sparse_rewards,
-        "individual_rewards": individual_rewards,
-        "partial_observability": partial_observability,
-        "sticky_actions": sticky_actions,
-        "slippery_tiles": slippery_tiles,
-        "random_pot_size": random_pot_size,
-        "random_cook_time": random_cook_time,
-        "random_reset": random_reset,
-        "separated_agents": separated_agents,
-    }
-    for name, value in flags.items():
-        if not isinstance(value, (bool, np.bool_)):
-            raise BadValueError(f"{name} must be True or False, got {value!r}")
-    if sparse_rewards and individual_rewards:
-        raise BadValueError("sparse_rewards and individual_rewards cannot both be set (as in MEAL)")
+    layout_seed = options.kitchen_seed(n)
+    num_agents = int(options.num_agents)
     layouts = build_layouts(
         n,
-        strategy=strategy,
-        difficulty=difficulty,
+        strategy=options.strategy,
+        difficulty=options.difficulty,
         seed=layout_seed,
-        num_agents=int(num_agents),
-        episode_len=episode_len,
-        layout_names=layout_names,
-        separated_agents=separated_agents,
-        max_attempts=max_attempts,
-        generator=generator,
+        num_agents=num_agents,
+        episode_len=options.episode_len,
+        layout_names=options.layout_names,
+        separated_agents=options.separated_agents,
+        max_attempts=options.max_attempts,
+        generator=options.generator,
     )
-    channels = 18 + 4 * int(num_agents)
-    level = difficulty or "easy"
-    if partial_observability:
-        from meal.env.overcooked import get_difficulty_params
-
-        p = get_difficulty_params(level)
-        obs_shape = (p["view_ahead"] + p["view_behind"] + 1, 2 * p["view_sides"] + 1, channels)
-    else:
-        obs_shape = (
-            max(t.height for t in layouts),
-            max(t.width for t in layouts),
-            channels,
-        )
-    obs_space = gym.spaces.Box(0, 255, obs_shape, dtype=np.uint8)
+    obs_shape = _obs_shape(options, layouts)
     tasks = tuple(
-        TaskSpec(name=t.name, make_train=_not_single_agent(t.name), budget=steps_per_task)
+        TaskSpec(name=t.name, make_train=_not_single_agent(t.name), budget=options.steps_per_task)
         for t in layouts
     )
     eval_source = _EvalSourceOf()
     sequence = TaskSequence(
         name=f"MEAL-{n}",
         tasks=tasks,
-        observation_space=obs_space,
+        observation_space=gym.spaces.Box(0, 255, obs_shape, dtype=np.uint8),
         action_space=gym.spaces.Discrete(NUM_ACTIONS),
-        cycles=cycles,
-        eval_every=eval_every,
-        eval_episodes=eval_episodes,
+        cycles=options.cycles,
+        eval_every=options.eval_every,
+        eval_episodes=options.eval_episodes,
         extra="meal",
         required_modules=("meal", "jax", "pettingzoo"),
         metric_settings={
@@ -390,27 +199,52 @@ def build_suite(
         step_unit="env steps",
         eval_source=eval_source,
     )
-    options = {
-        "difficulty": difficulty,
-        "strategy": strategy,
-        "layout_seed": int(layout_seed),
-        "sparse_rewards": bool(sparse_rewards),
-        "individual_rewards": bool(individual_rewards),
-        "shaping_horizon": int(shaping_horizon),
-        "partial_observability": bool(partial_observability),
-        "sticky_actions": bool(sticky_actions),
-        "slippery_tiles": bool(slippery_tiles),
-        "random_pot_size": bool(random_pot_size),
-        "random_cook_time": bool(random_cook_time),
-        "random_reset": bool(random_reset),
-        "obs_padding": obs_padding,
-        "generator": generator,
-        "dynamics": dynamics,
-        "stochasticity_level": level,
-    }
-    suite = MealSuite(sequence, layouts, int(num_agents), int(episode_len), obs_shape, options)
+    suite = MealSuite(
+        sequence,
+        layouts,
+        num_agents,
+        int(options.episode_len),
+        obs_shape,
+        options.engine_options(layout_seed),
+    )
     eval_source.suite = suite
     return suite
+
+
+def _keywords_of_options(build: Any) -> None:
+    """Give ``build`` (``build_suite``) the signature and ``Args:`` entries of the keywords
+    it takes, MEAL's options (``id_or_n, *, difficulty=..., ..., **unknown``): what the job
+    layer and the CLI read from a suite builder. They are declared once, in
+    :class:`MealOptions`."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    build.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter("id_or_n", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(
+                inspect.Parameter(f.name, keyword, default=f.default)
+                for f in dataclasses.fields(MealOptions)
+            ),
+            inspect.Parameter("unknown", inspect.Parameter.VAR_KEYWORD),
+        ],
+        return_annotation=MealSuite,
+    )
+    build.__doc__ = (build.__doc__ or "").rstrip() + "\n"
+    build.__doc__ += "".join(f"        {name}: {doc}\n" for name, doc in option_docs().items())
+
+
+_keywords_of_options(build_suite)
+
+
+def _obs_shape(options: MealOptions, layouts: Sequence[MealLayout]) -> tuple[int, int, int]:
+    """Per-agent observation ``(H, W, C)``: the largest kitchen of the sequence, or the view
+    window with partial observability (its size from ``difficulty``)."""
+    channels = 18 + 4 * int(options.num_agents)
+    if options.partial_observability:
+        from meal.env.overcooked import get_difficulty_params
+
+        p = get_difficulty_params(options.difficulty or "easy")
+        return (p["view_ahead"] + p["view_behind"] + 1, 2 * p["view_sides"] + 1, channels)
+    return (max(t.height for t in layouts), max(t.width for t in layouts), channels)
 
 
 class _EvalSourceOf:

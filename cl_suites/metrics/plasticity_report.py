@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cl_suites.core.runlog import read_plasticity
 from cl_suites.metrics.plasticity_tracker import METRICS
 from cl_suites.metrics.runs import MetricsInputError, RunData
+from cl_suites.rundir.runlog import read_plasticity
 
 UNITS = {
     "dormant_ratio": "fraction",

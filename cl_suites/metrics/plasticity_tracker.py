@@ -6,7 +6,7 @@
 training observations (:meth:`PlasticityTracker.observe`), tells it when a task starts
 (:meth:`PlasticityTracker.task_started`) and calls :meth:`PlasticityTracker.measure` at
 every evaluation point. Each measurement appends rows to ``RUN_DIR/plasticity.csv``
-(``RunLog.log_plasticity``; schema :data:`cl_suites.core.runlog.PLASTICITY_COLUMNS`).
+(``RunLog.log_plasticity``; schema :data:`cl_suites.rundir.runlog.PLASTICITY_COLUMNS`).
 
 The probe batch holds up to ``probe_size`` observations of every task seen so far, taken
 from the training stream of the task's first steps (every ``probe_stride``-th vector step,
@@ -31,8 +31,8 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from cl_suites.core.fsutil import atomic_write
 from cl_suites.metrics import plasticity as P
+from cl_suites.rundir.fsutil import atomic_write
 
 logger = logging.getLogger(__name__)
 

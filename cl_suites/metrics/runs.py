@@ -1,6 +1,6 @@
 """Loading and validating run directories for the metrics.
 
-A *run* is one directory written by :class:`cl_suites.core.runlog.RunLog`. This module turns
+A *run* is one directory written by :class:`cl_suites.rundir.runlog.RunLog`. This module turns
 one or many of them into tidy pandas frames that every metric consumes:
 
 * ``eval`` frame: one row per (run, eval point, task, split) with the columns of ``eval.csv``
@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cl_suites.core.runlog import (
+from cl_suites.errors import InputError
+from cl_suites.rundir.runlog import (
     METADATA_FILE,
     CorruptRunLogError,
     read_episodes,
     read_eval,
     read_metadata,
 )
-from cl_suites.errors import InputError
 
 SCHEDULE_COLUMNS = ("index", "cycle", "task_id", "task_name", "start_step", "end_step")
 MAX_ABS_RETURN = 1e100

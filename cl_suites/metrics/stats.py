@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 
 import numpy as np
 from rliable import library as rly_library
@@ -96,10 +95,3 @@ def iqm_interval(
         np.random.set_state(global_state)
     low, high = intervals["scores"][:, 0]
     return point, float(low), float(high)
-
-
-def iqm_by_group(
-    scores: Mapping[str, np.ndarray], reps: int = 1000, seed: int = 0
-) -> dict[str, tuple[float, float, float]]:
-    """:func:`iqm_interval` for each group (e.g. method), each with the same seed."""
-    return {k: iqm_interval(v, reps=reps, seed=seed) for k, v in scores.items()}

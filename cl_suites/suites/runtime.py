@@ -182,7 +182,7 @@ class VectorRuntime:
         return env, None
 
     def sb3_view(self, env: Any) -> Any:
-        from cl_suites.core.sb3_adapter import SB3VecEnv
+        from cl_suites.sb3.adapter import SB3VecEnv
 
         return SB3VecEnv(env)
 

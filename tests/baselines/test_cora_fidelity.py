@@ -15,18 +15,19 @@ from stable_baselines3.common.callbacks import BaseCallback
 from baselines_sb3.cl import CoraEWC, CoraOnlineEWC, ProgressCompress, attach_method, make_method
 from baselines_sb3.cl.base import Rollout
 from baselines_sb3.cl.importance import cora_fisher
-from baselines_sb3.cl.regularizers import normalize_importance
+from baselines_sb3.cl.regularizer_base import normalize_importance
 from baselines_sb3.cl.unroll_buffer import UnrollBuffer
 from baselines_sb3.factory import build_model, wrap_env
-from baselines_sb3.learners import RunningRewardStd, VTrace
+from baselines_sb3.learners import VTrace
 from baselines_sb3.networks import A2CPPOCNN, CoraResidualCNN, ImpalaShallowCNN
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
+from baselines_sb3.running_stats import RunningRewardStd
 from baselines_sb3.wrappers import PreviousActionReward, TaskIdObservation
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters, presets
+from cl_suites.sb3.adapter import SB3VecEnv
 
 
 def _diag_env(n_envs=4, steps=400, n_tasks=2):
@@ -436,7 +437,7 @@ def test_ewc_one_entry_per_task_overwritten_and_mean_penalty(monkeypatch):
         value = next(fishers)
         return {n: th.full_like(p, value) for n, p in params}
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    monkeypatch.setattr("baselines_sb3.cl.cora_regularizers.cora_fisher", fake)
     params = dict(method.named_parameters(policy))
     anchors = []
     for prev, nxt, step in ((0, 1, 100), (1, 0, 200), (0, 1, 300)):
@@ -558,7 +559,7 @@ def test_online_ewc_accumulates_then_normalises(monkeypatch):
         value = next(news)
         return {n: value.clone() if n == "action_net.bias" else th.ones_like(p) for n, p in params}
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.cora_fisher", fake)
+    monkeypatch.setattr("baselines_sb3.cl.cora_regularizers.cora_fisher", fake)
     for prev, nxt, step in ((0, 1, 100), (1, 2, 200)):
         method.on_task_switch(_switch(prev, nxt, step))
         method._consolidate_pending()  # what the end of the switch's rollout does
@@ -989,8 +990,8 @@ def test_resume_with_cora_inputs_and_schedule_reproduces_the_run(tmp_path, metho
     """The per-task LR, the previous-action inputs, the Fisher buffers and P&C's phase and
     knowledge base survive a kill: the resumed run logs exactly the uninterrupted one."""
     from baselines_sb3 import callbacks
-    from cl_suites.core.runlog import read_episodes, read_eval
     from cl_suites.job.main_job import run_main_job
+    from cl_suites.rundir.runlog import read_episodes, read_eval
 
     kw = dict(
         suite="Diagnostic", method=method, learner="vtrace", preset="small", seed=1, num_envs=4

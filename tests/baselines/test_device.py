@@ -14,11 +14,11 @@ import pytest
 import torch as th
 
 from cl_suites.cli import main
-from cl_suites.core.checkpoint_files import read_checkpoint, write_checkpoint
 from cl_suites.errors import BadValueError
 from cl_suites.job import checkpoint
 from cl_suites.job.device import devices_present, resolve_device
 from cl_suites.job.run_spec import resolve
+from cl_suites.rundir.checkpoint_files import read_checkpoint, write_checkpoint
 from tests.helpers import REPO
 
 RUN = ["run", "--suite", "Diagnostic", "--method", "ft", "--preset", "small"]

@@ -28,7 +28,7 @@ from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.vtrace import vtrace_targets
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.sb3.adapter import SB3VecEnv
 from tests.helpers.simulated_device import DEVICE, DeviceMixError, SimulatedDevice
 
 T, B = 5, 3

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch as th
 
-from cl_suites.core.runlog import read_metadata
 from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir.runlog import read_metadata
 from tests.helpers.device_probe import DIAGNOSTIC, FRESH, MEAL, outside, probing
 
 ALLOWED = {

@@ -4,8 +4,8 @@ keeps measurably more of it (fixed seed, small preset)."""
 import pandas as pd
 import pytest
 
-from cl_suites.core.runlog import read_eval, read_metadata
 from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir.runlog import read_eval, read_metadata
 
 MARGIN = 5.0  # return units; returns lie in [-10, 10]
 

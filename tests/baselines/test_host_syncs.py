@@ -17,7 +17,7 @@ from baselines_sb3.learners import ContinualPPO
 from baselines_sb3.networks import CoraResidualCNN
 from baselines_sb3.policies import ContinualPolicy
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
+from cl_suites.sb3.adapter import SB3VecEnv
 from tests.helpers.device_probe import PACKAGES
 
 HOST_COPIES = {

@@ -20,9 +20,9 @@ from baselines_sb3.networks import SeparateTrunks
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import TaskIdObservation
 from cl_suites.api import make_vec
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters, presets
+from cl_suites.sb3.adapter import SB3VecEnv
 
 N_TASKS, OBS = 2, 4
 
@@ -146,7 +146,7 @@ def test_ewc_sums_fishers_and_online_ewc_decays(monkeypatch):
         value = next(values)
         return {n: th.full_like(p, value) for n, p in params}
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.score_fisher", fake_fisher)
+    monkeypatch.setattr("baselines_sb3.cl.meal_regularizers.score_fisher", fake_fisher)
     results = {}
     for cls in (MealEWC, MealOnlineEWC):
         policy = _meal_policy()
@@ -286,7 +286,7 @@ def test_mas_replaced_per_task_and_normalised_over_the_whole_tree(monkeypatch):
                 out[n] = th.full_like(out[n], 3.0 * value)  # critic: 3x as important
         return out
 
-    monkeypatch.setattr("baselines_sb3.cl.regularizers.mas_importance", fake_mas)
+    monkeypatch.setattr("baselines_sb3.cl.meal_regularizers.mas_importance", fake_mas)
     policy = _meal_policy()
     method = MealMAS(lam=1.0)
     method.bind(policy, _FakeModel(policy))

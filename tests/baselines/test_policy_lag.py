@@ -14,9 +14,9 @@ from baselines_sb3.cl.base import ContinualMethod
 from baselines_sb3.learners import VTrace
 from baselines_sb3.policies import ContinualPolicy
 from cl_suites import make_vec
-from cl_suites.core.runlog import read_episodes, read_eval
 from cl_suites.errors import BadValueError
 from cl_suites.job.main_job import resolve_job, run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval
 from tests.helpers.kill_drills import kill_run_at
 
 th.set_num_threads(1)

@@ -70,7 +70,7 @@ def _filled_buffer(rows_of, n_steps: int = 16, n_envs: int = 8):
     import numpy as np
     from gymnasium import spaces
 
-    from baselines_sb3.learners import SparseRowsRolloutBuffer
+    from baselines_sb3.buffers import SparseRowsRolloutBuffer
 
     width = 7 * 7 * 26
     space = spaces.Dict(
@@ -127,11 +127,11 @@ def test_minibatch_rows_found_once_per_rollout_equal_rows_built_per_minibatch():
 
 
 def test_meal_ppo_trains_on_rows_found_once_per_rollout():
+    from baselines_sb3.buffers import SparseRowsRolloutBuffer
     from baselines_sb3.factory import build_model, wrap_env
-    from baselines_sb3.learners import SparseRowsRolloutBuffer
     from cl_suites.api import make_vec
-    from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.job import hyperparameters
+    from cl_suites.sb3.adapter import SB3VecEnv
     from cl_suites.suites.diagnostic import build
 
     sequence = build(n_tasks=2, steps_per_task=256, show_task=False)

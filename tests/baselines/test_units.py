@@ -11,9 +11,9 @@ from baselines_sb3.learners import ContinualPPO
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.vtrace import vtrace_targets
 from cl_suites.api import make_vec
-from cl_suites.core.runlog import read_episodes, read_eval
-from cl_suites.core.sb3_adapter import SB3VecEnv
 from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval
+from cl_suites.sb3.adapter import SB3VecEnv
 
 
 def test_vtrace_hand_computed():

@@ -65,7 +65,7 @@ def test_vector_and_sb3_envs_report_one_mask_row_per_sub_env():
     _, _, _, truncated, info = venv.step(np.zeros(2, dtype=np.int64))  # the switch step
     assert truncated.all() and info["action_mask"].all()  # the next task's first obs
     pytest.importorskip("stable_baselines3")
-    from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.sb3.adapter import SB3VecEnv
 
     sb3 = SB3VecEnv(SequenceVectorEnv(masked_sequence(budget=4), num_envs=2))
     sb3.reset()

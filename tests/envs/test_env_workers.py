@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from cl_suites.api import make_sequence
-from cl_suites.core.runlog import read_episodes, read_eval
 from cl_suites.core.vector import SequenceVectorEnv
 from cl_suites.core.workers import EnvWorkerError, WorkerVectorEnv, check_env_workers
 from cl_suites.errors import BadValueError
 from cl_suites.job.main_job import resolve_job, run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval
 from tests.helpers import REPO
 
 ROOT = REPO

@@ -11,7 +11,7 @@ import torch as th
 
 import cl_suites
 from baselines_sb3 import ContinualPPO, VTrace
-from cl_suites.core.progress import read_progress
+from cl_suites.rundir.progress import read_progress
 
 th.set_num_threads(1)
 MEAL = dict(steps_per_task=800, eval_every=400, eval_episodes=1, layout_seed=0)

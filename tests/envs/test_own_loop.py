@@ -13,8 +13,8 @@ import torch as th
 
 import cl_suites
 from cl_suites.cli import main
-from cl_suites.core.progress import read_progress
 from cl_suites.metrics import build_report
+from cl_suites.rundir.progress import read_progress
 from tests.helpers import REPO
 
 EXAMPLES = REPO / "examples"
@@ -143,7 +143,7 @@ def test_recorder_diagnoses_an_own_torch_network_at_every_point(tmp_path):
             loss.backward()
             opt.step()
             rec.step(infos, policy, obs=obs)
-    rows = cl_suites.core.runlog.read_plasticity(rec.run_dir)
+    rows = cl_suites.rundir.runlog.read_plasticity(rec.run_dir)
     whole = rows[rows.layer == "all"].set_index(["metric", "total_step"]).value
     assert sorted(rows.total_step.unique()) == [0, 40, 80]
     assert whole["weight_change_run", 0] == 0 and whole["weight_change_run", 80] > 0

@@ -106,7 +106,7 @@ def test_unknown_vectorization_mode():
 
 
 def test_sb3_adapter_reports_terminal_observations_and_switches():
-    from cl_suites.core.sb3_adapter import SB3VecEnv
+    from cl_suites.sb3.adapter import SB3VecEnv
 
     venv = SB3VecEnv(
         SequenceVectorEnv(toy_sequence(num_tasks=2, budget=6, cycles=1, episode_length=50), 2)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from baselines_sb3 import callbacks
-from cl_suites.core import checkpoint_files
 from cl_suites.job import jax_checkpoint
 from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir import checkpoint_files
 
 
 def kill_run_at(run_dir, job, overrides, kill_at):

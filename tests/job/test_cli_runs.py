@@ -19,8 +19,8 @@ import torch as th
 from cl_suites import cli
 from cl_suites.cli import main
 from cl_suites.config import parse_value
-from cl_suites.core.fsutil import RunDiskError
-from cl_suites.core.runlog import read_eval, read_metadata
+from cl_suites.rundir.fsutil import RunDiskError
+from cl_suites.rundir.runlog import read_eval, read_metadata
 from tests.helpers import REPO
 
 th.set_num_threads(1)
@@ -270,7 +270,7 @@ def test_a_second_writer_is_refused_in_one_line_naming_the_holder(tiny_run, caps
     code = textwrap.dedent(
         f"""
         import time
-        from cl_suites.core.runlock import RunDirLock
+        from cl_suites.rundir.runlock import RunDirLock
         lock = RunDirLock({str(tiny_run)!r}).acquire()
         print("ready", flush=True)
         time.sleep(120)
@@ -333,9 +333,9 @@ def test_wandb_offline_gets_the_training_scalars(tmp_path, monkeypatch):
     from baselines_sb3.learners import ContinualPPO
     from baselines_sb3.policies import ContinualPolicy
     from cl_suites.api import make_vec
-    from cl_suites.core.runlog import RunLog
-    from cl_suites.core.sb3_adapter import SB3VecEnv
     from cl_suites.job.tracking import configure_logger
+    from cl_suites.rundir.runlog import RunLog
+    from cl_suites.sb3.adapter import SB3VecEnv
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -19,11 +19,7 @@ from baselines_sb3.cl.storage import ReplayMemoryError
 from cl_suites import cli
 from cl_suites.api import make_sequence
 from cl_suites.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, main
-from cl_suites.core.checkpoint_files import CheckpointError
 from cl_suites.core.env_state import EnvStateError, UnsafeEnvStateError
-from cl_suites.core.fsutil import RunDiskError
-from cl_suites.core.runlock import RunDirLockedError
-from cl_suites.core.runlog import CorruptRunLogError
 from cl_suites.core.task import SequenceDoneError
 from cl_suites.core.workers import EnvWorkerError
 from cl_suites.envs.chores.errors import (
@@ -54,6 +50,10 @@ from cl_suites.job.main_job import resolve_job
 from cl_suites.job.tracking import TrackingError
 from cl_suites.meal.layouts import LayoutGenerationError
 from cl_suites.metrics.runs import MetricsInputError
+from cl_suites.rundir.checkpoint_files import CheckpointError
+from cl_suites.rundir.fsutil import RunDiskError
+from cl_suites.rundir.runlock import RunDirLockedError
+from cl_suites.rundir.runlog import CorruptRunLogError
 from cl_suites.sweep.grid import SweepError
 from tests.helpers import REPO
 

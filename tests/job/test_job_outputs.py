@@ -12,11 +12,11 @@ from PIL import Image
 
 from baselines_sb3.cl.base import ContinualMethod
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, read_progress
-from cl_suites.core.runlog import read_eval
 from cl_suites.core.video import VideoRecorder, poster_path, video_path
 from cl_suites.job import main_job
 from cl_suites.random_agent import run_random_agent
+from cl_suites.rundir.progress import RunProgress, read_progress
+from cl_suites.rundir.runlog import read_eval
 from tests.helpers.toy_envs import paint_sequence
 
 th.set_num_threads(1)

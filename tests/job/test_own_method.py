@@ -20,10 +20,10 @@ import torch as th
 
 from baselines_sb3.cl import plugins
 from cl_suites.cli import main
-from cl_suites.core.runlog import read_eval, read_metadata
 from cl_suites.errors import MethodPluginError
 from cl_suites.job.main_job import run_main_job
 from cl_suites.job.run_spec import option_table, resolve
+from cl_suites.rundir.runlog import read_eval, read_metadata
 from tests.helpers.kill_drills import kill_run_at
 
 th.set_num_threads(1)

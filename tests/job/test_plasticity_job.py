@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch as th
 
-from cl_suites.core.runlog import read_eval, read_plasticity
 from cl_suites.job.main_job import run_main_job
 from cl_suites.metrics.plasticity_tracker import METRICS, PROBE_FILE, load_probe
+from cl_suites.rundir.runlog import read_eval, read_plasticity
 from tests.helpers.kill_drills import kill_run_at
 
 th.set_num_threads(1)
@@ -192,7 +192,7 @@ def test_pnc_gets_its_knowledge_base_column_diagnosed_too(tmp_path):
 
 
 def test_plasticity_rows_go_to_the_tracking_sinks(tmp_path):
-    from cl_suites.core.runlog import RunLog
+    from cl_suites.rundir.runlog import RunLog
 
     got = []
     with RunLog(tmp_path / "run", {"suite": "x"}) as log:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cl_suites.core import progress as progress_module
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.progress import RunProgress, read_progress
 from cl_suites.core.task import Segment
 from cl_suites.job import main_job
+from cl_suites.rundir import progress as progress_module
+from cl_suites.rundir.progress import RunProgress, read_progress
 from tests.helpers.toy_envs import paint_sequence
 
 

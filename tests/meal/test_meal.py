@@ -101,6 +101,30 @@ def test_ids_and_bad_input():
         gym.make("CLSuite/MEAL-20-v0")
 
 
+def test_the_options_are_one_checked_object():
+    """``MealOptions`` declares MEAL's options once: building it checks them (the messages
+    of ``build_suite``), ``build_suite_from`` takes it, and ``build_suite``'s keywords, as
+    the job layer and the CLI read them, are its fields."""
+    import inspect
+
+    from cl_suites.meal import MealOptions, build_suite_from
+    from cl_suites.meal.options import option_names
+
+    options = MealOptions(difficulty="hard", layout_seed=3, num_agents=3)
+    built = build_suite_from(2, options)
+    assert built.options == build_suite(2, difficulty="hard", layout_seed=3, num_agents=3).options
+    assert built.num_agents == 3
+    with pytest.raises(ValueError, match=r"num_agents must be in 1\.\.5"):
+        MealOptions(num_agents=6)
+    with pytest.raises(TypeError, match="unknown MEAL option"):
+        MealOptions.from_keywords(difficulty="easy", colour="red")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.difficulty = "easy"  # type: ignore[misc]
+    parameters = inspect.signature(build_suite).parameters
+    assert tuple(parameters)[1:-1] == option_names()
+    assert parameters["steps_per_task"].default == MealOptions().steps_per_task
+
+
 def test_shaping_anneals_over_half_the_task_budget_by_default():
     """MEAL#10 point 3: the reported results annealed shaping over ``steps_per_task / 2``
     (the paper-time code's rule), not the hyperparameter table's 2.5M; a given horizon
@@ -312,8 +336,8 @@ def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
 
 
 def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
-    from cl_suites.core.runlog import RunLog, read_eval
     from cl_suites.meal.evaluation import meal_evaluator
+    from cl_suites.rundir.runlog import RunLog, read_eval
 
     counter = {"t": 0}
 

@@ -18,8 +18,6 @@ import pytest
 pytest.importorskip("meal")
 
 from cl_suites.cli import main
-from cl_suites.core.progress import read_progress
-from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
 from cl_suites.job import jax_job, jax_options
 from cl_suites.job.jax_checkpoint import (
     common_checkpoint,
@@ -29,6 +27,8 @@ from cl_suites.job.jax_checkpoint import (
     save_jax_checkpoint,
 )
 from cl_suites.job.main_job import resolve_job, run_main_job, run_seed_group
+from cl_suites.rundir.progress import read_progress
+from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cl_suites.core.runlog import RunLog
+from cl_suites.rundir.runlog import RunLog
 
 
 def write_run(

@@ -14,7 +14,13 @@ The layers, top to bottom (a module imports its own layer or lower ones only):
 2. the job layer: ``cl_suites.job``;
 3. the learner families: ``baselines_sb3`` (SB3/torch) and ``baselines_jax`` (JAX), which
    import neither each other nor anything above;
-4. the rest of ``cl_suites`` (suites, envs, core, metrics, ...).
+4. the rest of ``cl_suites`` (suites, envs, metrics, MEAL, the own-loop pieces, the package
+   top) and the SB3 room ``cl_suites.sb3`` (SB3's view of the sequence envs), which
+   imports the env machinery only;
+5. the env machinery ``cl_suites.core``, which imports neither torch nor stable-baselines3,
+   not even through a module of the project it imports;
+6. the run directory ``cl_suites.rundir`` (run log, checkpoint files, lock, atomic writes,
+   progress) beside ``cl_suites.errors``: they import nothing else of the project.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ PACKAGES = ("cl_suites", "baselines_sb3", "baselines_jax")
 CLI = ("cl_suites.cli", "cl_suites.__main__", "cl_suites.sweep")
 JOB = ("cl_suites.job",)
 FAMILIES = ("baselines_sb3", "baselines_jax")
+CORE = ("cl_suites.core",)
+BOTTOM = ("cl_suites.rundir", "cl_suites.errors")
+SB3_ROOM = "cl_suites.sb3"
+CORE_NEVER_IMPORTS = ("torch", "stable_baselines3")
 
 
 # -- the graph -----------------------------------------------------------------------------
@@ -87,21 +97,59 @@ def _imported_names(
         stack.extend(ast.iter_child_nodes(node))
 
 
+def _imports(root: Path, packages: Iterable[str]) -> tuple[dict[str, Path], dict[str, set[str]]]:
+    """The modules' files and ``{module: every (dotted) name its code imports}``."""
+    files = module_files(root, packages)
+    names = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        names[module] = set(_imported_names(module, path.name == "__init__.py", tree, files))
+    return files, names
+
+
 def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
     """``{module: modules of the packages it imports}`` (see the module docstring)."""
-    files = module_files(root, packages)
+    files, imported = _imports(root, packages)
 
     def known(name: str) -> str | None:
         while name and name not in files:
             name = name.rpartition(".")[0]
         return name or None
 
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        names = _imported_names(module, path.name == "__init__.py", tree, files)
-        graph[module] = {known(name) for name in names} - {None, module}
-    return graph
+    return {m: {known(n) for n in names} - {None, m} for m, names in imported.items()}
+
+
+def outside_imports(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
+    """``{module: top-level names of the packages outside ``packages`` it imports}``."""
+    packages = tuple(packages)
+    _, imported = _imports(root, packages)
+    tops = {m: {n.split(".")[0] for n in names if n} for m, names in imported.items()}
+    return {m: {top for top in names if top not in packages} for m, names in tops.items()}
+
+
+def forbidden_reaches(
+    graph: dict[str, set[str]],
+    outside: dict[str, set[str]],
+    prefixes: Iterable[str],
+    forbidden: Iterable[str],
+) -> list[str]:
+    """``"a -> b -> ... -> torch"``: for each module under ``prefixes`` that imports one of
+    the ``forbidden`` packages, directly or through modules of the project it imports, one
+    shortest such chain."""
+    prefixes, forbidden = tuple(prefixes), set(forbidden)
+    chains = []
+    for start in sorted(m for m in graph if m.startswith(prefixes)):
+        paths, queue = {start: [start]}, [start]
+        while queue:
+            v = queue.pop(0)
+            if outside[v] & forbidden:
+                chains.append(" -> ".join([*paths[v], min(outside[v] & forbidden)]))
+                break
+            for w in sorted(graph[v]):
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    queue.append(w)
+    return chains
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -151,8 +199,9 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(module: str) -> int:
-    """0 the command line, 1 the job layer, 2 a learner family, 3 the rest of cl_suites."""
-    for rank, prefixes in enumerate((CLI, JOB, FAMILIES)):
+    """0 the command line, 1 the job layer, 2 a learner family, 3 the rest of cl_suites
+    (the SB3 room included), 4 the env machinery (core), 5 the run directory and errors."""
+    for rank, prefixes in ((0, CLI), (1, JOB), (2, FAMILIES), (4, CORE), (5, BOTTOM)):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return rank
     return 3
@@ -200,6 +249,24 @@ def test_the_families_import_neither_each_other_nor_the_job_layer():
         assert any(t.startswith("cl_suites.core") for t in imported)  # the graph sees them
 
 
+def test_core_imports_neither_torch_nor_sb3():
+    """The env machinery runs without torch and stable-baselines3: no ``cl_suites.core``
+    module imports them, directly or through a module of the project it imports (the run
+    directory's checkpoint files and the SB3 room, which need them, sit beside it)."""
+    graph = import_graph(ROOT, PACKAGES)
+    chains = forbidden_reaches(graph, outside_imports(ROOT, PACKAGES), CORE, CORE_NEVER_IMPORTS)
+    assert not chains, "core reaches torch or SB3:\n" + "\n".join(chains)
+    assert forbidden_reaches(graph, outside_imports(ROOT, PACKAGES), BOTTOM, ["torch"])
+
+
+def test_the_sb3_room_wraps_the_env_machinery_only():
+    """``cl_suites.sb3`` imports the env machinery and the errors, nothing of the suites,
+    the job layer or a learner family (it is the view, not a learner)."""
+    graph = import_graph(ROOT, PACKAGES)
+    imported = {t for m, ts in graph.items() if m.startswith(SB3_ROOM) for t in ts}
+    assert imported and all(layer(t) >= 4 or t.startswith(SB3_ROOM) for t in imported)
+
+
 def _package(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
@@ -245,6 +312,26 @@ def test_the_check_finds_a_cycle_planted_in_the_package(tmp_path):
     sb3.write_text(sb3.read_text() + "\nimport baselines_jax.config\n")
     violations = layer_violations(import_graph(tmp_path, PACKAGES))
     assert "baselines_sb3.vtrace -> baselines_jax.config" in violations
+
+
+def test_the_check_finds_imports_planted_across_the_new_rooms(tmp_path):
+    """A copy of the packages where core reaches torch through the run directory, the run
+    directory imports core and the SB3 room a learner family: each one is reported."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package)
+    for path, planted in (
+        ("cl_suites/core/video.py", "from cl_suites.rundir.checkpoint_files import X\n"),
+        ("cl_suites/rundir/fsutil.py", "from cl_suites.core.task import Segment\n"),
+        ("cl_suites/sb3/adapter.py", "import baselines_sb3.vtrace\n"),
+    ):
+        file = tmp_path / path
+        file.write_text(file.read_text() + f"\n\ndef planted():\n    {planted}")
+    graph = import_graph(tmp_path, PACKAGES)
+    chains = forbidden_reaches(graph, outside_imports(tmp_path, PACKAGES), CORE, CORE_NEVER_IMPORTS)
+    assert chains == ["cl_suites.core.video -> cl_suites.rundir.checkpoint_files -> torch"]
+    violations = layer_violations(graph)
+    assert "cl_suites.rundir.fsutil -> cl_suites.core.task" in violations
+    assert "cl_suites.sb3.adapter -> baselines_sb3.vtrace" in violations
 
 
 def test_presets_are_data():

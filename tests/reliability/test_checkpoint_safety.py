@@ -24,21 +24,21 @@ import pytest
 import torch as th
 
 from cl_suites.cli import main
-from cl_suites.core import checkpoint_files
-from cl_suites.core.checkpoint_files import (
+from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
+from cl_suites.core.evaluation import EvalBatch
+from cl_suites.job import checkpoint
+from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir import checkpoint_files
+from cl_suites.rundir.checkpoint_files import (
     CheckpointError,
     decode,
     encode,
     write_checkpoint,
 )
-from cl_suites.core.checkpoint_files import (
+from cl_suites.rundir.checkpoint_files import (
     checkpoint_files as list_checkpoints,
 )
-from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
-from cl_suites.core.evaluation import EvalBatch
-from cl_suites.core.runlog import read_episodes, read_eval
-from cl_suites.job import checkpoint
-from cl_suites.job.main_job import run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval
 from tests.helpers.kill_drills import kill_run_at
 
 th.set_num_threads(1)
@@ -313,7 +313,7 @@ def _inside_eval(mp):  # the 45th step of an evaluation batch: inside the eval a
 
 
 def _inside_checkpoint_write(mp):  # the 3rd checkpoint, at its 5th write to the file
-    from cl_suites.core import fsutil
+    from cl_suites.rundir import fsutil
 
     saves = []
     original = checkpoint_files.write_checkpoint

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cl_suites.core.evaluation import Evaluator
-from cl_suites.core.runlog import (
+from cl_suites.rundir.runlog import (
     EPISODE_COLUMNS,
     EVAL_COLUMNS,
     CorruptRunLogError,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cl_suites.cli import main
-from cl_suites.core.runlog import read_eval
+from cl_suites.rundir.runlog import read_eval
 from tests.helpers import REPO
 
 ROOT = REPO

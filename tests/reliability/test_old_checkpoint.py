@@ -15,8 +15,8 @@ import shutil
 
 import torch as th
 
-from cl_suites.core.runlog import read_episodes, read_eval, read_metadata
 from cl_suites.job import run_main_job
+from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers import TESTS
 
 FIXTURE = TESTS / "fixtures" / "run-f56fd38"

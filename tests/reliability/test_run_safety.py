@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import torch as th
 
-from cl_suites.core import fsutil
-from cl_suites.core.fsutil import RunDiskError, append_text, atomic_write
-from cl_suites.core.runlock import LOCK_FILE, RunDirLock, RunDirLockedError
-from cl_suites.core.runlog import (
+from cl_suites.rundir import fsutil
+from cl_suites.rundir.fsutil import RunDiskError, append_text, atomic_write
+from cl_suites.rundir.runlock import LOCK_FILE, RunDirLock, RunDirLockedError
+from cl_suites.rundir.runlog import (
     EVAL_COLUMNS,
     RunLog,
     read_episodes,
@@ -52,7 +52,7 @@ def holder(tmp_path):
     code = textwrap.dedent(
         f"""
         import sys, time
-        from cl_suites.core.runlog import RunLog
+        from cl_suites.rundir.runlog import RunLog
         log = RunLog({str(run)!r}, {{"suite": "Toy"}})
         print("ready", flush=True)
         time.sleep(120)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 _PAUSE_DIR = os.environ.get("CL_SUITES_TEST_PAUSE_DIR")
-_TARGET = "cl_suites.core.checkpoint_files"
+_TARGET = "cl_suites.rundir.checkpoint_files"
 
 
 def _pause_before_checksums(module) -> None:

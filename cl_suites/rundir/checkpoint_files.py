@@ -40,13 +40,13 @@ from typing import IO, Any
 import numpy as np
 import torch as th
 
-from cl_suites.core.fsutil import (
+from cl_suites.errors import RunFileError
+from cl_suites.rundir.fsutil import (
     UNFINISHED_SUFFIX,
     atomic_write,
     set_aside_temporaries,
     write_text_atomic,
 )
-from cl_suites.errors import RunFileError
 
 _ARRAY = "__cl_suites_ndarray__"
 _SCALAR = "__cl_suites_npscalar__"

@@ -39,9 +39,10 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cl_suites.core.task import Segment
+if TYPE_CHECKING:  # annotations only: the run directory sits below the env machinery
+    from cl_suites.core.task import Segment
 
 PROGRESS_FILE = "progress.json"
 WRITE_EVERY_S = 2.0

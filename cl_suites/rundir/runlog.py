@@ -39,9 +39,9 @@ from typing import Any
 
 import pandas as pd
 
-from cl_suites.core.fsutil import append_text, disk_error, write_text_atomic
-from cl_suites.core.runlock import RunDirLock
 from cl_suites.errors import MissingSimulatorError, RunDirExistsError, RunFileError
+from cl_suites.rundir.fsutil import append_text, disk_error, write_text_atomic
+from cl_suites.rundir.runlock import RunDirLock
 
 EVAL_COLUMNS: tuple[str, ...] = (
     "total_step",
@@ -171,7 +171,7 @@ def repair_table(
     (wrong number of cells, a number that is not one) and, when ``max_step`` is given,
     every row with ``total_step > max_step``. Kept lines are rewritten in the file's own
     line-ending convention (the header's). Torn and unparsable rows are reported through
-    the ``cl_suites.core.runlog`` logger (a warning naming them).
+    the ``cl_suites.rundir.runlog`` logger (a warning naming them).
 
     Returns:
         ``{"torn": n, "unparsable": n, "after_step": n}``: rows dropped per reason.
@@ -345,9 +345,9 @@ ScalarSink = Callable[[Mapping[str, float], int], None]
 class RunLog:
     """Writer for one run directory, and the directory's only writer.
 
-    Opening takes the run directory's lock (:class:`~cl_suites.core.runlock.RunDirLock`):
+    Opening takes the run directory's lock (:class:`~cl_suites.rundir.runlock.RunDirLock`):
     a second ``RunLog`` on the same directory in another process is refused with a
-    one-line :class:`~cl_suites.core.runlock.RunDirLockedError` naming the pid and host
+    one-line :class:`~cl_suites.rundir.runlock.RunDirLockedError` naming the pid and host
     that hold it; a lock left by a dead process is taken over with a warning. ``close``
     releases it.
 
@@ -355,7 +355,7 @@ class RunLog:
     already on disk are kept (a torn last line is dropped with a warning). With
     ``resume=False`` an existing run directory is refused so that no run is overwritten by
     accident. Disk errors (full, read-only) raise a one-line
-    :class:`~cl_suites.core.fsutil.RunDiskError`.
+    :class:`~cl_suites.rundir.fsutil.RunDiskError`.
 
     Args:
         run_dir: directory of the run (created if missing).

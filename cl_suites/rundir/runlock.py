@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cl_suites.core.fsutil import RunDiskError, disk_error
 from cl_suites.errors import RunDirError
+from cl_suites.rundir.fsutil import RunDiskError, disk_error
 
 LOCK_FILE = ".lock"
 _UNTOUCHED = "nothing in it was changed; make it writable or choose another --run-dir"
