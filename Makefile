@@ -33,7 +33,7 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 bench: install
-	$(BIN)/python benchmarks/bench_procgen.py
+	$(BIN)/python -m benchmarks.speed.bench_procgen
 
 clean:
 	rm -rf $(VENV) runs report site

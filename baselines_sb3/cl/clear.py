@@ -42,7 +42,7 @@ observations.
 counted in the process's resident set until the kernel reclaims them, so filling 1M
 Procgen transitions (12 GiB) through a memmap grows the resident set far past the
 benchmark's 2 GiB bound, while ``pwrite`` goes through the page cache without mapping
-anything (``benchmarks/bench_baselines.py`` measures both).
+anything (``benchmarks/speed/bench_baselines.py`` measures both).
 """
 
 from __future__ import annotations

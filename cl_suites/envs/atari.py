@@ -14,7 +14,7 @@ The stack, innermost first (gymnasium's wrappers wherever their semantics match 
    with ``cv2.INTER_AREA``. The order is CORA's (``MaxAndSkipEnv`` pools RGB screens,
    ``WarpFrame`` then converts): pooling gray screens, as gymnasium's grayscale
    ``AtariPreprocessing`` does, changes up to 0.2% of the pixels of a frame by up to 42
-   gray levels (MsPacman; ``benchmarks/parity_cora.py``);
+   gray levels (MsPacman; ``benchmarks/parity/parity_cora.py``);
 3. ``gymnasium.wrappers.TimeLimit``: 10,000 agent steps per game;
 4. ``gymnasium.wrappers.RecordEpisodeStatistics``: ``info["episode"]`` at the end of each
    whole game (all lives), with the game's unclipped return; its length ``"l"`` counts

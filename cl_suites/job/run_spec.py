@@ -66,7 +66,7 @@ its OpenMP workers spin after each operation; next to other processes on the sam
 run collapses: a Diagnostic small run took 438 s wall and 83 s CPU with torch's default
 next to other jobs on 2 cores, 23 s and 6 s with 1 thread; a MEAL run that steps JAX and
 torch in turn in one process was 5-10x slower with one thread per core
-(``benchmarks/bench_contention.py``, ``benchmarks/bench_meal.py``). One thread costs at
+(``benchmarks/speed/bench_contention.py``, ``benchmarks/speed/bench_meal.py``). One thread costs at
 most 1.1-1.25x on a quiet machine."""
 
 

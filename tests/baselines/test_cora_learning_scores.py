@@ -1,29 +1,17 @@
-"""``benchmarks/cora_learning.score_cora`` scores a CORA run as it trains: points already
+"""``benchmarks.learning.cora_learning.score_cora`` scores a CORA run as it trains: points already
 scored from the same snapshot are kept, a point whose nearest snapshot changed is scored
 again, and a point the run has not reached is left out (issue 28 item 3's ``compare``);
 our training returns are counted as CORA counts them."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pandas as pd
 import torch as th
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.learning import cora_learning
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cora_learning = _load("cora_learning")
 BUDGET = cora_learning.Budget(pairs=(0, 1), steps_per_task=1000, eval_every=500, eval_episodes=3)
 
 

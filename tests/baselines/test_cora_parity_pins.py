@@ -1,41 +1,27 @@
 """Our V-trace learner and CL methods give, update for update, the values CORA's own code
 computed on the same inputs (issue 28 item 5) - no CORA checkout needed.
 
-``tests/golden/cora_parity.json`` holds, for every case of ``benchmarks/cora_cases.py``
+``tests/golden/cora_parity.json`` holds, for every case of ``tests/baselines/cora_cases.py``
 (a network family x IMPALA / EWC / online EWC / P&C / CLEAR, each a short schedule of
 rollouts and task switches), what CORA's ``Monobeast.learn`` (``AGI-Labs/continual_rl``
 at f2754bb) computed from the case's parameters and rollouts: learning rates, losses,
 gradient norms (total and per tensor), the first entries of every parameter after each
 update, of every Fisher and anchor, and the running reward moments. Its ``provenance``
 names CORA's functions, the commit and the command that regenerates it
-(``benchmarks/parity_cora.py ... update --write-pins``), which also checks that our side
-passes this test. The cases' inputs come from numpy seeds, so our side
-(``benchmarks/cora_ours.py``) rebuilds them here.
+(``python -m benchmarks.parity.parity_cora ... update --write-pins``), which also checks
+that our side passes this test. The cases' inputs come from numpy seeds, so our side
+(``tests/baselines/cora_ours.py``) rebuilds them here.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.parity import cora_reference, parity_cora
+from tests.baselines import cora_cases, cora_ours
 
-
-def _load(name: str):
-    """A module of ``benchmarks/`` (not a package), registered under its own name."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up; cora_ours imports cora_cases
-    spec.loader.exec_module(module)
-    return module
-
-
-cora_cases = _load("cora_cases")
-cora_ours = _load("cora_ours")
 PINS = cora_cases.load_pins()
 
 
@@ -44,7 +30,7 @@ def test_every_case_is_pinned_with_its_provenance():
     assert set(PINS["observations"]) == {case.name for case in cora_cases.OBSERVATION_CASES}
     provenance = PINS["provenance"]
     assert "continual_rl@f2754bb" in provenance["cora"]
-    assert "parity_cora.py" in provenance["command"] and "--write-pins" in provenance["command"]
+    assert "parity_cora" in provenance["command"] and "--write-pins" in provenance["command"]
 
 
 @pytest.mark.parametrize("name", sorted(PINS["cases"]))
@@ -105,21 +91,19 @@ def test_observation_pipeline_reproduces_coras_env_stack(name):
 def test_parity_script_names_a_bad_checkout_or_interpreter_in_one_line(
     tmp_path, capsys, monkeypatch
 ):
-    """``parity_cora.py``: a path that is not CORA's checkout, or an interpreter where CORA's
-    code cannot import (this one: no gym 0.25), end in one line naming what is missing and
-    the command that builds it, exit status 2, no traceback."""
-    saved = list(sys.path)
-    parity = _load("parity_cora")  # it puts benchmarks/ on sys.path for its own imports
-    sys.path[:] = saved
+    """``benchmarks.parity.parity_cora``: a path that is not CORA's checkout, or an
+    interpreter where CORA's code cannot import (this one: no gym 0.25), end in one line
+    naming what is missing and the command that builds it, exit status 2, no traceback."""
+    parity = parity_cora
     monkeypatch.setattr(parity.signal, "signal", lambda *args: None)  # no SIGTERM handler here
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     assert parity.main(["--cora-repo", str(tmp_path), "update"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is not a checkout of AGI-Labs/continual_rl" in err
     assert "git clone https://github.com/AGI-Labs/continual_rl" in err  # how to get one
-    for marker in sys.modules["cora_reference"].MARKER_FILES:  # no git: the interpreter next
+    for marker in cora_reference.MARKER_FILES:  # no git: the interpreter next
         (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / marker).touch()
     assert parity.main(["--cora-repo", str(tmp_path), "update"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "bash benchmarks/cora_env.sh" in err
+    assert len(err.splitlines()) == 1 and "bash benchmarks/parity/cora_env.sh" in err

@@ -1,7 +1,8 @@
 """Networks and batches on which our plasticity diagnostics are compared with the
-reference implementations (``benchmarks/plasticity_reference.py``) and pinned
-(``tests/metrics/test_plasticity.py::test_reference_pins``). Weights and batches are drawn from
-seeded numpy generators, so the script and the test build the same arrays."""
+reference implementations (``benchmarks/parity/plasticity_reference.py``) and pinned
+(``tests/metrics/test_plasticity.py::test_reference_pins``), and our diagnostics of each case
+(``our_diagnostics``, what the pins check). Weights and batches are drawn from seeded
+numpy generators, so the script and the test build the same arrays."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import numpy as np
 import torch as th
 from torch import nn
 
+from baselines_sb3.plasticity import TorchNetwork, TorchProbe
+from cl_suites.metrics import plasticity as P
+
 CASES = ("hand", "mlp", "cnn", "tanh")
+TAUS = (0.025, 0.1)
+"""The dormant-unit thresholds compared (Plasticine's and ReDo's)."""
 
 
 def _fill(net: nn.Module, rng: np.random.Generator, bias_shift: float = 0.0) -> None:
@@ -66,3 +72,30 @@ def moved(net: nn.Sequential, case: str) -> dict[str, th.Tensor]:
         k: v.detach().clone() + th.as_tensor(rng.normal(0, 0.05, tuple(v.shape)), dtype=v.dtype)
         for k, v in net.state_dict().items()
     }
+
+
+def our_diagnostics(case: str) -> dict[str, float]:
+    """Our diagnostics of ``case``, under the keys the references' values are pinned by."""
+    net, x, activation = build(case)
+    probe = TorchProbe(
+        net,
+        [TorchNetwork("net", ("",), str(len(net) - 1), "policy")],
+        {"main": lambda m, obs, ids: (m(th.as_tensor(obs)), th.zeros(len(obs)))},
+    )
+    cap = probe.capture(x, np.zeros(len(x), np.int64))["net"]
+    out: dict[str, float] = {}
+    for tau in TAUS:
+        out[f"dormant_plasticine@{tau}"] = P.dormant_ratios(cap.activations, tau, "plasticine")[0]
+        whole, layers = P.dormant_ratios(cap.activations, tau, "redo")
+        out[f"dormant_redo@{tau}"] = whole
+        for name, value in layers.items():
+            out[f"dormant_redo@{tau}/{name}"] = value
+    h = cap.features
+    out["active_fraction"] = P.active_fraction(h, activation)
+    out["stable_rank"] = P.stable_rank(h, "srank")
+    out["effective_rank"] = P.effective_rank(h)
+    out["feature_norm"] = P.feature_norm(h)
+    params = {k: v.detach().numpy() for k, v in net.named_parameters()}
+    ref = {k: v.numpy() for k, v in moved(net, case).items()}
+    out["weight_change_rms"] = P.weight_norms(params, ref, "rms")[0]
+    return out

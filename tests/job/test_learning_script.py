@@ -1,32 +1,16 @@
-"""``benchmarks/learning.py`` stays in step with the CLI: every run's command line resolves
-(``--print-config``) to CORA's paper preset with the run's budget, network and first task,
-and the summary reads a run directory."""
+"""``benchmarks/learning/learning.py`` stays in step with the CLI: every run's command line
+resolves (``--print-config``) to CORA's paper preset with the run's budget, network and
+first task, and the summary reads a run directory."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
-import pytest
-
+from benchmarks.learning import learning
 from cl_suites.cli import main
-from tests.helpers import REPO
-
-SCRIPT = REPO / "benchmarks" / "learning.py"
 
 
-@pytest.fixture(scope="module")
-def learning():
-    spec = importlib.util.spec_from_file_location("learning_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
-
-
-def test_every_run_resolves_to_the_paper_preset(learning, tmp_path, capsys):
+def test_every_run_resolves_to_the_paper_preset(tmp_path, capsys):
     networks = {}
     for run in learning.RUNS:
         cmd = learning.cli_command(run, tmp_path / run.name, resume=False, smoke=False)
@@ -51,7 +35,7 @@ def test_every_run_resolves_to_the_paper_preset(learning, tmp_path, capsys):
     assert [r.method for r in learning.RUNS].count("clear") == 1
 
 
-def test_summary_of_a_run_directory(learning, tmp_path):
+def test_summary_of_a_run_directory(tmp_path):
     run = learning.RUNS[2]
     run_dir = tmp_path / run.name
     run_dir.mkdir()

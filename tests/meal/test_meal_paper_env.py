@@ -1,7 +1,7 @@
 """MEAL's paper-time environment on meal-bench's engine (issue 20 item 4, env side): the
 paper's kitchen generator, wall padding and movement rule. No MEAL checkout needed: the
 expected kitchens are MEAL 7d81858's ``generate_random_layout`` output for the seeds
-(``benchmarks/parity_meal.py env`` compares the whole env with MEAL's own)."""
+(``benchmarks/parity/parity_meal.py env`` compares the whole env with MEAL's own)."""
 
 from __future__ import annotations
 

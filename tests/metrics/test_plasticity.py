@@ -334,15 +334,15 @@ def test_a_failing_diagnostic_is_logged_as_nan_with_its_reason():
 def test_reference_pins():
     """Ours against the values Plasticine's ``plasticine_metrics`` and ReDo's
     ``weight_recyclers.py`` gave on the same weights and batches
-    (``benchmarks/plasticity_reference.py --pin``; commits in the pin file)."""
+    (``python -m benchmarks.parity.plasticity_reference --pin``; commits in the pin file)."""
     import json
 
-    import benchmarks.plasticity_reference as bench
+    from tests.helpers.plasticity_cases import CASES, our_diagnostics
 
     pins = json.loads((TESTS / "golden" / "plasticity_reference.json").read_text())
-    assert set(pins["cases"]) == set(bench.CASES)
+    assert set(pins["cases"]) == set(CASES)
     for case, refs in pins["cases"].items():
-        mine = bench.ours(case)
+        mine = our_diagnostics(case)
         for key, ref in refs.items():
             # float32 references (torch SVD, float32 sums) against our float64 math
             assert mine[key] == pytest.approx(ref, rel=1e-5, abs=1e-6), (case, key)

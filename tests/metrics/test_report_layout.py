@@ -1,6 +1,6 @@
 """The report's summary layout (split tables, wrapping cells), the CLI's rich tables and the
 evaluation videos of interface 5. The 1400 px no-overflow check in a real browser is
-``benchmarks/report_screenshot.py`` (headless Chromium)."""
+``benchmarks/report/report_screenshot.py`` (headless Chromium)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prepared GPU check (``benchmarks/device_check.sh``, issue 38 item 6) runs through
+"""The prepared GPU check (``benchmarks/device/device_check.sh``, issue 38 item 6) runs through
 every stage on the CPU with ``--shrink``, so it is ready when a GPU is lent."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ ROOT = REPO
 
 def test_the_shrunken_device_check_runs_every_stage(tmp_path):
     done = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "device_check.sh"), "--shrink", "--out", str(tmp_path)],
+        [
+            "bash",
+            str(ROOT / "benchmarks" / "device" / "device_check.sh"),
+            "--shrink",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -31,7 +37,7 @@ def test_the_shrunken_device_check_runs_every_stage(tmp_path):
 
 def test_bad_arguments_are_one_line():
     done = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "device_check.sh"), "--bogus"],
+        ["bash", str(ROOT / "benchmarks" / "device" / "device_check.sh"), "--bogus"],
         capture_output=True,
         text=True,
         check=False,

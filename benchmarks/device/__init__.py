@@ -1,0 +1,1 @@
+"""The prepared GPU device check (``device_check.sh``) and its stages."""

@@ -1,0 +1,1 @@
+"""Learning runs: the suites' learning curves and the paired CORA runs."""

@@ -1,0 +1,1 @@
+"""Report tools: the report beside an earlier commit's, its screenshots."""

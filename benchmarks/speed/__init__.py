@@ -1,0 +1,1 @@
+"""Speed benchmarks: env and learner throughput, contention, cores, the cost model."""
