@@ -47,9 +47,7 @@ register_all()
 set_sb3_view(sb3_view)  # SequenceVectorEnv.to_sb3 (core itself never imports SB3)
 
 try:  # MEAL needs the "meal" extra (jax, meal-bench, pettingzoo); imported lazily inside
-    from cl_suites.meal import make_parallel, register_meal_ids
-
-    register_meal_ids()
+    from cl_suites.meal import make_parallel
 except ImportError:  # pragma: no cover - depends on the installed extras
 
     def make_parallel(*args, **kwargs):

@@ -7,7 +7,7 @@
 
 All budgets, steps and cadences count **env steps** (one joint action of all agents).
 ``gym.make("CLSuite/MEAL-20-v0")`` raises a ``TypeError`` pointing here: gymnasium cannot
-hold a PettingZoo env.
+hold a PettingZoo env (``cl_suites.registration`` registers the ids).
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ from cl_suites.meal.options import MealOptions
 from cl_suites.meal.runtime import meal_suite  # registers MEAL-<N> into the suite catalog
 from cl_suites.meal.suite import MealSuite, build_suite, build_suite_from, parse_meal_id
 
-REGISTERED_SIZES: tuple[int, ...] = (10, 20, 50, 100)
-
 __all__ = [
     "DIFFICULTIES",
-    "REGISTERED_SIZES",
     "REWARD_PER_SOUP",
     "STRATEGIES",
     "LayoutGenerationError",
@@ -45,7 +42,6 @@ __all__ = [
     "meal_suite",
     "parse_meal_id",
     "preset_names",
-    "register_meal_ids",
 ]
 
 
@@ -84,27 +80,3 @@ def make_sb3_vec_env(id_or_n: str | int | MealSuite, num_envs: int, **kwargs: An
 
     suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
     return MealSB3VecEnv(make_batched(suite, num_envs))
-
-
-def _gym_entry_point(**kwargs: Any):
-    raise TypeError(
-        "MEAL is a multi-agent (PettingZoo) benchmark and cannot be built with gym.make; use "
-        'cl_suites.make_parallel("CLSuite/MEAL-20-v0", difficulty="easy", layout_seed=0) '
-        "(or cl_suites.meal.make_sb3_vec_env for stable-baselines3)"
-    )
-
-
-def register_meal_ids(sizes: tuple[int, ...] = REGISTERED_SIZES) -> None:
-    """Register ``CLSuite/MEAL-{N}-v0`` ids with gymnasium; ``gym.make`` on them raises a
-    ``TypeError`` that points to ``cl_suites.make_parallel`` (any N works there)."""
-    import gymnasium as gym
-
-    for n in sizes:
-        env_id = f"CLSuite/MEAL-{n}-v0"
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point="cl_suites.meal:_gym_entry_point",
-                kwargs={"num_tasks": n},
-                disable_env_checker=True,
-            )

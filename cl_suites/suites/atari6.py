@@ -98,7 +98,7 @@ def build(
         eval_every=eval_every,
         eval_episodes=eval_episodes,
         extra="atari",
-        required_modules=("ale_py", "cv2", "stable_baselines3"),
+        required_modules=("ale_py", "cv2"),
         metric_settings={"smoothing_window": 20, "return_clip_min": None},
         preprocessing=PREPROCESSED,
     )

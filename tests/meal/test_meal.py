@@ -25,7 +25,6 @@ from cl_suites.meal import (
     LayoutGenerationError,
     build_suite,
     parse_meal_id,
-    register_meal_ids,
 )
 from cl_suites.meal.batched import MealBatchedEnv
 from cl_suites.meal.engine import MealEngine
@@ -94,7 +93,6 @@ def test_ids_and_bad_input():
         build_layouts(1, strategy="ordered", layout_names=["smallest_kitchen"], num_agents=5)
     with pytest.raises(LayoutGenerationError, match="seed 123"):
         generate("easy", 123, 2, max_attempts=0)
-    register_meal_ids()
     for n in (10, 20, 50, 100):
         assert f"CLSuite/MEAL-{n}-v0" in gym.registry
     with pytest.raises(TypeError, match="make_parallel"):
