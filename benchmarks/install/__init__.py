@@ -1,0 +1,1 @@
+"""Installing the package: each extra alone in a fresh venv."""
