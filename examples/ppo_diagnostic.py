@@ -64,7 +64,7 @@ class Agent(nn.Module):
 
 def main(argv: list[str] | None = None) -> str:
     args = parse_args(argv)
-    torch.set_num_threads(args.torch_threads)  # benchmarks/README.md, bench_contention.py
+    torch.set_num_threads(args.torch_threads)  # benchmarks/results/LOG.md, bench_contention.py
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     rec = cl_suites.Recorder(

@@ -154,7 +154,7 @@ RUNS: tuple[LearningRun, ...] = (
         eval_every=38_400,
         eval_episodes=3,
     ),
-    LearningRun(  # not plotted: two tasks; summarised per task in benchmarks/README.md
+    LearningRun(  # not plotted: two tasks; summarised per task in benchmarks/results/LOG.md
         "minihack-clear-two-tasks",
         "MiniHack15",
         "CLEAR: pairs 0-1, buffer larger than the run",

@@ -36,12 +36,12 @@ each task::
 
 ``update`` (issue 28 items 2 and 5) plays every case of ``tests/baselines/cora_cases.py``
 on CORA's side (``cora_side.py``: CORA's policy classes from its configs,
-``Monobeast.learn``) and ours (``tests/baselines/cora_ours.py``), each of our updates from CORA's state before it, and every
-observation case (CORA's env stacks and ours, same seed and actions); prints one table of
-each and exits 1 on any difference beyond ``cora_cases.TOLERANCES`` (or from the values
-the CI pins). ``--write-pins PATH`` stores CORA's values for
-``tests/baselines/test_cora_parity_pins.py``. ``benchmarks/README.md`` has the results.
-"""
+``Monobeast.learn``) and ours (``tests/baselines/cora_ours.py``), each of our updates from
+CORA's state before it, and every observation case (CORA's env stacks and ours, same seed
+and actions); prints one table of each and exits 1 on any difference beyond
+``cora_cases.TOLERANCES`` (or from the values the CI pins). ``--write-pins PATH`` stores
+CORA's values for ``tests/baselines/test_cora_parity_pins.py``.
+``benchmarks/results/LOG.md`` has the results."""
 
 from __future__ import annotations
 

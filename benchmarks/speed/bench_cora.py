@@ -53,7 +53,7 @@ The script prints, per suite, every run as it ends, then a table of best rates, 
 ours / CORA at CORA's best actor count and at 32 actors, and the load average.
 
 The background runs of the development machine should be paused around a measurement
-(``/work/runs_cora/pause.sh stop``, then ``cont``; see ``benchmarks/README.md``).
+(``/work/runs_cora/pause.sh stop``, then ``cont``; see ``benchmarks/results/LOG.md``).
 """
 
 from __future__ import annotations
