@@ -13,7 +13,7 @@ build-and-step seconds and whether torch came in::
     python -m benchmarks.install.extras_alone [--extras atari meal] [--steps 20]
         [--root /tmp/extras-alone] [--keep] [--out benchmarks/results/extras_alone.json]
 
-Exit status 1 when an extra fails. ``tests/test_extras.py`` checks the same from the
+Exit status 1 when an extra fails. ``tests/project/test_extras.py`` checks the same from the
 declarations (each module an error message names is installed by the extra it names).
 """
 

@@ -34,9 +34,9 @@ each task::
         --out /tmp/cora_runs/ours_ft_s0
     .venv/bin/python -m benchmarks.parity.parity_cora compare --root /tmp/cora_runs
 
-``update`` (issue 28 items 2 and 5) plays every case of ``tests/baselines/cora_cases.py``
+``update`` (issue 28 items 2 and 5) plays every case of ``tests/helpers/cora_cases.py``
 on CORA's side (``cora_side.py``: CORA's policy classes from its configs,
-``Monobeast.learn``) and ours (``tests/baselines/cora_ours.py``), each of our updates from
+``Monobeast.learn``) and ours (``tests/helpers/cora_ours.py``), each of our updates from
 CORA's state before it, and every observation case (CORA's env stacks and ours, same seed
 and actions); prints one table of each and exits 1 on any difference beyond
 ``cora_cases.TOLERANCES`` (or from the values the CI pins). ``--write-pins PATH`` stores
@@ -292,7 +292,7 @@ def run_update_case(
     """CORA's records of ``case``, ours with every update starting from CORA's state before
     it (parameters, RMSProp's state), and ours run freely (what the CI test runs)."""
     from benchmarks.parity.cora_side import CoraSide
-    from tests.baselines.cora_ours import OurSide
+    from tests.helpers.cora_ours import OurSide
 
     with _quiet(log):
         cora = CoraSide(case, repo, workdir, OurSide(case)).run()
@@ -302,7 +302,7 @@ def run_update_case(
 def run_observation_case(case, log) -> tuple[dict, dict]:
     """Our observation stream and CORA's for ``case`` (same seed and actions)."""
     from benchmarks.parity.cora_side import cora_observation_stream
-    from tests.baselines.cora_ours import our_observation_stream
+    from tests.helpers.cora_ours import our_observation_stream
 
     ours = our_observation_stream(case)
     with _quiet(log):
@@ -312,7 +312,7 @@ def run_observation_case(case, log) -> tuple[dict, dict]:
 def print_update_table(results: dict[str, list[dict]], drifts: dict[str, list[dict]]) -> None:
     """One line per case and quantity: the largest difference over the case's updates (each
     of ours from CORA's state before it), and the largest of our free run ("free run")."""
-    from tests.baselines import cora_cases
+    from tests.helpers import cora_cases
 
     print(
         f"{'update case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
@@ -333,7 +333,7 @@ def print_update_table(results: dict[str, list[dict]], drifts: dict[str, list[di
 
 def print_observation_table(results: dict[str, dict]) -> None:
     """One line per env: steps, episode ends, and per stream the first differing step."""
-    from tests.baselines import cora_cases
+    from tests.helpers import cora_cases
 
     keys = cora_cases.STREAM_KEYS
     print(f"{'observation case':<38} {'steps':>5} {'ends':>4}  " + "  ".join(keys) + "  result")
@@ -362,7 +362,7 @@ def update(args: argparse.Namespace) -> int:
 
     repo = check_cora_repo(args.cora_repo)
     import_cora(repo)
-    from tests.baselines import cora_cases
+    from tests.helpers import cora_cases
 
     known = {c.name for c in (*cora_cases.CASES, *cora_cases.OBSERVATION_CASES)}
     unknown = sorted(set(args.cases or ()) - known)
@@ -413,7 +413,7 @@ def update(args: argparse.Namespace) -> int:
 
 def write_pins(path: Path, pins: dict) -> None:
     """Add (or replace) the cases' values in the pins file, with their provenance."""
-    from tests.baselines import cora_cases
+    from tests.helpers import cora_cases
 
     stored = cora_cases.load_pins(path) if path.exists() else {}
     for kind in ("cases", "observations"):

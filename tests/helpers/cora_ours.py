@@ -29,7 +29,7 @@ from baselines_sb3.cora_weights import cora_names
 from baselines_sb3.factory import build_model, wrap_env
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters
-from tests.baselines import cora_cases as cc
+from tests.helpers import cora_cases as cc
 
 
 class _Cursor(SimpleNamespace):

@@ -41,8 +41,9 @@ import numpy as np
 import torch as th
 
 from cl_suites.core.task import Segment
+from tests.helpers import TESTS
 
-PINS_PATH = Path(__file__).resolve().parents[1] / "golden" / "cora_parity.json"
+PINS_PATH = TESTS / "golden" / "cora_parity.json"
 """The values CORA's code computed for every case (``parity_cora.py update --write-pins``)."""
 
 

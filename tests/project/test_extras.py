@@ -18,7 +18,6 @@ import ast
 import importlib.metadata as md
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -27,9 +26,9 @@ from packaging.requirements import Requirement
 
 import cl_suites
 from cl_suites.suites import SUITES, find_suite
+from tests.helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 
 
 def _name(text: str) -> str:
@@ -78,7 +77,7 @@ def provided_by(extra: str) -> set[str]:
 def _require_calls() -> set[tuple[str, str]]:
     """``(module, extra)`` of every ``require("module", extra="extra")`` in cl_suites."""
     pairs = set()
-    for path in (ROOT / "cl_suites").rglob("*.py"):
+    for path in (REPO / "cl_suites").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
