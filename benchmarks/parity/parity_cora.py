@@ -64,6 +64,9 @@ from benchmarks.parity.cora_reference import (
     stop_children,
 )
 
+# imported before CORA's checkout goes on sys.path: its own ``tests`` package would shadow ours
+from tests.helpers import cora_cases
+
 MINIHACK_PAIRS = (
     ("Room-Random-5x5-v0", "Room-Random-15x15-v0"),
     ("Room-Dark-5x5-v0", "Room-Dark-15x15-v0"),
@@ -312,7 +315,6 @@ def run_observation_case(case, log) -> tuple[dict, dict]:
 def print_update_table(results: dict[str, list[dict]], drifts: dict[str, list[dict]]) -> None:
     """One line per case and quantity: the largest difference over the case's updates (each
     of ours from CORA's state before it), and the largest of our free run ("free run")."""
-    from tests.helpers import cora_cases
 
     print(
         f"{'update case':<20} {'quantity':<10} {'updates':>7} {'max abs':>10} {'max rel':>10} "
@@ -333,7 +335,6 @@ def print_update_table(results: dict[str, list[dict]], drifts: dict[str, list[di
 
 def print_observation_table(results: dict[str, dict]) -> None:
     """One line per env: steps, episode ends, and per stream the first differing step."""
-    from tests.helpers import cora_cases
 
     keys = cora_cases.STREAM_KEYS
     print(f"{'observation case':<38} {'steps':>5} {'ends':>4}  " + "  ".join(keys) + "  result")
@@ -362,7 +363,6 @@ def update(args: argparse.Namespace) -> int:
 
     repo = check_cora_repo(args.cora_repo)
     import_cora(repo)
-    from tests.helpers import cora_cases
 
     known = {c.name for c in (*cora_cases.CASES, *cora_cases.OBSERVATION_CASES)}
     unknown = sorted(set(args.cases or ()) - known)
@@ -413,7 +413,6 @@ def update(args: argparse.Namespace) -> int:
 
 def write_pins(path: Path, pins: dict) -> None:
     """Add (or replace) the cases' values in the pins file, with their provenance."""
-    from tests.helpers import cora_cases
 
     stored = cora_cases.load_pins(path) if path.exists() else {}
     for kind in ("cases", "observations"):
