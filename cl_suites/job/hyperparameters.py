@@ -24,9 +24,9 @@ from typing import Any
 from baselines_sb3.cl import METHODS, is_builtin, method_class
 from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
+from cl_suites.declarations import MEAL_METHODS
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
 from cl_suites.job import presets
-from cl_suites.meal.runtime import MEAL_METHODS
 from cl_suites.suites import find_suite, parse_suite_id
 
 Values = dict[str, Any]

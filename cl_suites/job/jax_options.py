@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cl_suites.declarations import JAX_LEARNER
 from cl_suites.errors import UnknownOptionError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS, Values
-from cl_suites.meal.runtime import JAX_LEARNER
 
 if TYPE_CHECKING:
     from cl_suites.suites import SuiteInfo

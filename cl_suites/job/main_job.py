@@ -64,16 +64,15 @@ from cl_suites.job.run_spec import (
     JobOptions,
     JobSpec,
     resolve,
-    resolve_seed_group,
+    resolve_job,  # noqa: F401  (the library's keyword form of resolve)
     rollout_steps,
 )
 from cl_suites.job.tracking import configure_logger, track_run_log
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
+from cl_suites.request import RunRequest
+from cl_suites.rundir import layout
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
-
-resolve_job = resolve
-"""The library name of :func:`cl_suites.job.run_spec.resolve` (the one resolution)."""
 
 
 def run_main_job(
@@ -113,26 +112,25 @@ def run_main_job(
     Returns:
         ``run_dir``.
     """
+    request = RunRequest(
+        suite=suite,
+        method=method,
+        learner=learner,
+        preset=preset,
+        seed=seed,
+        seeds=seeds,
+        num_envs=num_envs,
+        overrides=overrides,
+    )
     run_dir = Path(run_dir)
-    kwargs = dict(suite=suite, method=method, learner=learner, preset=preset, num_envs=num_envs)
-    if seeds is not None:
-        run_seed_group(
-            **kwargs,
-            seeds=seeds,
-            run_dirs=seed_run_dirs(run_dir, seeds),
-            resume=resume,
-            overrides=overrides,
-        )
-        return run_dir
-    spec = resolve_job(**kwargs, overrides=overrides, seed=seed)
-    run_resolved([spec], [seed], [run_dir], resume)
+    run_resolved(resolve(request), request.run_seeds, layout.run_dirs(run_dir, seeds), resume)
     return run_dir
 
 
 def run_resolved(
     specs: Sequence[JobSpec], seeds: Sequence[int], run_dirs: Sequence[Path], resume: bool
 ) -> None:
-    """Train resolved runs (``resolve`` / ``resolve_seed_group``), building nothing twice:
+    """Train resolved runs (``resolve``), building nothing twice:
     one run (``specs[0]`` with ``seeds[0]`` into ``run_dirs[0]``), or the seeds of one
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
@@ -336,11 +334,6 @@ def _plasticity_callback(
     return PlasticityCallback(tracker, probe, evaluator, spec.schedule, spec.num_agents)
 
 
-def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
-    """The run directories of a several-seed run: ``run_dir/seed-<s>`` per seed."""
-    return [Path(run_dir) / f"seed-{int(s)}" for s in seeds]
-
-
 def run_seed_group(
     *,
     suite: str,
@@ -355,17 +348,18 @@ def run_seed_group(
 ) -> list[Path]:
     """Train ``seeds`` of one MEAL configuration vmapped in one program (``ppo-jax``);
     seed ``seeds[i]`` writes the ordinary run directory ``run_dirs[i]``. See
-    :func:`resolve_seed_group` for the kitchens; ``resume`` continues every seed from
-    their newest common checkpoint."""
-    specs = resolve_seed_group(
+    :func:`cl_suites.job.run_spec.resolve` for the kitchens; ``resume`` continues every
+    seed from their newest common checkpoint."""
+    request = RunRequest(
         suite=suite,
         method=method,
         learner=learner,
         preset=preset,
-        seeds=seeds,
+        seeds=tuple(seeds),
         num_envs=num_envs,
         overrides=overrides,
     )
+    specs = resolve(request)
     if len(run_dirs) != len(specs):
         raise BadValueError(
             f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"

@@ -11,6 +11,7 @@ kitchens fixed by ``layout_seed``) in one program, each still writing its own di
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.errors import ConfigError
+from cl_suites.request import RunRequest
 from cl_suites.suites import short_name
 
 GRID_KEYS: tuple[str, ...] = (
@@ -71,17 +73,24 @@ class RunSpec:
         method's ``package.module:Class`` as ``package.module.Class``)."""
         return f"{self.suite}-{self.method.replace(':', '.')}-{self.learner}-s{self.seed}"
 
+    def request(self) -> RunRequest:
+        """The run's request (what ``cl_suites.job.run_spec.resolve`` takes)."""
+        return RunRequest(
+            suite=self.suite,
+            method=self.method,
+            learner=self.learner,
+            preset=self.preset,
+            seed=self.seed,
+            num_envs=self.num_envs,
+            overrides=self.overrides,
+        )
+
     def job_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``run_main_job`` (without ``run_dir`` and ``resume``)."""
-        return {
-            "suite": self.suite,
-            "method": self.method,
-            "learner": self.learner,
-            "preset": self.preset,
-            "seed": self.seed,
-            "num_envs": self.num_envs,
-            "overrides": dict(self.overrides),
-        }
+        """:meth:`request` as keyword arguments of ``run_main_job``, JSON-ready for the
+        workers (without ``run_dir`` and ``resume``)."""
+        kwargs = dataclasses.asdict(self.request())
+        del kwargs["seeds"]
+        return kwargs
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""A run directory on disk: where runs go, what they hold, how they are written."""
