@@ -31,7 +31,7 @@ class RunRequest:
         seeds: several run seeds trained in one program (``None``: one run, ``seed``).
         num_envs: envs of the training env (``None``: the preset's).
         overrides: every other option (suite kwargs, job options, hyperparameters);
-            ``None`` values mean "the default".
+            ``None`` values mean "the default" (``overrides=None``: none).
     """
 
     suite: str
@@ -44,7 +44,7 @@ class RunRequest:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "overrides", dict(self.overrides))
+        object.__setattr__(self, "overrides", dict(self.overrides or {}))
         if self.seeds is not None:
             object.__setattr__(self, "seeds", tuple(self.seeds))
 

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from cl_suites import cli
+from cl_suites.cli import output as cli_output
 from cl_suites.cli.run import run_config
 from cl_suites.config import parse_set, parse_value
 from cl_suites.errors import UnknownOptionError
@@ -189,7 +190,7 @@ def test_the_job_reads_resolved_typed_options():
 def test_cl_suites_options_lists_every_option_with_its_default_and_doc(capsys, monkeypatch):
     from rich.console import Console
 
-    monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(cli_output, "console", Console(width=200))
     assert cli.main(["options", "--suite", "Diagnostic", "--method", "clear",
                      "--learner", "vtrace", "--preset", "small"]) == 0  # fmt: skip
     out = capsys.readouterr().out

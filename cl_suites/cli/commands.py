@@ -13,6 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from cl_suites.cli import output
 from cl_suites.cli.arguments import (
     info_arguments,
     options_arguments,
@@ -21,7 +22,6 @@ from cl_suites.cli.arguments import (
     suite_overrides,
 )
 from cl_suites.cli.errors import EXIT_OK
-from cl_suites.cli.output import console, err_console, print_frame, print_sections
 from cl_suites.cli.run import cmd_run
 from cl_suites.request import RunRequest
 from cl_suites.suites import SUITE_TEMPLATES, SUITES, find_suite
@@ -68,7 +68,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"[bold]{escape(suite_id)}[/bold]\n{status(suite.extra, suite.installed)}",
             f"{suite.step_unit.text}\n{escape(suite.description)}",
         )
-    console.print(table)
+    output.console.print(table)
     return EXIT_OK
 
 
@@ -86,10 +86,10 @@ def _describe_suite(suite: str, overrides: dict[str, Any]) -> tuple[str, list[st
 
 def cmd_info(args: argparse.Namespace) -> int:
     suite_id, lines, sequence, unit = _describe_suite(args.suite, suite_overrides(args))
-    console.print(f"[bold]{suite_id}[/bold]: {escape(lines[0])}")
+    output.console.print(f"[bold]{suite_id}[/bold]: {escape(lines[0])}")
     for line in lines[1:]:
-        console.print(escape(line))
-    console.print(
+        output.console.print(escape(line))
+    output.console.print(
         f"{len(sequence.tasks)} tasks x {sequence.cycles} cycles, eval every "
         f"{sequence.eval_every:,} {unit} with {sequence.eval_episodes} episodes per "
         f"task and split; metric settings: {escape(str(dict(sequence.metric_settings)))}"
@@ -107,7 +107,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"{seg.start_step:,}",
             f"{seg.end_step:,}",
         )
-    console.print(table)
+    output.console.print(table)
     return EXIT_OK
 
 
@@ -119,7 +119,7 @@ def cmd_options(args: argparse.Namespace) -> int:
     request = RunRequest(
         suite=args.suite, method=args.method, learner=args.learner, preset=args.preset
     )
-    print_sections(*run_kind(args.method).options(request))
+    output.print_sections(*run_kind(args.method).options(request))
     return EXIT_OK
 
 
@@ -135,22 +135,22 @@ def cmd_report(args: argparse.Namespace) -> int:
         shown = frame.drop(
             columns=["protocol differences", "paper protocol", "task"], errors="ignore"
         )
-        print_frame(rich_table(shown, SUMMARY_TITLES[key]), shown, SUMMARY_TITLES[key])
+        output.print_frame(rich_table(shown, SUMMARY_TITLES[key]), shown, SUMMARY_TITLES[key])
     if "Published" in result.tables:
         diffs = result.tables["Published"].reset_index().drop_duplicates(["suite", "method"])
         for suite, method, text in zip(
             diffs["suite"], diffs["method"], diffs["protocol differences"], strict=True
         ):
-            console.print(escape(f"protocol differences {suite}/{method}: {text}"))
+            output.console.print(escape(f"protocol differences {suite}/{method}: {text}"))
         for source, note in protocol_notes(result.tables["Published"]):
-            console.print(escape(f"paper protocol, {source}: {note}"))
+            output.console.print(escape(f"paper protocol, {source}: {note}"))
     for note in result.notes[:MAX_NOTES]:  # repairs and every n/a, as in notes.md
-        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        output.err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if len(result.notes) > MAX_NOTES:
-        err_console.print(
+        output.err_console.print(
             f"[yellow]note:[/yellow] {len(result.notes) - MAX_NOTES} more in notes.md"
         )
-    console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
+    output.console.print(f"report written to [bold]{escape(str(result.html))}[/bold]")
     return EXIT_OK
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.markup import escape
 
+from cl_suites.cli import output
 from cl_suites.cli.arguments import JOB_FLAGS, LEARNERS, PRESETS, suite_overrides
 from cl_suites.cli.errors import EXIT_OK
-from cl_suites.cli.output import console, err_console
 from cl_suites.config import ConfigError, RunConfig, load_config_file, merge
 from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.errors import CLIError, RunInterrupted
@@ -91,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     layout.check_run_dirs(run_dirs, args.resume)
     resolved = kind.resolve(request, progress=True)  # every bad value fails here
     for note in kind.dry_run(resolved, run_dir):  # before the run dir exists
-        err_console.print(note)
+        output.err_console.print(note)
     try:
         with sigterm_as_interrupt():
             start(kind, resolved, run_dirs, args.resume)
@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             message = "it had not started; run the same command again"
         raise RunInterrupted(f"interrupted; the run in {run_dir} is safe: {message}") from None
-    console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
+    output.console.print(f"run written to [bold]{escape(str(run_dir))}[/bold]")
     return EXIT_OK
 
 

@@ -71,6 +71,7 @@ from cl_suites.job.tracking import configure_logger, track_run_log
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.request import RunRequest
 from cl_suites.rundir import layout
+from cl_suites.training import run_metadata
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
 
@@ -475,35 +476,28 @@ def _video_recorder(
 
 
 def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:
-    sequence = spec.sequence
-    description = spec.instance.describe()
-    metadata = {
-        "suite_id": spec.suite.id,
-        "suite": spec.suite.name,
-        "method": spec.method,
-        "learner": spec.learner,
-        "preset": spec.preset,
-        "seed": int(seed),
-        "env_kwargs": spec.suite_kwargs,
-        "tasks": description["tasks"],
-        "schedule": [s.as_dict() for s in schedule],
-        "steps_per_task": [t.budget for t in sequence.tasks],
-        "cycles": sequence.cycles,
-        "eval_every": sequence.eval_every,
-        "eval_episodes": sequence.eval_episodes,
-        "num_envs": spec.num_envs,
-        "metric_settings": description["metric_settings"],
-        "hyperparameters": spec.hyperparameters(),
-        "evaluation": {
+    metadata = run_metadata(
+        spec.suite.id,
+        spec.sequence,
+        seed=seed,
+        method=spec.method,
+        learner=spec.learner,
+        preset=spec.preset,
+        num_envs=spec.num_envs,
+        env_kwargs=spec.suite_kwargs,
+        description=spec.instance.describe(),
+        schedule=schedule,
+        hyperparameters=spec.hyperparameters(),
+        evaluation={
             "at_start": spec.options.eval_at_start,
             "per_task": spec.options.eval_per_task,
             "deterministic": spec.options.eval_deterministic,
             "max_episode_steps": spec.options.eval_max_episode_steps,
         },
-        "step_unit": spec.step_unit,
-        "device": spec.device or _jax_device(),
-        "request": dict(spec.request),
-    }
+        step_unit=spec.step_unit,
+        device=spec.device or _jax_device(),
+        request=dict(spec.request),
+    )
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
 
