@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 PROGRESS_OPTION = "progress"
@@ -52,10 +52,6 @@ class RunRequest:
     def run_seeds(self) -> tuple[int, ...]:
         """The seeds the run trains: ``seeds``, or ``(seed,)``."""
         return self.seeds if self.seeds is not None else (self.seed,)
-
-    def with_overrides(self, overrides: Mapping[str, Any]) -> RunRequest:
-        """This request with ``overrides`` in place of its own."""
-        return replace(self, overrides=dict(overrides))
 
     def record(self) -> dict[str, Any]:
         """The request as ``metadata.json`` keeps it: ``suite``, ``method``, ``learner``,

@@ -9,6 +9,7 @@ dry run can (the replay memory) and start it; it never asks which kind it holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,7 +72,8 @@ class TrainedRun:
     def resolve(self, request: RunRequest, progress: bool) -> tuple[RunRequest, list[Any]]:
         from cl_suites.job.run_spec import resolve
 
-        return request, resolve(request.with_overrides({"progress": progress, **request.overrides}))
+        watched = replace(request, overrides={"progress": progress, **request.overrides})
+        return request, resolve(watched)
 
     def describe(self, resolved: Any, head: dict[str, Any]) -> dict[str, Any]:
         described = resolved[1][0].describe()

@@ -445,7 +445,7 @@ class JobSpec:
             kwargs (``suite_kwargs``), built without touching a simulator.
         method / learner / preset: the resolved names (``learner`` never ``None``).
         hp: the frozen ``Hyperparameters`` after the overrides (``hp.learner``,
-            ``hp.method``, ``hp.policy``; also read as ``hyperparameters.resolve``'s keys).
+            ``hp.method``, ``hp.policy``; also read as ``hyperparameters.preset_settings``'s keys).
         options: the job options, typed, every field resolved.
         options_set: the job options the run set (what ``config()`` lists).
         num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
@@ -597,7 +597,7 @@ def resolve(request: RunRequest, *, probe_device: bool = True) -> list[JobSpec]:
     seeds = check_seeds(request.seeds)
     overrides = {k: v for k, v in request.overrides.items() if v is not None}
     overrides = find_suite(request.suite).runtime.seeded_kwargs(overrides, seeds[0])
-    group = request.with_overrides(overrides)
+    group = dataclasses.replace(request, overrides=overrides)
     specs = [_resolve_seed(group, s, probe_device) for s in seeds]
     spec = specs[0]
     if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
@@ -697,7 +697,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
         learner_entry=entry,
         learner_config=learner_config,
         device=device,
-        request=request.with_overrides(asked).record(),
+        request=dataclasses.replace(request, overrides=asked).record(),
     )
 
 

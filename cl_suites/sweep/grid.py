@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cl_suites.declarations import JAX_LEARNER
 from cl_suites.errors import ConfigError
 from cl_suites.request import RunRequest
 from cl_suites.suites import short_name
@@ -198,7 +199,7 @@ def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     groups: dict[tuple[Any, ...], list[RunSpec]] = {}
     for run in runs:
         together = (
-            run.learner == "ppo-jax" and "layout_seed" in run.overrides  # ppo-jax: MEAL only
+            run.learner == JAX_LEARNER and "layout_seed" in run.overrides  # ppo-jax: MEAL only
         )
         key: tuple[Any, ...] = (run.name,)
         if together:
