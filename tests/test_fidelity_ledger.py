@@ -95,6 +95,7 @@ KEYED_SECTIONS = (
     "CORA presets per suite (Atari6, Procgen6, MiniHack15, CHORES)",
 )
 UNKEYED = {
+    "default learner": "a catalog field (SuiteInfo.default_learner), not a preset value",
     "evaluation policy": "a job option (main_job reads eval_deterministic, default True)",
     "previous inputs at starts": "behaviour of the wrapper at resets and switches (a test)",
     "previous inputs in evaluation": "behaviour of the evaluator (a test)",

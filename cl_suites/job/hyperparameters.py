@@ -104,18 +104,6 @@ def _check_preset_family(preset: str, family: str, name: str) -> None:
         )
 
 
-def default_learner(suite: str, preset: str) -> str:
-    """The learner a run of ``suite`` under ``preset`` uses when none is named: V-trace
-    (IMPALA) on the CORA suites, the JAX IPPO (``ppo-jax``, MEAL's design: rollout and
-    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under every preset
-    (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO); a preset
-    not for the suite's family (``meal-authors`` off MEAL) is refused here."""
-    _check_preset(preset)
-    family = suite_family(suite)  # a suite without presets is refused here
-    _check_preset_family(preset, family, suite_name(suite))
-    return find_suite(suite).default_learner
-
-
 def _chores(name: str) -> bool:
     return name.startswith("CHORES")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.declarations import JAX_LEARNER
-from cl_suites.errors import ConfigError
+from cl_suites.errors import ConfigError, UnknownSuiteError
 from cl_suites.request import RunRequest
-from cl_suites.suites import short_name
+from cl_suites.suites import find_suite, short_name
 
 GRID_KEYS: tuple[str, ...] = (
     "suites",
@@ -141,7 +141,7 @@ class SweepSpec:
             run = RunSpec(
                 suite=name,
                 method=method,
-                learner=learner or default_learner(name, self.preset),
+                learner=learner or default_learner(name),
                 seed=int(seed),
                 preset=self.preset,
                 num_envs=self.num_envs,
@@ -272,11 +272,10 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, dict(execution)
 
 
-def default_learner(suite: str, preset: str) -> str:
-    """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
-    from cl_suites.job.hyperparameters import default_learner as preset_learner
-
+def default_learner(suite: str) -> str:
+    """The learner a run uses when the grid names none: the suite's catalog entry's
+    ``default_learner`` (MEAL: the JAX IPPO, ``ppo-jax``), the same under every preset."""
     try:
-        return preset_learner(suite, preset)
-    except ValueError:  # an unknown suite or preset: resolving the run reports it
+        return find_suite(suite).default_learner
+    except UnknownSuiteError:  # resolving the run reports it
         return "default"

@@ -864,13 +864,15 @@ def test_clear_defaults_pinned():
 
 # --------------------------------------------------------------------------- presets
 def test_default_learner_per_suite():
+    """The default learner is the catalog's (one declaration), the same under every preset."""
+    from cl_suites.suites import find_suite
+
     for suite in presets.CORA_SUITES:
-        assert hyperparameters.default_learner(suite, "paper") == "vtrace"
-        assert hyperparameters.default_learner(suite, "small") == "vtrace"
-    assert hyperparameters.default_learner("MEAL-20", "paper") == "ppo-jax"
-    assert hyperparameters.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
+        assert find_suite(suite).default_learner == "vtrace"
+    assert find_suite("MEAL-20").default_learner == "ppo-jax"
+    assert find_suite("CLSuite/Diagnostic-v0").default_learner == "ppo"
     with pytest.raises(ValueError, match="no preset for suite 'Nope'.*Atari6"):
-        hyperparameters.default_learner("Nope", "paper")
+        hyperparameters.preset_settings("Nope", "vtrace", "ft", "paper")
 
 
 def test_cora_presets_per_suite():
