@@ -112,16 +112,7 @@ class RunConfig:
 
     def request(self) -> RunRequest:
         """The run request these keys and options describe (built here, once)."""
-        return RunRequest(
-            suite=self.suite,
-            method=self.method,
-            learner=self.learner,
-            preset=self.preset,
-            seed=self.seed,
-            seeds=self.seeds,
-            num_envs=self.num_envs,
-            overrides=self.options,
-        )
+        return RunRequest.of(self, self.options)
 
 
 def check_seed(value: Any) -> int:

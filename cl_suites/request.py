@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 PROGRESS_OPTION = "progress"
@@ -42,6 +42,14 @@ class RunRequest:
     seeds: tuple[int, ...] | None = None
     num_envs: int | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run: Any, overrides: Mapping[str, Any] | None) -> RunRequest:
+        """The request of ``run``, an object holding the run keys as attributes of these
+        names (a run configuration, a sweep's run; a key it lacks keeps its default), with
+        ``overrides``."""
+        keys = [f.name for f in fields(cls) if f.name != "overrides" and hasattr(run, f.name)]
+        return cls(**{key: getattr(run, key) for key in keys}, overrides=overrides)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", dict(self.overrides or {}))

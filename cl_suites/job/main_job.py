@@ -113,16 +113,7 @@ def run_main_job(
     Returns:
         ``run_dir``.
     """
-    request = RunRequest(
-        suite=suite,
-        method=method,
-        learner=learner,
-        preset=preset,
-        seed=seed,
-        seeds=seeds,
-        num_envs=num_envs,
-        overrides=overrides,
-    )
+    request = RunRequest(suite, method, preset, learner, seed, seeds, num_envs, overrides)
     run_dir = Path(run_dir)
     run_resolved(resolve(request), request.run_seeds, layout.run_dirs(run_dir, seeds), resume)
     return run_dir
@@ -352,13 +343,7 @@ def run_seed_group(
     :func:`cl_suites.job.run_spec.resolve` for the kitchens; ``resume`` continues every
     seed from their newest common checkpoint."""
     request = RunRequest(
-        suite=suite,
-        method=method,
-        learner=learner,
-        preset=preset,
-        seeds=tuple(seeds),
-        num_envs=num_envs,
-        overrides=overrides,
+        suite, method, preset, learner, seeds=seeds, num_envs=num_envs, overrides=overrides
     )
     specs = resolve(request)
     if len(run_dirs) != len(specs):

@@ -76,15 +76,7 @@ class RunSpec:
 
     def request(self) -> RunRequest:
         """The run's request (what ``cl_suites.job.run_spec.resolve`` takes)."""
-        return RunRequest(
-            suite=self.suite,
-            method=self.method,
-            learner=self.learner,
-            preset=self.preset,
-            seed=self.seed,
-            num_envs=self.num_envs,
-            overrides=self.overrides,
-        )
+        return RunRequest.of(self, self.overrides)
 
     def job_kwargs(self) -> dict[str, Any]:
         """:meth:`request` as keyword arguments of ``run_main_job``, JSON-ready for the
