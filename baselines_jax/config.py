@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
+from cl_suites.declarations import MEAL_METHODS as CL_METHODS
+
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh")
 ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch-biased", "none")
 DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc" default)

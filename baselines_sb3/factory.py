@@ -1,9 +1,10 @@
 """Building a baseline from resolved hyperparameters: the env wrappers a preset asks for and
 the SB3 learner with its policy, for every suite (MEAL's IPPO included).
 
-``cl_suites.job.hyperparameters.resolve`` says *what* to build (a plain dict of hyperparameters);
-this module builds it. The main job, and any user script, call :func:`wrap_env` on the
-sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and then :func:`build_model`.
+``cl_suites.job.hyperparameters.preset_settings`` says *what* to build (a plain dict of
+hyperparameters); this module builds it. The main job, and any user script, call
+:func:`wrap_env` on the sequence's SB3 VecEnv (``SB3VecEnv`` or ``MealSB3VecEnv``) and
+then :func:`build_model`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from baselines_sb3.wrappers import (
     VecTimeLimitAsTermination,
 )
 from cl_suites.core.task import TaskSequence
+from cl_suites.declarations import TORCH_LEARNERS
 
-LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
+LEARNERS: tuple[str, ...] = TORCH_LEARNERS
+"""The torch learners' names (``cl_suites.declarations``)."""
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 _LEARNER_CLASSES = {"ppo": ContinualPPO, "vtrace": VTrace}
 
@@ -140,7 +143,7 @@ def build_model(
     """The SB3 learner (``"ppo"``: ``ContinualPPO``; ``"vtrace"``: ``VTrace``) with a
     ``ContinualPolicy`` (``ProgressCompressPolicy`` for P&C) over ``env``.
 
-    ``hp`` is ``hyperparameters.resolve(...)``'s dict. PPO's ``n_minibatches`` becomes the
+    ``hp`` is ``hyperparameters.preset_settings(...)``'s dict. PPO's ``n_minibatches`` becomes the
     minibatch size from the env's width (``n_steps * env.num_envs // n_minibatches``; on
     MEAL ``env.num_envs`` counts agent slots, so IPPO's minibatches span every agent).
     Raises ``ValueError`` naming an option the learner does not support.

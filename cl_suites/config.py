@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_suites.errors import ConfigError, UnknownOptionError
+from cl_suites.request import RunRequest
 
 try:
     import tomllib
@@ -108,6 +109,10 @@ class RunConfig:
     options: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     seeds: list[int] | None = None
+
+    def request(self) -> RunRequest:
+        """The run request these keys and options describe (built here, once)."""
+        return RunRequest.of(self, self.options)
 
 
 def check_seed(value: Any) -> int:

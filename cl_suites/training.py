@@ -8,11 +8,12 @@ an own loop calls once per step). The reference loop, ``run_random_agent``, live
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from cl_suites.core.task import TASK_EPISODE_KEY, TaskSequence
+from cl_suites.core.task import TASK_EPISODE_KEY, Segment, TaskSequence
 from cl_suites.suites import find_suite
 
 
@@ -23,26 +24,39 @@ def run_metadata(
     seed: int,
     method: str,
     num_envs: int,
-    env_kwargs: dict[str, Any],
+    env_kwargs: Mapping[str, Any],
+    learner: str | None = None,
+    preset: str | None = None,
+    description: Mapping[str, Any] | None = None,
+    schedule: Sequence[Segment] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The ``metadata.json`` content of a run: suite id and kwargs, seed, method, the
-    schedule with this number of sub-envs, and the suite's metric settings."""
+    """The ``metadata.json`` content of a run, the one declaration of its schema (every
+    loop writes it: ``cl_suites.Recorder``, the main job): suite id and kwargs, method
+    (a trained run's ``learner`` and ``preset`` beside it), seed, the tasks, the schedule
+    with this number of sub-envs, the budgets and the suite's metric settings, then
+    ``extra`` (hyperparameters, evaluation settings, ...).
+
+    ``description`` is the suite's ``describe()`` (default: ``sequence``'s); ``schedule``
+    the schedule already cut for ``num_envs`` envs, if the caller has it."""
     info = find_suite(suite)
-    description = sequence.describe()
+    description = sequence.describe() if description is None else description
+    schedule = sequence.schedule(num_envs) if schedule is None else schedule
+    trained = {} if learner is None else {"learner": learner, "preset": preset}
     return {
         "suite_id": info.id,
         "suite": info.name,
         "method": method,
+        **trained,
         "seed": int(seed),
         "env_kwargs": dict(env_kwargs),
-        "num_envs": int(num_envs),
         "tasks": description["tasks"],
-        "schedule": [s.as_dict() for s in sequence.schedule(num_envs)],
+        "schedule": [s.as_dict() for s in schedule],
         "steps_per_task": [t.budget for t in sequence.tasks],
         "cycles": sequence.cycles,
         "eval_every": sequence.eval_every,
         "eval_episodes": sequence.eval_episodes,
+        "num_envs": int(num_envs),
         "metric_settings": description["metric_settings"],
         **extra,
     }

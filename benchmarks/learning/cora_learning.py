@@ -80,7 +80,7 @@ class Scorer:
         from baselines_sb3.factory import build_model, wrap_env
         from cl_suites import make_sequence, make_vec
         from cl_suites.core.evaluation import Evaluator
-        from cl_suites.job.hyperparameters import resolve
+        from cl_suites.job.hyperparameters import preset_settings
 
         kwargs = dict(
             pairs=list(budget.pairs),
@@ -89,7 +89,7 @@ class Scorer:
             eval_every=budget.eval_every,
             eval_episodes=episodes or budget.eval_episodes,
         )
-        hp = resolve(SUITE, "vtrace", "ft", "paper")
+        hp = preset_settings(SUITE, "vtrace", "ft", "paper")
         self.sequence = make_sequence(SUITE, **kwargs)
         vec = make_vec(f"CLSuite/{SUITE}-v0", num_envs=1, **kwargs).to_sb3()
         env, _ = wrap_env(vec, self.sequence, hp, multi_head=False, task_id_input=False)

@@ -1,6 +1,6 @@
 """A run's hyperparameters from the preset tables, and where each of a run's options goes.
 
-:func:`resolve` composes ``cl_suites.job.presets``' tables (data only) into the settings of
+:func:`preset_settings` composes ``cl_suites.job.presets``' tables (data only) into the settings of
 one suite x learner x method x preset: ``learner`` kwargs, ``method`` kwargs, ``num_envs``,
 the policy options and the suite kwargs the preset sets (:func:`compose` for a suite known
 by its catalog entry). :func:`route_overrides` sends each of a run's hyperparameter
@@ -24,13 +24,13 @@ from typing import Any
 from baselines_sb3.cl import METHODS, is_builtin, method_class
 from baselines_sb3.factory import LEARNERS, learner_class
 from baselines_sb3.keywords import accepted_options
+from cl_suites.declarations import MEAL_METHODS
 from cl_suites.errors import UnknownOptionError, UnknownSuiteError
 from cl_suites.job import presets
-from cl_suites.meal.runtime import MEAL_METHODS
 from cl_suites.suites import find_suite, parse_suite_id
 
 Values = dict[str, Any]
-"""Values by name: a run's options, or :func:`resolve`'s settings (``learner``, ``method``,
+"""Values by name: a run's options, or :func:`preset_settings`'s settings (``learner``, ``method``,
 ``net_arch``, ...)."""
 
 POLICY_OPTIONS: tuple[str, ...] = (
@@ -47,7 +47,7 @@ POLICY_OPTIONS: tuple[str, ...] = (
     "reward_sign",
     "time_limit_terminal",
 )
-"""Top-level keys of ``resolve``'s dict that a run may override."""
+"""Top-level keys of ``preset_settings``' dict that a run may override."""
 LEARNER_OPTIONS: dict[str, tuple[str, ...]] = {
     name: accepted_options(learner_class(name)) for name in LEARNERS
 }
@@ -104,18 +104,6 @@ def _check_preset_family(preset: str, family: str, name: str) -> None:
         )
 
 
-def default_learner(suite: str, preset: str) -> str:
-    """The learner a run of ``suite`` under ``preset`` uses when none is named: V-trace
-    (IMPALA) on the CORA suites, the JAX IPPO (``ppo-jax``, MEAL's design: rollout and
-    PPO epochs in one compiled program) on MEAL, PPO on Diagnostic, under every preset
-    (``small`` shrinks the paper's setup; Diagnostic's tests are tuned for PPO); a preset
-    not for the suite's family (``meal-authors`` off MEAL) is refused here."""
-    _check_preset(preset)
-    family = suite_family(suite)  # a suite without presets is refused here
-    _check_preset_family(preset, family, suite_name(suite))
-    return find_suite(suite).default_learner
-
-
 def _chores(name: str) -> bool:
     return name.startswith("CHORES")
 
@@ -155,8 +143,8 @@ def _cora_method(name: str, method: str, small: bool) -> dict[str, Any]:
     return out
 
 
-def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any]:
-    """The resolved settings of a run.
+def preset_settings(suite: str, learner: str, method: str, preset: str) -> dict[str, Any]:
+    """The preset's settings of a run (before its overrides).
 
     Keys: ``learner`` (learner kwargs), ``method`` (method kwargs, ``variant`` included),
     ``num_envs``, the policy options of ``POLICY_OPTIONS`` (``network``, ``net_arch``,
@@ -176,14 +164,14 @@ def resolve(suite: str, learner: str, method: str, preset: str) -> dict[str, Any
 
 
 def compose(family: str, name: str, learner: str, method: str, preset: str) -> dict[str, Any]:
-    """:func:`resolve`'s settings for a suite known by its catalog entry: ``family``
+    """:func:`preset_settings`' settings for a suite known by its catalog entry: ``family``
     (``"cora"``, ``"meal"``, ``"diagnostic"``), ``name`` its presets' key (``"MEAL"`` for
     every ``MEAL-<N>``), ``learner`` ``"ppo"`` or ``"vtrace"``. The values are checked by
-    the caller (``resolve``; the run specification, which has the catalog entry)."""
+    the caller (``preset_settings``; the run specification, which has the catalog entry)."""
     _check_preset_family(preset, family, name)
     small = preset == "small"
     if family == "meal":
-        return _resolve_meal(learner, method, preset)
+        return _compose_meal(learner, method, preset)
     image = family == "cora"
     out: dict[str, Any] = {
         "learner": _cora_learner(name, learner, method, small),
@@ -237,7 +225,7 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
     return out
 
 
-def _resolve_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
+def _compose_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
     if learner != "ppo":
         raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
     if method not in MEAL_METHODS and is_builtin(method):  # own methods: their own defaults
@@ -373,7 +361,7 @@ class Hyperparameters(Mapping):
         multi_head / task_id_input: the preset's policy heads and task-id input.
         suite_defaults: suite options the preset sets unless the run does.
 
-    Also a read-only mapping with ``hyperparameters.resolve``'s keys (``hp["learner"]``,
+    Also a read-only mapping with ``hyperparameters.preset_settings``'s keys (``hp["learner"]``,
     ``hp["net_arch"]``, ...), what the learner factory and the env wrappers read.
     """
 
@@ -387,7 +375,7 @@ class Hyperparameters(Mapping):
 
     @classmethod
     def from_dict(cls, hp: Mapping[str, Any]) -> Hyperparameters:
-        """Freeze the dict of ``hyperparameters.resolve`` (after the overrides)."""
+        """Freeze the dict of ``hyperparameters.preset_settings`` (after the overrides)."""
         fields = {f.name for f in dataclasses.fields(PolicyOptions)}
         policy = {k: _read_only(v) for k, v in hp.items() if k in fields}
         return cls(
@@ -399,6 +387,10 @@ class Hyperparameters(Mapping):
             task_id_input=bool(hp["task_id_input"]),
             suite_defaults=_read_only(hp["suite_defaults"]),
         )
+
+    def __post_init__(self) -> None:
+        # the JSON-ready copy, made once with the settings (they are frozen)
+        object.__setattr__(self, "_plain_items", _plain(self._items))
 
     @cached_property
     def _items(self) -> dict[str, Any]:
@@ -429,4 +421,4 @@ class Hyperparameters(Mapping):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready data (``dict`` copies)."""
-        return _plain(self._items)
+        return copy.deepcopy(self._plain_items)

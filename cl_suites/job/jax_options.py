@@ -3,7 +3,7 @@ its name, its settings taken from the one preset table, and its options.
 
 ``ppo-jax`` is MEAL's default learner; ``ppo`` (SB3/torch ``ContinualPPO``) computes the
 same algorithm. Both read their values from ``cl_suites.job.presets`` (one ledger,
-``docs/fidelity.md``): :func:`resolve_jax` translates the torch learner's resolved
+``docs/fidelity.md``): :func:`jax_settings` translates the torch learner's resolved
 settings, field by field, into ``baselines_jax.IPPOConfig`` keyword arguments
 (``TORCH_TO_JAX``), so a preset change moves both learners. A run's overrides use the
 ``IPPOConfig`` field names (``--set clip_eps=0.1``); the torch learner's names are refused
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cl_suites.declarations import JAX_LEARNER
 from cl_suites.errors import UnknownOptionError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS, Values
-from cl_suites.meal.runtime import JAX_LEARNER
 
 if TYPE_CHECKING:
     from cl_suites.suites import SuiteInfo
@@ -96,11 +96,11 @@ def lr_anneal(schedule: str) -> bool:
     return schedule == "linear-per-task"
 
 
-def resolve_jax(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
+def jax_settings(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
     """``IPPOConfig`` keyword arguments equal to the torch learner's resolved settings.
 
     Args:
-        torch_hp: ``hyperparameters.resolve("MEAL", "ppo", method, preset)``.
+        torch_hp: ``hyperparameters.preset_settings("MEAL", "ppo", method, preset)``.
         method: the CL method (``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2``).
 
     Returns every field of ``IPPOConfig``: the preset's value where the torch settings
@@ -178,7 +178,7 @@ def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
 class JaxLearner:
     """The learner entry of ``ppo-jax`` (``cl_suites.job.learners.LearnerEntry``): MEAL's
     JAX IPPO (``baselines_jax.JaxIPPO``), trained by the JAX job (several seeds in one
-    program); its settings are the torch ``ppo`` preset's, translated (``resolve_jax``)."""
+    program); its settings are the torch ``ppo`` preset's, translated (``jax_settings``)."""
 
     name: str = JAX_LEARNER
     family: str = "baselines_jax"
@@ -198,7 +198,7 @@ class JaxLearner:
                 f"'ppo', not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
             )
         torch_only = torch_only_options(hp, LEARNER_OPTIONS["ppo"])
-        values = resolve_jax(hp, method)
+        values = jax_settings(hp, method)
         if "cl_method" in overrides:
             raise ValueError("set the CL method with --method, not with the option cl_method")
         overrides = route_jax_overrides(values, overrides, torch_only)

@@ -61,19 +61,19 @@ from cl_suites.job.run_spec import (
     JobOptions,
     JobSpec,
     resolve,
-    resolve_seed_group,
+    resolve_job,  # noqa: F401  (the library's keyword form of resolve)
     rollout_steps,
 )
 from cl_suites.job.tracking import configure_logger, track_run_log
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
+from cl_suites.request import RunRequest
+from cl_suites.rundir import layout
 from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
 from cl_suites.rundir.progress import RunProgress, plan_text, read_progress
 from cl_suites.rundir.runlog import METADATA_FILE, RunLog, read_metadata
+from cl_suites.training import run_metadata
 
 _RESUME_KEYS = ("suite", "method", "learner", "preset", "seed", "num_envs")
-
-resolve_job = resolve
-"""The library name of :func:`cl_suites.job.run_spec.resolve` (the one resolution)."""
 
 
 def run_main_job(
@@ -113,26 +113,16 @@ def run_main_job(
     Returns:
         ``run_dir``.
     """
+    request = RunRequest(suite, method, preset, learner, seed, seeds, num_envs, overrides)
     run_dir = Path(run_dir)
-    kwargs = dict(suite=suite, method=method, learner=learner, preset=preset, num_envs=num_envs)
-    if seeds is not None:
-        run_seed_group(
-            **kwargs,
-            seeds=seeds,
-            run_dirs=seed_run_dirs(run_dir, seeds),
-            resume=resume,
-            overrides=overrides,
-        )
-        return run_dir
-    spec = resolve_job(**kwargs, overrides=overrides, seed=seed)
-    run_resolved([spec], [seed], [run_dir], resume)
+    run_resolved(resolve(request), request.run_seeds, layout.run_dirs(run_dir, seeds), resume)
     return run_dir
 
 
 def run_resolved(
     specs: Sequence[JobSpec], seeds: Sequence[int], run_dirs: Sequence[Path], resume: bool
 ) -> None:
-    """Train resolved runs (``resolve`` / ``resolve_seed_group``), building nothing twice:
+    """Train resolved runs (``resolve``), building nothing twice:
     one run (``specs[0]`` with ``seeds[0]`` into ``run_dirs[0]``), or the seeds of one
     ``ppo-jax`` configuration vmapped in one program. ``cl-suites run`` calls this with the
     specs it resolved and checked; ``run_main_job`` resolves, then calls this."""
@@ -336,11 +326,6 @@ def _plasticity_callback(
     return PlasticityCallback(tracker, probe, evaluator, spec.schedule, spec.num_agents)
 
 
-def seed_run_dirs(run_dir: Path, seeds: Sequence[int]) -> list[Path]:
-    """The run directories of a several-seed run: ``run_dir/seed-<s>`` per seed."""
-    return [Path(run_dir) / f"seed-{int(s)}" for s in seeds]
-
-
 def run_seed_group(
     *,
     suite: str,
@@ -355,17 +340,12 @@ def run_seed_group(
 ) -> list[Path]:
     """Train ``seeds`` of one MEAL configuration vmapped in one program (``ppo-jax``);
     seed ``seeds[i]`` writes the ordinary run directory ``run_dirs[i]``. See
-    :func:`resolve_seed_group` for the kitchens; ``resume`` continues every seed from
-    their newest common checkpoint."""
-    specs = resolve_seed_group(
-        suite=suite,
-        method=method,
-        learner=learner,
-        preset=preset,
-        seeds=seeds,
-        num_envs=num_envs,
-        overrides=overrides,
+    :func:`cl_suites.job.run_spec.resolve` for the kitchens; ``resume`` continues every
+    seed from their newest common checkpoint."""
+    request = RunRequest(
+        suite, method, preset, learner, seeds=seeds, num_envs=num_envs, overrides=overrides
     )
+    specs = resolve(request)
     if len(run_dirs) != len(specs):
         raise BadValueError(
             f"{len(specs)} seeds need {len(specs)} run directories, got {len(run_dirs)}"
@@ -481,35 +461,28 @@ def _video_recorder(
 
 
 def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[str, Any]:
-    sequence = spec.sequence
-    description = spec.instance.describe()
-    metadata = {
-        "suite_id": spec.suite.id,
-        "suite": spec.suite.name,
-        "method": spec.method,
-        "learner": spec.learner,
-        "preset": spec.preset,
-        "seed": int(seed),
-        "env_kwargs": spec.suite_kwargs,
-        "tasks": description["tasks"],
-        "schedule": [s.as_dict() for s in schedule],
-        "steps_per_task": [t.budget for t in sequence.tasks],
-        "cycles": sequence.cycles,
-        "eval_every": sequence.eval_every,
-        "eval_episodes": sequence.eval_episodes,
-        "num_envs": spec.num_envs,
-        "metric_settings": description["metric_settings"],
-        "hyperparameters": spec.hyperparameters(),
-        "evaluation": {
+    metadata = run_metadata(
+        spec.suite.id,
+        spec.sequence,
+        seed=seed,
+        method=spec.method,
+        learner=spec.learner,
+        preset=spec.preset,
+        num_envs=spec.num_envs,
+        env_kwargs=spec.suite_kwargs,
+        description=spec.instance.describe(),
+        schedule=schedule,
+        hyperparameters=spec.hyperparameters(),
+        evaluation={
             "at_start": spec.options.eval_at_start,
             "per_task": spec.options.eval_per_task,
             "deterministic": spec.options.eval_deterministic,
             "max_episode_steps": spec.options.eval_max_episode_steps,
         },
-        "step_unit": spec.step_unit,
-        "device": spec.device or _jax_device(),
-        "request": dict(spec.request),
-    }
+        step_unit=spec.step_unit,
+        device=spec.device or _jax_device(),
+        request=dict(spec.request),
+    )
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
 

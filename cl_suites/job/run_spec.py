@@ -9,8 +9,9 @@ Every option of a run is declared once here, with its type (an
   :data:`OPTIONS` (their defaults are the preset tables of ``cl_suites.job.presets``,
   composed by ``cl_suites.job.hyperparameters``, and the suites' paper values).
 
-:func:`resolve` turns ``(suite, method, learner, preset, num_envs, overrides, seed)`` into a
-frozen :class:`JobSpec`, building no env, in one pass: the option values are checked, the
+:func:`resolve` turns a :class:`~cl_suites.request.RunRequest` (suite, method, learner,
+preset, seeds, num_envs, overrides) into one frozen :class:`JobSpec` per seed, building no
+env, in one pass: the option values are checked, the
 suite's catalog entry and the learner's entry (``cl_suites.job.learners``) are looked up
 once, the learner's entry gives the settings (presets, the run's overrides routed), the
 left-over names are checked as suite options, the suite's runtime builds the instance.
@@ -28,7 +29,6 @@ Steps are agent steps (``env.step`` calls summed over sub-envs); MEAL counts env
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,7 +43,7 @@ from baselines_sb3.learners import ADVANTAGE_NORMALIZATIONS, LR_SCHEDULES, VALUE
 from baselines_sb3.networks import FEATURE_EXTRACTORS
 from baselines_sb3.policies import ACTION_MASK_MODES
 from baselines_sb3.running_stats import REWARD_STD_COUNTS
-from cl_suites.config import argument_docs, check_names, keyword_defaults
+from cl_suites.config import argument_docs, check_names, check_seeds, keyword_defaults
 from cl_suites.core.task import Segment, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
@@ -55,6 +55,7 @@ from cl_suites.job.learners import LearnerEntry, find_learner
 from cl_suites.job.method_options import MethodOption, plugin_options
 from cl_suites.job.option_specs import Opt
 from cl_suites.metrics.plasticity_tracker import PlasticitySettings
+from cl_suites.request import RunRequest
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
 
@@ -440,7 +441,7 @@ class JobSpec:
             kwargs (``suite_kwargs``), built without touching a simulator.
         method / learner / preset: the resolved names (``learner`` never ``None``).
         hp: the frozen ``Hyperparameters`` after the overrides (``hp.learner``,
-            ``hp.method``, ``hp.policy``; also read as ``hyperparameters.resolve``'s keys).
+            ``hp.method``, ``hp.policy``; also read as ``hyperparameters.preset_settings``'s keys).
         options: the job options, typed, every field resolved.
         options_set: the job options the run set (what ``config()`` lists).
         num_envs: envs of the training env (MEAL: envs, each with ``num_agents`` agents).
@@ -563,24 +564,19 @@ def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> 
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
 
 
-def resolve(
-    *,
-    suite: str,
-    method: str,
-    learner: str | None,
-    preset: str,
-    num_envs: int | None,
-    overrides: Mapping[str, Any] | None,
-    seed: int = 0,
-    probe_device: bool = True,
-) -> JobSpec:
-    """Resolve a run's configuration (presets + overrides) without building any env.
+def resolve(request: RunRequest, *, probe_device: bool = True) -> list[JobSpec]:
+    """The one resolution: ``request`` into the run's full settings, one ``JobSpec`` per
+    seed (``request.run_seeds``), building no env.
 
-    ``learner=None`` takes the suite's default learner under ``preset``
-    (its catalog entry's ``default_learner``). ``seed`` is the run seed: MEAL generates its
-    kitchens from it unless ``overrides`` fixes ``layout_seed``. MEAL budgets are whole
-    PPO updates, as in MEAL's code: each task trains ``steps_per_task // (n_steps *
-    num_envs)`` updates. ``None`` values in ``overrides`` mean "the default".
+    ``request.learner=None`` takes the suite's default learner (its catalog entry's
+    ``default_learner``, the same under every preset). The run seed generates MEAL's
+    kitchens unless the overrides fix ``layout_seed``; the seeds of a several-seed request
+    (``request.seeds``) train on one set of kitchens: ``layout_seed`` when the overrides
+    give it, else the first seed's (seed ``s`` of the group equals the one-seed run
+    ``--seed s --set layout_seed=<that>``), and only MEAL with ``ppo-jax`` trains seeds in
+    one program. MEAL budgets are whole PPO updates, as in MEAL's code: each task trains
+    ``steps_per_task // (n_steps * num_envs)`` updates. ``None`` values in the overrides
+    mean "the default".
 
     The torch device is decided here (``cl_suites.job.device.resolve_device``);
     ``probe_device=False`` only checks the value (a sweep's driver: its runs may train
@@ -589,21 +585,49 @@ def resolve(
     Raises ``ValueError`` naming an unknown method, learner or preset and the valid
     ones; ``UnknownOptionError`` for an option no part of the run takes (did-you-mean,
     the valid names by section); ``BadValueError`` for a value outside its declared type
-    and range, or a device that cannot be used; ``KeyError`` for an unknown suite.
+    and range, or a device that cannot be used; ``KeyError`` for an unknown suite;
+    ``ConfigError`` for duplicate or bad seeds and a group no learner can train together.
     """
+    if request.seeds is None:
+        return [_resolve_seed(request, request.seed, probe_device)]
+    seeds = check_seeds(request.seeds)
+    overrides = {k: v for k, v in request.overrides.items() if v is not None}
+    overrides = find_suite(request.suite).runtime.seeded_kwargs(overrides, seeds[0])
+    group = dataclasses.replace(request, overrides=overrides)
+    specs = [_resolve_seed(group, s, probe_device) for s in seeds]
+    spec = specs[0]
+    if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
+        raise ConfigError(
+            f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
+            f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
+            "one, e.g. with cl-suites sweep --seeds)"
+        )
+    return specs
+
+
+def resolve_job(*, probe_device: bool = True, **request: Any) -> JobSpec:
+    """The library's keyword form of :func:`resolve` for a one-seed run:
+    ``resolve(RunRequest(**request))[0]`` (``suite``, ``method``, ``preset``, ``learner``,
+    ``seed``, ``num_envs``, ``overrides``)."""
+    return resolve(RunRequest(**request), probe_device=probe_device)[0]
+
+
+def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec:
+    """``request``'s ``JobSpec`` for run seed ``seed`` (see :func:`resolve`)."""
+    method, preset = request.method, request.preset
     own = own_method_options(method)  # an own method: imported and its options read here
     specs = {**OPTION_SPECS, **{name: o.check for name, o in own.items()}}
     overrides = {
-        k: check_option(k, v, specs) for k, v in dict(overrides or {}).items() if v is not None
+        k: check_option(k, v, specs) for k, v in request.overrides.items() if v is not None
     }
     asked = dict(overrides)
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
-    info = find_suite(suite)
+    info = find_suite(request.suite)
     builtin = is_builtin(method)
     if info.methods is not None and builtin:
         _check_choice(f"method for {info.preset_key}", method, info.methods)
-    entry = find_learner(learner, info)  # the default: the same under every preset
+    entry = find_learner(request.learner, info)  # the default: the same under every preset
     if not builtin and entry.family != "baselines_sb3":
         torch = " or ".join(n for n in info.learners if n != entry.name)
         raise MethodPluginError(
@@ -622,7 +646,7 @@ def resolve(
             jax_beside_torch()
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
-    n_envs = int(num_envs or hp["num_envs"])
+    n_envs = int(request.num_envs or hp["num_envs"])
     learner_config = entry.finish(hp, n_envs)
     # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
     instance, suite_kwargs = info.runtime.run_instance(
@@ -669,37 +693,8 @@ def resolve(
         learner_entry=entry,
         learner_config=learner_config,
         device=device,
-        request=_request(suite, method, learner, preset, num_envs, asked),
+        request=dataclasses.replace(request, overrides=asked).record(),
     )
-
-
-def _request(
-    suite: str,
-    method: str,
-    learner: str | None,
-    preset: str,
-    num_envs: int | None,
-    asked: Mapping[str, Any],
-) -> dict[str, Any]:
-    """``JobSpec.request``: the run's arguments and the overrides it was given
-    (``asked``), without ``progress`` (how the run is watched)."""
-    overrides: dict[str, Any] = {}
-    for key, value in asked.items():
-        if key == "progress":
-            continue
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            continue
-        overrides[key] = value
-    return {
-        "suite": suite,
-        "method": method,
-        "learner": learner,
-        "preset": preset,
-        "num_envs": num_envs,
-        "overrides": overrides,
-    }
 
 
 def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
@@ -750,51 +745,6 @@ def rollout_steps(hp: dict[str, Any]) -> int:
     """Steps per env in one PPO update (torch ``n_steps``, JAX ``num_steps``)."""
     learner = hp["learner"]
     return int(learner.get("n_steps", learner.get("num_steps", 1)))
-
-
-def resolve_seed_group(
-    *,
-    suite: str,
-    method: str,
-    learner: str | None,
-    preset: str,
-    seeds: Sequence[int],
-    num_envs: int | None,
-    overrides: Mapping[str, Any] | None,
-) -> list[JobSpec]:
-    """The ``JobSpec`` of every seed of a several-seed run, checked, building nothing.
-
-    The seeds train on one set of kitchens: ``layout_seed`` when ``overrides`` gives it,
-    else the first seed's (a MEAL run's kitchens otherwise follow its seed; seed ``s`` of
-    the group equals the single-seed run ``--seed s --set layout_seed=<that>``). Raises
-    ``ValueError`` for duplicate or bad seeds, and for a suite or learner that cannot
-    train seeds in one program (only MEAL with ``ppo-jax``).
-    """
-    from cl_suites.config import check_seeds
-
-    seeds = check_seeds(seeds)
-    overrides = {k: v for k, v in dict(overrides or {}).items() if v is not None}
-    overrides = find_suite(suite).runtime.seeded_kwargs(overrides, seeds[0])
-    specs = [
-        resolve(
-            suite=suite,
-            method=method,
-            learner=learner,
-            preset=preset,
-            num_envs=num_envs,
-            overrides=overrides,
-            seed=s,
-        )
-        for s in seeds
-    ]
-    spec = specs[0]
-    if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
-        raise ConfigError(
-            f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
-            f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
-            "one, e.g. with cl-suites sweep --seeds)"
-        )
-    return specs
 
 
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:

@@ -18,16 +18,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cl_suites.core.task import check_positive_int
+from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
 from cl_suites.suites import MEAL_ID, SUITE_TEMPLATES, SuiteInfo
 from cl_suites.suites.runtime import ENV_STEPS, EvalDefaults
 
 if TYPE_CHECKING:
     from cl_suites.meal.suite import MealSuite
 
-JAX_LEARNER = "ppo-jax"
-"""The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
-MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
-"""The CL methods MEAL's baselines define (their values: ``cl_suites.job.presets``)."""
 
 MEAL_RUN_SUITE: dict[str, Any] = {"random_reset": True}
 """Suite options of MEAL training runs (unless overridden): MEAL's paper-time training

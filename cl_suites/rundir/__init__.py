@@ -3,8 +3,9 @@
 ``runlog`` (the run log: ``metadata.json``, ``eval.csv``, ``episodes.csv``,
 ``plasticity.csv`` and their readers), ``checkpoint_files`` (checkpoint files with their
 checksums; imports torch), ``runlock`` (the run directory's lock), ``fsutil`` (atomic
-writes, disk-full errors, the sizes of files) and ``progress`` (the rich progress bar and
-``progress.json``).
+writes, disk-full errors, the sizes of files), ``progress`` (the rich progress bar and
+``progress.json``) and ``layout`` (where runs go: default and per-seed directories, which
+directory a new run or a resume may use).
 
 The package is the bottom of the stack beside ``cl_suites.errors``: it imports nothing
 else of the project (the env machinery of ``cl_suites.core`` only in type annotations),

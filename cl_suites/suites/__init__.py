@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cl_suites.core.task import TaskSequence, check_positive_int
+from cl_suites.declarations import TORCH_LEARNERS
 from cl_suites.errors import UnknownOptionError
 from cl_suites.suites.ids import (
     MEAL_ID,
@@ -62,8 +63,6 @@ from cl_suites.suites.runtime import (
 
 COMMON_KWARGS: tuple[str, ...] = ("steps_per_task", "cycles", "eval_every", "eval_episodes")
 """Keyword arguments every suite builder takes (all counts in agent steps or episodes)."""
-TORCH_LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
-"""The stable-baselines3/torch learners (``baselines_sb3.factory.LEARNERS``)."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def _check_run(run: RunSpec) -> None:
     """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
     from cl_suites.job.run_spec import resolve
 
-    resolve(**run.job_kwargs(), probe_device=False)  # a run's device: checked where it runs
+    resolve(run.request(), probe_device=False)  # a run's device: checked where it runs
 
 
 def run_sweep(

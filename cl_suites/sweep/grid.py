@@ -11,6 +11,7 @@ kitchens fixed by ``layout_seed``) in one program, each still writing its own di
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -19,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_suites.errors import ConfigError
-from cl_suites.suites import short_name
+from cl_suites.declarations import JAX_LEARNER
+from cl_suites.errors import ConfigError, UnknownSuiteError
+from cl_suites.request import RunRequest
+from cl_suites.suites import find_suite, short_name
 
 GRID_KEYS: tuple[str, ...] = (
     "suites",
@@ -71,17 +74,16 @@ class RunSpec:
         method's ``package.module:Class`` as ``package.module.Class``)."""
         return f"{self.suite}-{self.method.replace(':', '.')}-{self.learner}-s{self.seed}"
 
+    def request(self) -> RunRequest:
+        """The run's request (what ``cl_suites.job.run_spec.resolve`` takes)."""
+        return RunRequest.of(self, self.overrides)
+
     def job_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``run_main_job`` (without ``run_dir`` and ``resume``)."""
-        return {
-            "suite": self.suite,
-            "method": self.method,
-            "learner": self.learner,
-            "preset": self.preset,
-            "seed": self.seed,
-            "num_envs": self.num_envs,
-            "overrides": dict(self.overrides),
-        }
+        """:meth:`request` as keyword arguments of ``run_main_job``, JSON-ready for the
+        workers (without ``run_dir`` and ``resume``)."""
+        kwargs = dataclasses.asdict(self.request())
+        del kwargs["seeds"]
+        return kwargs
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class SweepSpec:
             run = RunSpec(
                 suite=name,
                 method=method,
-                learner=learner or default_learner(name, self.preset),
+                learner=learner or default_learner(name),
                 seed=int(seed),
                 preset=self.preset,
                 num_envs=self.num_envs,
@@ -189,7 +191,7 @@ def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     groups: dict[tuple[Any, ...], list[RunSpec]] = {}
     for run in runs:
         together = (
-            run.learner == "ppo-jax" and "layout_seed" in run.overrides  # ppo-jax: MEAL only
+            run.learner == JAX_LEARNER and "layout_seed" in run.overrides  # ppo-jax: MEAL only
         )
         key: tuple[Any, ...] = (run.name,)
         if together:
@@ -262,11 +264,10 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, dict(execution)
 
 
-def default_learner(suite: str, preset: str) -> str:
-    """The learner a run uses when the grid names none (MEAL: the JAX IPPO, ``ppo-jax``)."""
-    from cl_suites.job.hyperparameters import default_learner as preset_learner
-
+def default_learner(suite: str) -> str:
+    """The learner a run uses when the grid names none: the suite's catalog entry's
+    ``default_learner`` (MEAL: the JAX IPPO, ``ppo-jax``), the same under every preset."""
     try:
-        return preset_learner(suite, preset)
-    except ValueError:  # an unknown suite or preset: resolving the run reports it
+        return find_suite(suite).default_learner
+    except UnknownSuiteError:  # resolving the run reports it
         return "default"

@@ -117,13 +117,15 @@ def _attempt(
     )
     error = None
     try:
+        from cl_suites.job.learners import LEARNER_ENTRIES
         from cl_suites.job.main_job import run_main_job, run_seed_group
 
         _configure_resources(cpus, gpus)
         overrides = {"progress": False, "report": False, **job.get("overrides", {})}
-        if job.get("learner") != "ppo-jax":  # torch options; JAX: JAX_PLATFORMS=cpu
+        refused = LEARNER_ENTRIES[job["learner"]].refused_job_options  # JAX: JAX_PLATFORMS
+        if "torch_threads" not in refused:
             overrides.setdefault("torch_threads", max(1, int(cpus)))  # the run's whole CPUs
-        if gpus <= 0 and job.get("learner") != "ppo-jax":
+        if gpus <= 0 and "device" not in refused:
             overrides.setdefault("device", "cpu")
         if seeds is None:
             run_main_job(**{**job, "overrides": overrides}, run_dir=run_dirs[0], resume=resume)

@@ -218,7 +218,7 @@ def test_vtrace_divides_rewards_by_coras_running_std_by_default():
     model.learn(40)
     stats = model.policy.reward_normalizer
     assert float(stats.reward_count) == pytest.approx(10, rel=1e-6)  # 2 updates x T = 5
-    hp = hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")["learner"]
+    hp = hyperparameters.preset_settings("MiniHack15", "vtrace", "ft", "paper")["learner"]
     assert hp["reward_std_count"] == "cora" and hp["normalize_reward"] is True
 
 
@@ -299,7 +299,7 @@ def test_action_masks_as_cora_nets():
     sequence = build(n_tasks=2, steps_per_task=40, show_task=False)
     masks = np.array([[True, True, False], [False, True, True]])
     masked = _MaskedSequence(sequence, masks)
-    hp = hyperparameters.resolve("Diagnostic", "vtrace", "ft", "small")
+    hp = hyperparameters.preset_settings("Diagnostic", "vtrace", "ft", "small")
     env, task_wrapper = wrap_env(
         _diag_env(n_envs=4, steps=40), masked, hp, multi_head=False, task_id_input=False
     )
@@ -849,7 +849,7 @@ def test_clear_defaults_pinned():
         "seed": 0,
     }
     for suite in ("Atari6", "MiniHack15", "CHORES-VaryRoom"):
-        hp = hyperparameters.resolve(suite, "vtrace", "clear", "paper")
+        hp = hyperparameters.preset_settings(suite, "vtrace", "clear", "paper")
         assert {k: v for k, v in hp["method"].items() if k != "buffer_size"} == {
             "policy_cloning": 0.01,
             "value_cloning": 0.005,
@@ -865,17 +865,19 @@ def test_clear_defaults_pinned():
 
 # --------------------------------------------------------------------------- presets
 def test_default_learner_per_suite():
+    """The default learner is the catalog's (one declaration), the same under every preset."""
+    from cl_suites.suites import find_suite
+
     for suite in presets.CORA_SUITES:
-        assert hyperparameters.default_learner(suite, "paper") == "vtrace"
-        assert hyperparameters.default_learner(suite, "small") == "vtrace"
-    assert hyperparameters.default_learner("MEAL-20", "paper") == "ppo-jax"
-    assert hyperparameters.default_learner("CLSuite/Diagnostic-v0", "paper") == "ppo"
+        assert find_suite(suite).default_learner == "vtrace"
+    assert find_suite("MEAL-20").default_learner == "ppo-jax"
+    assert find_suite("CLSuite/Diagnostic-v0").default_learner == "ppo"
     with pytest.raises(ValueError, match="no preset for suite 'Nope'.*Atari6"):
-        hyperparameters.default_learner("Nope", "paper")
+        hyperparameters.preset_settings("Nope", "vtrace", "ft", "paper")
 
 
 def test_cora_presets_per_suite():
-    atari = hyperparameters.resolve("Atari6", "vtrace", "ft", "paper")
+    atari = hyperparameters.preset_settings("Atari6", "vtrace", "ft", "paper")
     assert atari["learner"] == {
         "learning_rate": 4e-4,
         "n_steps": 20,
@@ -893,9 +895,14 @@ def test_cora_presets_per_suite():
     assert (atari["num_envs"], atari["network"], atari["reward_clip"]) == (32, "shallow", (-1, 1))
     assert atari["previous_action_reward"] and not atari["ortho_init"]
     assert atari["time_limit_terminal"] and atari["action_mask_mode"] == "sampling"
-    assert hyperparameters.resolve("Procgen6", "vtrace", "ft", "paper")["network"] == "residual"
-    assert hyperparameters.resolve("Procgen6", "vtrace", "ft", "small")["network"] == "shallow"
-    minihack = hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")
+    assert (
+        hyperparameters.preset_settings("Procgen6", "vtrace", "ft", "paper")["network"]
+        == "residual"
+    )
+    assert (
+        hyperparameters.preset_settings("Procgen6", "vtrace", "ft", "small")["network"] == "shallow"
+    )
+    minihack = hyperparameters.preset_settings("MiniHack15", "vtrace", "ft", "paper")
     assert minihack["reward_clip"] is None and minihack["network"] == "shallow"
     assert {k: minihack["learner"][k] for k in presets.CORA_MINIHACK_VTRACE} == {
         "learning_rate": 2e-4,
@@ -905,18 +912,18 @@ def test_cora_presets_per_suite():
         "normalize_reward": True,
         "reward_std_count": "cora",
     }
-    chores = hyperparameters.resolve("CHORES-VaryRoom", "vtrace", "clear", "paper")
+    chores = hyperparameters.preset_settings("CHORES-VaryRoom", "vtrace", "clear", "paper")
     assert (chores["num_envs"], chores["learner"]["n_steps"]) == (10, 80)
     assert chores["learner"]["learning_rate"] == 4.8e-4
     assert chores["method"]["buffer_size"] == 1_500_000
-    chores_ewc = hyperparameters.resolve("CHORES-MultiTraj", "vtrace", "ewc", "paper")
+    chores_ewc = hyperparameters.preset_settings("CHORES-MultiTraj", "vtrace", "ewc", "paper")
     assert (chores_ewc["learner"]["learning_rate"], chores_ewc["learner"]["rms_prop_eps"]) == (
         6e-4,
         0.1,
     )
     assert chores_ewc["method"]["min_task_steps"] == 20_000_000
     pnc = {
-        s: hyperparameters.resolve(s, "vtrace", "pnc", "paper")["method"]
+        s: hyperparameters.preset_settings(s, "vtrace", "pnc", "paper")["method"]
         for s in presets.CORA_SUITES
     }
     assert pnc["Atari6"]["progress_updates"] == 39_063
@@ -926,14 +933,14 @@ def test_cora_presets_per_suite():
     assert pnc["Atari6"]["buffer_frames"] == 100_000
     assert pnc["CHORES-VaryTask"]["buffer_frames"] == 1_000_000
     clear = {
-        s: hyperparameters.resolve(s, "vtrace", "clear", "paper")["method"]["buffer_size"]
+        s: hyperparameters.preset_settings(s, "vtrace", "clear", "paper")["method"]["buffer_size"]
         for s in ("Atari6", "Procgen6", "MiniHack15")
     }
     assert clear == {"Atari6": 25_000_000, "Procgen6": 5_000_000, "MiniHack15": 10_000_000}
 
 
 def test_cora_method_presets():
-    ewc = hyperparameters.resolve("Procgen6", "vtrace", "ewc", "paper")["method"]
+    ewc = hyperparameters.preset_settings("Procgen6", "vtrace", "ewc", "paper")["method"]
     assert ewc == {
         "variant": "cora",
         "lam": 10_000.0,
@@ -941,10 +948,10 @@ def test_cora_method_presets():
         "buffer_frames": 1_000_000,
         "min_task_steps": 200_000,
     }
-    online = hyperparameters.resolve("Atari6", "vtrace", "online-ewc", "paper")["method"]
+    online = hyperparameters.preset_settings("Atari6", "vtrace", "online-ewc", "paper")["method"]
     assert (online["lam"], online["online_gamma"], online["normalize"]) == (175.0, 0.99, "row")
     assert online["min_task_steps"] == 0
-    pnc = hyperparameters.resolve("Atari6", "vtrace", "pnc", "paper")["method"]
+    pnc = hyperparameters.preset_settings("Atari6", "vtrace", "pnc", "paper")["method"]
     assert (pnc["lam"], pnc["online_gamma"], pnc["normalize"], pnc["kl_cost"]) == (
         3000.0,
         0.99,
@@ -952,13 +959,13 @@ def test_cora_method_presets():
         1.0,
     )
     assert ProgressCompress().reset == "column"
-    l2 = hyperparameters.resolve("Atari6", "vtrace", "l2", "paper")["method"]
+    l2 = hyperparameters.preset_settings("Atari6", "vtrace", "l2", "paper")["method"]
     assert l2 == {"variant": "meal", "lam": 1e7, "groups": "all"}
 
 
 def test_cora_ppo_preset():
     """configs/atari/ppo_atari.json over PPOPolicyConfig (not MEAL's values)."""
-    hp = hyperparameters.resolve("Atari6", "ppo", "ft", "paper")
+    hp = hyperparameters.preset_settings("Atari6", "ppo", "ft", "paper")
     assert hp["learner"] == presets.CORA_PPO
     assert presets.CORA_PPO["learning_rate"] == 2.5e-4 and presets.CORA_PPO["clip_range"] == 0.1
     assert (hp["num_envs"], hp["learner"]["n_steps"], hp["learner"]["n_minibatches"]) == (8, 128, 4)
@@ -971,18 +978,18 @@ def test_cora_ppo_preset():
 
 
 def test_bad_options_name_the_valid_ones():
-    hp = hyperparameters.resolve("Atari6", "ppo", "ft", "paper")
+    hp = hyperparameters.preset_settings("Atari6", "ppo", "ft", "paper")
     with pytest.raises(ValueError, match="'rho_bar' belongs to learner 'vtrace'.*valid learner"):
         hyperparameters.route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
-    hp = hyperparameters.resolve("Atari6", "vtrace", "ft", "paper")
+    hp = hyperparameters.preset_settings("Atari6", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="'lam' belongs to method"):
         hyperparameters.route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
     with pytest.raises(ValueError, match="does not support option.*'num_samples'.*valid"):
         make_method("ewc", variant="cora", num_samples=3)
     with pytest.raises(ValueError, match="MEAL's baselines use IPPO"):
-        hyperparameters.resolve("MEAL-2", "vtrace", "ft", "paper")
+        hyperparameters.preset_settings("MEAL-2", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="unknown preset 'huge'.*paper, small"):
-        hyperparameters.resolve("Atari6", "vtrace", "ft", "huge")
+        hyperparameters.preset_settings("Atari6", "vtrace", "ft", "huge")
 
 
 @pytest.mark.parametrize("method", ["pnc", "ewc"])
@@ -1030,9 +1037,17 @@ def test_cora_paper_preset_overlaps_the_update_with_acting():
     """Issue 38: the paper preset's V-trace acts with one update of lag, as CORA's actors
     do; ``small`` and the class default stay lockstep, and PPO has no lag."""
     for suite in ("MiniHack15", "Procgen6", "Atari6", "CHORES-VaryRoom"):
-        assert hyperparameters.resolve(suite, "vtrace", "ft", "paper")["learner"]["policy_lag"] == 1
         assert (
-            hyperparameters.resolve(suite, "vtrace", "ft", "small")["learner"].get("policy_lag", 0)
+            hyperparameters.preset_settings(suite, "vtrace", "ft", "paper")["learner"]["policy_lag"]
+            == 1
+        )
+        assert (
+            hyperparameters.preset_settings(suite, "vtrace", "ft", "small")["learner"].get(
+                "policy_lag", 0
+            )
             == 0
         )
-    assert "policy_lag" not in hyperparameters.resolve("Atari6", "ppo", "ft", "paper")["learner"]
+    assert (
+        "policy_lag"
+        not in hyperparameters.preset_settings("Atari6", "ppo", "ft", "paper")["learner"]
+    )

@@ -17,7 +17,7 @@ from cl_suites.cli import main
 from cl_suites.errors import BadValueError
 from cl_suites.job import checkpoint
 from cl_suites.job.device import devices_present, resolve_device
-from cl_suites.job.run_spec import resolve
+from cl_suites.job.run_spec import resolve_job
 from cl_suites.rundir.checkpoint_files import read_checkpoint, write_checkpoint
 from tests.helpers import REPO
 
@@ -37,7 +37,7 @@ def two_gpus(monkeypatch):
 
 
 def _resolve(suite="Diagnostic", method="ft", learner=None, **overrides):
-    return resolve(
+    return resolve_job(
         suite=suite, method=method, learner=learner, preset="small", num_envs=None,
         overrides=overrides,
     )  # fmt: skip
@@ -139,8 +139,8 @@ def test_jax_beside_torch_is_set_before_jax_starts():
     code = (
         "import os, warnings; warnings.simplefilter('error'); "
         "os.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None); "
-        "from cl_suites.job.run_spec import resolve; "
-        "resolve(suite='MEAL-2', method='ft', learner='ppo', preset='small', num_envs=4, "
+        "from cl_suites.job.run_spec import resolve_job; "
+        "resolve_job(suite='MEAL-2', method='ft', learner='ppo', preset='small', num_envs=4, "
         "overrides={}); import jax; jax.numpy.zeros(1); "
         "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
     )

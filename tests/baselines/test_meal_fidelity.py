@@ -397,7 +397,7 @@ def test_meal_network_and_batch_through_the_factory():
     from cl_suites.suites.diagnostic import build
 
     sequence = build(n_tasks=2, steps_per_task=256, show_task=False)
-    hp = hyperparameters.resolve("MEAL-2", "ppo", "ewc", "paper")
+    hp = hyperparameters.preset_settings("MEAL-2", "ppo", "ewc", "paper")
     env, task_wrapper = wrap_env(_diag_env(), sequence, hp, multi_head=True, task_id_input=True)
     assert isinstance(task_wrapper, TaskIdObservation)
     model = build_model(
@@ -427,7 +427,7 @@ def test_meal_network_and_batch_through_the_factory():
 
 
 def test_meal_presets():
-    hp = hyperparameters.resolve("CLSuite/MEAL-20-v0", "ppo", "ewc", "paper")
+    hp = hyperparameters.preset_settings("CLSuite/MEAL-20-v0", "ppo", "ewc", "paper")
     assert hp["learner"] == {
         "learning_rate": 3e-4,
         "lr_schedule": "linear-per-task",
@@ -452,7 +452,7 @@ def test_meal_presets():
     )
     assert hp["time_limit_terminal"] and hp["trunk_layer_norm"] and hp["reward_clip"] is None
     methods = {
-        m: hyperparameters.resolve("MEAL", "ppo", m, "paper")["method"]
+        m: hyperparameters.preset_settings("MEAL", "ppo", m, "paper")["method"]
         for m in ("ewc", "online-ewc", "mas", "l2")
     }
     assert methods["ewc"] == {
@@ -467,7 +467,7 @@ def test_meal_presets():
     assert methods["l2"] == {"variant": "meal", "lam": 1e7}
     assert MealEWC(lam=1.0).groups == ("shared", "actor_trunk")
     with pytest.raises(ValueError, match="unknown method 'pnc' for MEAL.*ewc"):
-        hyperparameters.resolve("MEAL-2", "ppo", "pnc", "paper")
+        hyperparameters.preset_settings("MEAL-2", "ppo", "pnc", "paper")
 
 
 def test_attach_meal_method_to_learner_end_to_end():
@@ -494,7 +494,7 @@ def test_meal_small_preset_completes_episodes_in_every_task():
     """Issue 23: the small preset's budget ended no MEAL episode (empty training curves)."""
     from cl_suites.meal import build_suite
 
-    hp = hyperparameters.resolve("MEAL-2", "ppo", "ft", "small")
+    hp = hyperparameters.preset_settings("MEAL-2", "ppo", "ft", "small")
     suite = build_suite("MEAL-2", **hp["suite_defaults"])
     steps_per_env = suite.sequence.tasks[0].budget // hp["num_envs"]
     assert suite.episode_len == 64 and steps_per_env == 128

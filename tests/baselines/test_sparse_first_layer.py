@@ -135,7 +135,7 @@ def test_meal_ppo_trains_on_rows_found_once_per_rollout():
     from cl_suites.suites.diagnostic import build
 
     sequence = build(n_tasks=2, steps_per_task=256, show_task=False)
-    hp = hyperparameters.resolve("MEAL-2", "ppo", "ft", "paper")
+    hp = hyperparameters.preset_settings("MEAL-2", "ppo", "ft", "paper")
     vec = SB3VecEnv(make_vec("Diagnostic", 2, n_tasks=2, steps_per_task=256, show_task=False))
     env, _ = wrap_env(vec, sequence, hp, multi_head=True, task_id_input=True)
     model = build_model(

@@ -1,7 +1,7 @@
 """Our side of the CORA parity cases (``cora_cases.py``): the learner a run builds, fed the
 cases' rollouts, and our suites' task envs behind the learner's wrappers.
 
-Our learner is built as a run builds it: ``hyperparameters.resolve(suite, "vtrace",
+Our learner is built as a run builds it: ``hyperparameters.preset_settings(suite, "vtrace",
 method, "paper")``, ``factory.wrap_env`` and ``factory.build_model`` on a stand-in VecEnv
 with the suite's spaces and a schedule cursor (it is never stepped), ``cl.attach_method``;
 only the sizes of ``cora_cases.HARNESS_SIZES`` are changed. Each rollout goes through the
@@ -152,7 +152,7 @@ class OurSide:
         th.manual_seed(case.seed)
         self.case = case
         fam = case.family
-        self.hp = hyperparameters.resolve(fam.suite, "vtrace", case.method, "paper")
+        self.hp = hyperparameters.preset_settings(fam.suite, "vtrace", case.method, "paper")
         self.hp["learner"]["n_steps"] = fam.unroll
         self.hp["learner"]["policy_lag"] = 0  # update for update: lockstep, as CORA's learner step
         self.hp["learner"].update(learner_changes or {})

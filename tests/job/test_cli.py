@@ -68,18 +68,25 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
     assert message in " ".join(err.split()) and err.count("\n") == 1  # one line, on stderr
 
 
-def test_choices_are_the_registries():
-    """The CLI names its choices without importing torch; they are the registries' names."""
-    from baselines_sb3.cl import METHODS
-    from cl_suites import cli
-    from cl_suites.core.vector import VECTORIZATION_MODES
-    from cl_suites.job.learners import LEARNER_ENTRIES
-    from cl_suites.job.presets import PRESETS
+def test_the_declared_names_have_their_classes_and_parse_without_torch():
+    """Methods and learners are declared once (``cl_suites.declarations``); the families'
+    registries hold a class for each name, and parsing imports no torch."""
+    import subprocess
+    import sys
 
-    assert ("random", *METHODS) == cli.METHODS
-    assert set(cli.LEARNERS) == set(LEARNER_ENTRIES)
-    assert cli.PRESETS == PRESETS
-    assert cli.VECTORIZATION_MODES == VECTORIZATION_MODES
+    from baselines_sb3.cl import METHODS
+    from baselines_sb3.factory import LEARNERS as TORCH
+    from cl_suites.declarations import CL_METHODS, LEARNERS, TORCH_LEARNERS
+    from cl_suites.job.learners import LEARNER_ENTRIES
+
+    assert tuple(METHODS) == CL_METHODS
+    assert tuple(LEARNER_ENTRIES) == LEARNERS and TORCH is TORCH_LEARNERS
+    code = (
+        "import sys; from cl_suites.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'jax') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_every_place_that_lists_the_presets_names_each(capsys):

@@ -18,6 +18,7 @@ import torch as th
 
 from cl_suites import cli
 from cl_suites.cli import main
+from cl_suites.cli.arguments import report_arguments
 from cl_suites.config import parse_value
 from cl_suites.rundir.fsutil import RunDiskError
 from cl_suites.rundir.runlog import read_eval, read_metadata
@@ -230,7 +231,7 @@ def test_every_exception_is_one_line_and_debug_shows_the_traceback(
         raise error
 
     monkeypatch.setitem(cli.COMMANDS, "report", cli.COMMANDS["report"].__class__(
-        "r", cli._report_arguments, fail))  # fmt: skip
+        "r", report_arguments, fail))  # fmt: skip
     assert main(["report", "some-run"]) == code
     assert text in one_line_error(capsys)
     with pytest.raises(type(error)):

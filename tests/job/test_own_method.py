@@ -22,7 +22,7 @@ from baselines_sb3.cl import plugins
 from cl_suites.cli import main
 from cl_suites.errors import MethodPluginError
 from cl_suites.job.main_job import run_main_job
-from cl_suites.job.run_spec import option_table, resolve
+from cl_suites.job.run_spec import option_table, resolve_job
 from cl_suites.rundir.runlog import read_eval, read_metadata
 from tests.helpers.kill_drills import kill_run_at
 
@@ -309,7 +309,7 @@ def test_imports_that_fail_are_one_line(bad_module, capsys, tmp_path):
 
 
 def test_a_good_plugin_gets_its_seed_and_a_checked_choice(bad_module):
-    spec = resolve(
+    spec = resolve_job(
         suite="Diagnostic",
         method=f"{bad_module}:Good",
         learner=None,
@@ -345,7 +345,7 @@ def installed_plugin(monkeypatch):
 
 
 def test_an_entry_point_names_an_own_method(installed_plugin, capsys):
-    spec = resolve(
+    spec = resolve_job(
         suite="Diagnostic",
         method=installed_plugin,
         learner=None,
@@ -362,6 +362,6 @@ def test_a_plugin_cannot_join_the_jax_learner():
     with pytest.raises(
         MethodPluginError, match="needs a torch learner \\(--learner ppo\\); learner 'ppo-jax'"
     ):
-        resolve(
+        resolve_job(
             suite="MEAL-2", method=PLUGIN, learner=None, preset="small", num_envs=None, overrides={}
         )

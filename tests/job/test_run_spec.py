@@ -13,10 +13,12 @@ import json
 import pytest
 
 from cl_suites import cli
+from cl_suites.cli import output as cli_output
+from cl_suites.cli.run import run_config
 from cl_suites.config import parse_set, parse_value
 from cl_suites.errors import UnknownOptionError
 from cl_suites.job import main_job
-from cl_suites.job.run_spec import JOB_FIELDS, JobOptions, resolve
+from cl_suites.job.run_spec import JOB_FIELDS, JobOptions, resolve, resolve_job
 from cl_suites.sweep import cli as sweep_cli
 from cl_suites.sweep.driver import preflight
 from cl_suites.sweep.grid import load_sweep_file
@@ -53,15 +55,15 @@ def _resolved(spec, key):
 
 
 def _run_spec(argv):
-    config = cli._run_config(cli.build_parser().parse_args(["run", *argv]))
-    return cli._resolve(config)[0]
+    config = run_config(cli.build_parser().parse_args(["run", *argv]))
+    return resolve(config.request())[0]
 
 
 def _sweep_spec(argv):
     args = cli.build_parser().parse_args(["sweep", *argv])
     base = load_sweep_file(args.config)[0] if args.config else {}
     (run,) = sweep_cli.spec_from_args(args, base).runs()
-    return resolve(**run.job_kwargs())
+    return resolve_job(**run.job_kwargs())
 
 
 @pytest.mark.parametrize(("key", "text", "value"), SAME_TEXT)
@@ -154,7 +156,7 @@ def test_an_option_is_accepted_or_refused_alike_by_every_entry_point(
 
 def test_an_unknown_option_names_the_closest_and_the_valid_ones_by_section():
     with pytest.raises(UnknownOptionError) as info:
-        resolve(suite="Diagnostic", method="ewc", learner="ppo", preset="small",
+        resolve_job(suite="Diagnostic", method="ewc", learner="ppo", preset="small",
                 num_envs=None, overrides={"lamm": 3.0})  # fmt: skip
     text = str(info.value)
     assert text.startswith("unknown option 'lamm' (did you mean 'lam'?); valid for --suite")
@@ -163,7 +165,7 @@ def test_an_unknown_option_names_the_closest_and_the_valid_ones_by_section():
     assert isinstance(info.value, TypeError)  # as the constructors' own refusal
     for learner in ("ppo-jax", "ppo"):  # MEAL's suite options: the same check
         with pytest.raises(UnknownOptionError, match="did you mean 'episode_len'"):
-            resolve(suite="MEAL-2", method="ft", learner=learner, preset="small",
+            resolve_job(suite="MEAL-2", method="ft", learner=learner, preset="small",
                     num_envs=None, overrides={"episode_lenn": 64})  # fmt: skip
 
 
@@ -174,13 +176,13 @@ def test_every_job_option_is_declared_once_with_a_type_and_a_doc():
 
 
 def test_the_job_reads_resolved_typed_options():
-    spec = resolve(suite="Diagnostic", method="ft", learner="ppo", preset="small",
+    spec = resolve_job(suite="Diagnostic", method="ft", learner="ppo", preset="small",
                    num_envs=None, overrides={"torch_threads": 2})  # fmt: skip
     assert spec.options.checkpoint_every == spec.sequence.eval_every == 1000
     assert spec.options.update_threads == 2  # follows torch_threads
     assert (spec.options.eval_at_start, spec.options.eval_per_task) == (True, False)
     assert spec.job == {"torch_threads": 2}  # what the run set (the golden file's form)
-    meal = resolve(suite="MEAL-2", method="ft", learner=None, preset="small",
+    meal = resolve_job(suite="MEAL-2", method="ft", learner=None, preset="small",
                    num_envs=None, overrides={})  # fmt: skip
     assert (meal.options.eval_at_start, meal.options.eval_per_task) == (False, True)
 
@@ -188,7 +190,7 @@ def test_the_job_reads_resolved_typed_options():
 def test_cl_suites_options_lists_every_option_with_its_default_and_doc(capsys, monkeypatch):
     from rich.console import Console
 
-    monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(cli_output, "console", Console(width=200))
     assert cli.main(["options", "--suite", "Diagnostic", "--method", "clear",
                      "--learner", "vtrace", "--preset", "small"]) == 0  # fmt: skip
     out = capsys.readouterr().out
@@ -266,7 +268,7 @@ def test_the_sweep_resolves_every_run_as_the_golden_file_records():
             grid = SweepSpec(suites=(suite,), methods=("ft", "ewc"), seeds=(0,), preset=preset)
             for run in grid.runs():
                 expected = golden[f"{suite}|default|{run.method}|{preset}"]
-                got = json.loads(json.dumps(_jsonable(resolve(**run.job_kwargs()).config())))
+                got = json.loads(json.dumps(_jsonable(resolve_job(**run.job_kwargs()).config())))
                 assert got == expected, (suite, run.method, preset)
                 checked += 1
     assert checked == 4 * (len(SUITES) + len(MEAL_SUITES)) + 2 * len(MEAL_SUITES)  # meal-authors
@@ -278,9 +280,9 @@ def test_the_resolved_hyperparameters_are_frozen_and_typed():
     import dataclasses
 
     from cl_suites.job.hyperparameters import Hyperparameters, PolicyOptions
-    from cl_suites.job.run_spec import resolve
+    from cl_suites.job.run_spec import resolve_job
 
-    spec = resolve(
+    spec = resolve_job(
         suite="Diagnostic",
         method="ewc",
         learner="ppo",
@@ -303,6 +305,6 @@ def test_the_resolved_hyperparameters_are_frozen_and_typed():
     assert type(plain["method"]) is dict and json.loads(json.dumps(plain)) == plain
     plain["method"]["lam"] = 0.0  # a copy
     assert hp.method["lam"] == 3.0
-    jax = resolve(suite="MEAL-2", method="ewc", learner=None, preset="small", num_envs=None,
+    jax = resolve_job(suite="MEAL-2", method="ewc", learner=None, preset="small", num_envs=None,
                   overrides=None)  # fmt: skip
     assert jax.hp.policy is None and jax.hp.learner["cl_method"] == "ewc"

@@ -439,7 +439,8 @@ def test_sweep_worker_runs_a_seed_group_once_and_records_every_run(tmp_path, mon
 
 
 def test_resuming_several_seeds_needs_one_started_run_dir(tmp_path):
-    from cl_suites.cli import CLIError, _check_run_dirs
+    from cl_suites.errors import CLIError
+    from cl_suites.rundir.layout import check_run_dirs as _check_run_dirs
 
     dirs = [tmp_path / "seed-0", tmp_path / "seed-1"]
     with pytest.raises(CLIError, match="cannot resume .*seed-0: the directory does not exist"):
@@ -456,9 +457,9 @@ def test_seeds_without_layout_seed_say_they_share_one_set_of_kitchens(
 ):
     """``--seeds`` trains every seed on the first seed's kitchens unless ``layout_seed`` is
     given; the run says so before training (MEAL's protocol gives each seed its own)."""
-    from cl_suites import cli
+    from cl_suites.cli import run as run_command
 
-    monkeypatch.setattr(cli, "_start", lambda *args: None)  # resolve and check only
+    monkeypatch.setattr(run_command, "start", lambda *args: None)  # resolve and check only
     run = ["run", "--suite", "MEAL-2", "--method", "ft", "--preset", "small", "--seeds", "4", "7"]
     assert main([*run, "--run-dir", str(tmp_path / "a")]) == 0
     err = " ".join(capsys.readouterr().err.split())

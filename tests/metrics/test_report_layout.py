@@ -70,12 +70,12 @@ def test_cli_prints_the_summary_as_rich_tables(runs, capsys, monkeypatch):
 
     from rich.console import Console
 
-    from cl_suites import cli
+    from cl_suites.cli import output
 
     root, dirs = runs
     wide = io.StringIO()
     monkeypatch.setattr(
-        cli, "console", Console(file=wide, force_terminal=True, width=400, color_system=None)
+        output, "console", Console(file=wide, force_terminal=True, width=400, color_system=None)
     )
     assert main(["report", *map(str, dirs), "--out", str(root / "cli")]) == 0
     out = wide.getvalue()

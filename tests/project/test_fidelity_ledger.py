@@ -5,7 +5,7 @@ Defaults that cannot drift: a row's "ours (default)" cell may carry **default ke
 spans of the form `` `KEY = VALUE` `` where ``VALUE`` is a Python literal and ``KEY`` is
 
 * a preset table entry, rooted at ``presets`` (``presets.CORA_VTRACE["gamma"]``), or the
-  result of a function of ``hyperparameters`` (``hyperparameters.resolve("MiniHack15",
+  result of a function of ``hyperparameters`` (``hyperparameters.preset_settings("MiniHack15",
   "vtrace", "ft", "paper")["learner"]["normalize_reward"]``; only literal arguments and
   indices);
 * a constructor default, ``Class.param``: ``VTrace.reward_std_count`` is the default of
@@ -96,6 +96,7 @@ KEYED_SECTIONS = (
     "CORA presets per suite (Atari6, Procgen6, MiniHack15, CHORES)",
 )
 UNKEYED = {
+    "default learner": "a catalog field (SuiteInfo.default_learner), not a preset value",
     "evaluation policy": "a job option (main_job reads eval_deterministic, default True)",
     "previous inputs at starts": "behaviour of the wrapper at resets and switches (a test)",
     "previous inputs in evaluation": "behaviour of the evaluator (a test)",
@@ -225,7 +226,7 @@ def test_a_drifted_default_fails_the_key_check():
     keys = dict(default_keys(row))
     assert resolve_key('presets.CORA_VTRACE["gamma"]') == presets.CORA_VTRACE["gamma"] != 0.9
     assert resolve_key("VTrace.n_steps") == ast.literal_eval(keys["VTrace.n_steps"])
-    minihack = 'hyperparameters.resolve("MiniHack15", "vtrace", "ft", "paper")["num_envs"]'
+    minihack = 'hyperparameters.preset_settings("MiniHack15", "vtrace", "ft", "paper")["num_envs"]'
     assert resolve_key(minihack) == 32
     for bad in ("VTrace.no_such_arg", "presets.NOPE", "open('x')"):
         try:
