@@ -189,4 +189,19 @@ def test_no_observation_goes_through_host_numpy_per_step(monkeypatch):
     _host_path(monkeypatch)
     model, copies = _learn(steps, monkeypatch)
     assert not model.device_observations
-    assert copies >= 2 * steps  # the env's device_get and the buffer's np.array
+    assert copies > steps  # the env's device_get of every step, the reset and the ends
+
+
+def test_the_device_path_is_on_only_where_jax_and_torch_share_the_device(monkeypatch):
+    from gymnasium import spaces
+
+    wide = spaces.Box(0, 255, (7, 9, 26), np.uint8)
+    tall = spaces.Box(0, 255, (9, 7, 26), np.uint8)  # SB3 would transpose it (numpy only)
+    decide = device_observations.observation_device
+    assert decide("cpu", wide) == "cpu" and decide(None, wide) is None
+    assert decide("cpu", tall) is None
+    assert decide("cuda:0", wide) is None  # the CPU jaxlib beside a CUDA torch
+    monkeypatch.setattr(device_observations, "_jax_device", lambda: ("gpu", 1))
+    assert decide("cuda:1", wide) == "cuda:1"
+    assert decide("cuda:0", wide) is None and decide("cpu", wide) is None
+    assert device_observations.observation_location("cuda:1", wide) == "device"
