@@ -31,8 +31,9 @@ compile time is reported apart:
   fall outside the timed updates.
 
 ``ours-host`` is ``ours`` with its observations on the host (issue 39, Deliver 4): by
-default the torch learner on MEAL takes the engine's observation arrays on the device
-(``torch.from_dlpack``; on the CPU too) into a device-side rollout buffer
+default (``ours`` here sets ``device_observations=true``, on the CPU too) the torch
+learner on MEAL takes the engine's observation arrays on the device
+(``torch.from_dlpack``) into a device-side rollout buffer
 (``cl_suites.meal.device_observations``); ``ours-host`` forces the numpy path SB3 takes
 otherwise (a device_get and a copy into SB3's numpy buffer per step), so ``--sides
 ours-host ours`` measures the difference (pin cores with ``taskset``)::
@@ -152,7 +153,7 @@ def run_ours(num_envs: int, updates: int, tasks: int, host: bool = False) -> dic
     from cl_suites.meal import device_observations
 
     if host:
-        device_observations.observation_device = lambda device, space: None
+        device_observations.observation_device = lambda *args: None
 
     marks: list[tuple[float, float, int]] = []
     epochs_s: list[float] = []  # seconds in the PPO epochs (``train``) of each update
@@ -186,6 +187,7 @@ def run_ours(num_envs: int, updates: int, tasks: int, host: bool = False) -> dic
                 "eval_every": budget,
                 "checkpoint_every": 10**12,
                 "report": False,
+                "device_observations": not host,
             },
         )
     results = []

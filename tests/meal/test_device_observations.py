@@ -37,13 +37,14 @@ OVERRIDES = {
     "report": False,
     "learning_rate": 0.03,
     "ent_coef": 0.01,
+    "device_observations": True,
 }
 EWC = {**OVERRIDES, "episodes": 2, "max_steps": 50}  # EWC's fresh episodes at the switch
 
 
 def _host_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs started after this keep their observations on the host (SB3's numpy path)."""
-    monkeypatch.setattr(device_observations, "observation_device", lambda device, space: None)
+    monkeypatch.setattr(device_observations, "observation_device", lambda *args: None)
 
 
 def _run(run_dir):
@@ -198,10 +199,11 @@ def test_the_device_path_is_on_only_where_jax_and_torch_share_the_device(monkeyp
     wide = spaces.Box(0, 255, (7, 9, 26), np.uint8)
     tall = spaces.Box(0, 255, (9, 7, 26), np.uint8)  # SB3 would transpose it (numpy only)
     decide = device_observations.observation_device
-    assert decide("cpu", wide) == "cpu" and decide(None, wide) is None
-    assert decide("cpu", tall) is None
-    assert decide("cuda:0", wide) is None  # the CPU jaxlib beside a CUDA torch
+    assert decide("cpu", wide, True) == "cpu" and decide(None, wide, True) is None
+    assert decide("cpu", wide) is None and decide("cpu", wide, False) is None  # the default
+    assert decide("cpu", tall, True) is None
+    assert decide("cuda:0", wide, True) is None  # the CPU jaxlib beside a CUDA torch
     monkeypatch.setattr(device_observations, "_jax_device", lambda: ("gpu", 1))
-    assert decide("cuda:1", wide) == "cuda:1"
-    assert decide("cuda:0", wide) is None and decide("cpu", wide) is None
+    assert decide("cuda:1", wide) == "cuda:1" and decide("cuda:1", wide, False) is None
+    assert decide("cuda:0", wide) is None and decide("cpu", wide, True) is None
     assert device_observations.observation_location("cuda:1", wide) == "device"
