@@ -24,21 +24,10 @@ from cl_suites.job import checkpoint
 from cl_suites.job.main_job import run_main_job
 from cl_suites.meal import device_observations
 from tests.helpers.kill_drills import kill_run_at
+from tests.meal.test_meal_job import JOB
+from tests.meal.test_meal_job import OVERRIDES as MEAL_JOB
 
-th.set_num_threads(1)
-
-JOB = dict(suite="MEAL-2", learner="ppo", preset="small", seed=0, num_envs=4)
-OVERRIDES = {
-    "steps_per_task": 512,
-    "eval_every": 256,
-    "eval_episodes": 2,
-    "episode_len": 100,
-    "checkpoint_every": 128,
-    "report": False,
-    "learning_rate": 0.03,
-    "ent_coef": 0.01,
-    "device_observations": True,
-}
+OVERRIDES = {**MEAL_JOB, "device_observations": True}  # test_meal_job's tiny MEAL-2 runs
 EWC = {**OVERRIDES, "episodes": 2, "max_steps": 50}  # EWC's fresh episodes at the switch
 
 
