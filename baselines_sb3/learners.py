@@ -32,6 +32,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
@@ -49,6 +50,11 @@ from baselines_sb3.cl.base import (
     install_loss_hook,
     latest_step_segment,
     learner_batch_size,
+)
+from baselines_sb3.device_rollout import (
+    DeviceRolloutCollector,
+    device_buffer_class,
+    observations_on,
 )
 from baselines_sb3.plasticity import clip_grad_norm
 from baselines_sb3.policy_lag import PolicyLagLearner
@@ -400,7 +406,7 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
 
 
 # --------------------------------------------------------------------------- PPO
-class ContinualPPO(TaskSwitchLearner, PPO):
+class ContinualPPO(TaskSwitchLearner, DeviceRolloutCollector, PPO):
     """SB3 ``PPO`` with a ``cl_method``, the task-switch behaviour of
     :class:`TaskSwitchLearner` and the PPO variants of the reference code.
 
@@ -416,6 +422,10 @@ class ContinualPPO(TaskSwitchLearner, PPO):
         n_minibatches: minibatches per epoch; sets ``batch_size = n_steps * n_envs //
             n_minibatches`` (overrides ``batch_size``).
         lr_schedule / lr_decay_steps / reset_optimizer_at_switch: see the module docstring.
+
+    An env that hands its observations as tensors on the policy's device (MEAL's JAX
+    engine beside torch) fills a device-side rollout buffer
+    (:mod:`baselines_sb3.device_rollout`): no observation goes through the host.
     """
 
     def __init__(
@@ -446,8 +456,13 @@ class ContinualPPO(TaskSwitchLearner, PPO):
         super().__init__(*args, **kwargs)
 
     def _setup_model(self) -> None:
-        if self.rollout_buffer_class is None and isinstance(self.observation_space, spaces.Dict):
+        dict_space = isinstance(self.observation_space, spaces.Dict)
+        if self.rollout_buffer_class is None and dict_space:
             self.rollout_buffer_class = SparseRowsRolloutBuffer
+        self.device_observations = observations_on(self.env, self.device)
+        if self.device_observations:
+            base = self.rollout_buffer_class or (DictRolloutBuffer if dict_space else RolloutBuffer)
+            self.rollout_buffer_class = device_buffer_class(base)
         super()._setup_model()
         if isinstance(self.rollout_buffer, SparseRowsRolloutBuffer):
             self.rollout_buffer.rows_of = getattr(self.policy, "sparse_features", None)

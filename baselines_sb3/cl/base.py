@@ -50,7 +50,9 @@ class Rollout:
 
     Attributes:
         observations: ``(T, E, *obs_shape)`` array, or a dict of them for Dict spaces
-            (SB3 keeps them as float32; image values are still 0..255).
+            (SB3 keeps them as float32; image values are still 0..255). Torch tensors
+            on the policy's device where the env hands them so (MEAL beside JAX,
+            ``baselines_sb3.device_rollout``; ``host_observations`` gives numpy).
         actions: ``(T, E)`` (discrete) or ``(T, E, *action_shape)``.
         rewards: ``(T, E)`` float32 (SB3 already added ``gamma * V(final_obs)`` on truncation).
         episode_starts: ``(T, E)`` float32, 1 where the observation starts an episode.
@@ -58,7 +60,8 @@ class Rollout:
         first_step: agent step (global, summed over sub-envs) of the rollout's first row.
         end_step: agent step after the rollout's last row.
         last_observations: ``(E, *obs_shape)`` (or dict) observation after the last row,
-            the one the learner bootstraps from; ``None`` when unknown.
+            the one the learner bootstraps from (a tensor as ``observations``); ``None``
+            when unknown.
         last_episode_starts: ``(E,)`` 1 where ``last_observations`` starts an episode.
         behaviour_policy: the network that played the rollout when it is not the
             learner's policy (``policy_lag=1``: the parameters before the last update;

@@ -24,6 +24,7 @@ from baselines_sb3.cl.importance import (
     score_fisher,
 )
 from baselines_sb3.cl.regularizer_base import Importance, QuadraticPenalty, normalize_importance
+from baselines_sb3.device_rollout import host_observations
 from cl_suites.core.task import TaskSwitch
 
 MEAL_GROUPS: tuple[str, ...] = ("shared", "actor_trunk")
@@ -51,7 +52,7 @@ class StateSample:
         rows = np.flatnonzero(steps >= since_step)
         if rows.size == 0:
             return
-        obs = flat_obs(rollout.observations)
+        obs = flat_obs(host_observations(rollout.observations))  # kept as numpy
         flat = (rows[:, None] * n_envs + np.arange(n_envs)).ravel()
         n_fill = max(0, min(self.capacity - len(self.items), flat.size))
         self.items.extend(_row(obs, int(i)) for i in flat[:n_fill])

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from stable_baselines3.common.utils import obs_as_tensor
 
 from baselines_sb3.cl.base import (
     ContinualMethod,
@@ -49,6 +48,7 @@ from baselines_sb3.cl.importance import cora_fisher, to_tensor, tree_map
 from baselines_sb3.cl.regularizer_base import NORMALIZATIONS, normalize_importance
 from baselines_sb3.cl.storage import check_storage
 from baselines_sb3.cl.unroll_buffer import GuardedUnrollBuffers, UnrollBuffer
+from baselines_sb3.device_rollout import observations_as_tensor
 from baselines_sb3.plasticity import clip_grad_norm
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from cl_suites.core.task import Segment, TaskSwitch
@@ -69,7 +69,7 @@ def refresh_bootstrap_values(model: Any) -> None:
     if buffer is None or last_obs is None or not hasattr(buffer, "last_values"):
         return
     with th.no_grad():
-        values = model.policy.predict_values(obs_as_tensor(last_obs, model.policy.device))
+        values = model.policy.predict_values(observations_as_tensor(last_obs, model.policy.device))
     buffer.last_values = values.cpu().numpy().flatten()
 
 

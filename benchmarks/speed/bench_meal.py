@@ -30,6 +30,17 @@ compile time is reported apart:
   rollout compiles the next kitchen's reset, is not timed). Evaluation and checkpoints
   fall outside the timed updates.
 
+``ours-host`` is ``ours`` with its observations on the host (issue 39, Deliver 4): by
+default (``ours`` here sets ``device_observations=true``, on the CPU too) the torch
+learner on MEAL takes the engine's observation arrays on the device
+(``torch.from_dlpack``) into a device-side rollout buffer
+(``cl_suites.meal.device_observations``); ``ours-host`` forces the numpy path SB3 takes
+otherwise (a device_get and a copy into SB3's numpy buffer per step), so ``--sides
+ours-host ours`` measures the difference (pin cores with ``taskset``)::
+
+    taskset -c 0 python benchmarks/bench_meal.py --sides ours-host ours --num-envs 16 \
+        --updates 4 --repeats 3
+
 ``--busy N``: every comparison runs once more next to ``N`` processes that each spin a
 core (``busy.py``; started before the first side, stopped after the last), and the script
 prints each side's slowdown and the ratios to MEAL alone and busy (issue 20 item 7: next
@@ -129,14 +140,18 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- our side
-def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
+def run_ours(num_envs: int, updates: int, tasks: int, host: bool = False) -> dict:
     """``run_main_job`` on MEAL-2 with the torch learner (ft, paper preset); per task:
     first update (compile and warm-up) and the next ``updates`` updates, timed at the end
-    of each PPO update."""
+    of each PPO update. ``host``: observations through host numpy (SB3's path)."""
     import torch as th
 
     from baselines_sb3 import learners
     from cl_suites.job.main_job import run_main_job
+    from cl_suites.meal import device_observations
+
+    if host:
+        device_observations.observation_device = lambda *args: None
 
     marks: list[tuple[float, float, int]] = []
     epochs_s: list[float] = []  # seconds in the PPO epochs (``train``) of each update
@@ -170,6 +185,7 @@ def run_ours(num_envs: int, updates: int, tasks: int) -> dict:
                 "eval_every": budget,
                 "checkpoint_every": 10**12,
                 "report": False,
+                "device_observations": not host,
             },
         )
     results = []
@@ -279,6 +295,7 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
 SIDES: dict[str, str] = {
     "meal": "MEAL IPPO_CL.py",
     "ours": "torch run_main_job",
+    "ours-host": "torch, obs via host",
     "jax": "ppo-jax, 1 seed",
     "jax-seeds": "ppo-jax, K seeds",
 }
@@ -333,6 +350,11 @@ def _print_busy(args: argparse.Namespace, rows: list, busy_rows: list) -> None:
             f"{_rate(alone[s], num_envs) / _rate(busy[s], num_envs):5.2f}x" for s in args.sides
         ]
         print(f" {num_envs:4d} | " + " | ".join(cells))
+    if {"ours", "ours-host"} <= set(args.sides):
+        print("\ntorch learner, observations on the device / via the host:")
+        for num_envs, best in rows:
+            ratio = _rate(best["ours"], num_envs) / _rate(best["ours-host"], num_envs)
+            print(f" {num_envs:4d} | {ratio:5.3f}x")
     if "meal" not in args.sides:
         return
     print("ratio to MEAL alone -> next to busy (target: busy ratio >= alone ratio)")
@@ -357,6 +379,11 @@ def _print_training(args: argparse.Namespace, rows: list[tuple[int, dict]]) -> N
             for s in args.sides
         ]
         print(f" {num_envs:4d} | " + " | ".join(cells))
+    if {"ours", "ours-host"} <= set(args.sides):
+        print("\ntorch learner, observations on the device / via the host:")
+        for num_envs, best in rows:
+            ratio = _rate(best["ours"], num_envs) / _rate(best["ours-host"], num_envs)
+            print(f" {num_envs:4d} | {ratio:5.3f}x")
     if "meal" not in args.sides:
         return
     print("\nratios to MEAL (target: single seed >= 1.0 at 16 envs; K seeds in one program")
@@ -523,8 +550,8 @@ def main() -> None:
         n, updates = args.num_envs[0], args.updates[0]
         if args.child == "meal":
             result = run_meal(args.meal_repo, n, updates, args.tasks)
-        elif args.child == "ours":
-            result = run_ours(n, updates, args.tasks)
+        elif args.child in ("ours", "ours-host"):
+            result = run_ours(n, updates, args.tasks, host=args.child == "ours-host")
         else:
             seeds = args.seeds if args.child == "jax-seeds" else 1
             result = run_jax(n, updates, args.tasks, seeds)

@@ -48,6 +48,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
+from baselines_sb3.device_rollout import host_observations, observations_as_tensor
 from baselines_sb3.policy_lag import wait_for_update
 from baselines_sb3.wrappers import restart_observation
 from cl_suites.core.env_state import UnsafeEnvStateError
@@ -147,7 +148,7 @@ def save_checkpoint(
         "n_updates": int(model._n_updates),
         "policy": model.policy.state_dict(),
         "optimizer": model.policy.optimizer.state_dict(),
-        "last_obs": model._last_obs,
+        "last_obs": host_observations(model._last_obs),  # numpy: portable across devices
         "last_episode_starts": model._last_episode_starts,
         "method": method.state_dict(),
         "env": env_state(venv),
@@ -253,6 +254,8 @@ def apply_checkpoint(
         ]
         model._last_obs = restart_observation(model.env, fresh)
         model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
+    if getattr(model, "device_observations", False):  # as the env hands them: on the device
+        model._last_obs = observations_as_tensor(model._last_obs, model.device)
     set_rng_state(state["rng"])
     return cut
 

@@ -62,6 +62,7 @@ JAX_ONLY_JOB_OPTIONS: tuple[str, ...] = ()
 """Job options only the JAX learner takes (none yet)."""
 TORCH_ONLY_JOB_OPTIONS: tuple[str, ...] = (
     "device",
+    "device_observations",
     "torch_threads",
     "update_threads",
     "vectorization_mode",

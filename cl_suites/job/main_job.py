@@ -443,7 +443,8 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         rollout_steps=rollout_steps(spec.hp),
         env_workers=spec.options.env_workers,
     )
-    return env, runtime.sb3_view(env), eval_source
+    wanted = spec.options.device_observations
+    return env, runtime.sb3_view(env, spec.device, wanted), eval_source
 
 
 def _video_recorder(
@@ -483,6 +484,11 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         device=spec.device or _jax_device(),
         request=dict(spec.request),
     )
+    if spec.device is not None:  # a torch learner: its observations on the host or device
+        runtime = spec.suite.runtime
+        metadata["observations"] = runtime.observation_location(
+            spec.instance, spec.device, spec.options.device_observations
+        )
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
 

@@ -138,6 +138,12 @@ class JobOptions:
         "torch device: auto (a GPU for convolutional policies, else the CPU), cpu, cuda, "
         "cuda:N (torch learners)",
     )
+    device_observations: bool | None = _opt(
+        None,
+        Opt("bool", none_ok=True),
+        "MEAL's torch learner takes the observations on the device JAX shares with it "
+        "(no host copy): default on a shared GPU only; true: on the CPU too (bit-identical)",
+    )
     jax_cache_dir: str | None = _opt(
         None,
         Opt("str", none_ok=True),

@@ -95,6 +95,11 @@ class MealBatchedEnv(ScheduleAccessors):
     ``infos["final_obs"]``. With ``autoreset=False`` the final observations are returned
     and ``reset()`` must be called to go on (the ParallelEnv's mode).
 
+    With ``device_observations=True`` (set by an SB3 view whose learner shares JAX's
+    device, see ``cl_suites.meal.device_observations``) ``reset`` and ``step`` return the
+    observations (and ``final_obs``) as the engine's JAX arrays, on its device, instead of
+    host numpy arrays; rewards and infos stay numpy.
+
     ``infos``: the schedule keys ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done`` as scalars shared by all envs (after a switch they
     describe the new task); ``soups (M,)`` soups delivered this step; ``episode_soups
@@ -152,6 +157,8 @@ class MealBatchedEnv(ScheduleAccessors):
         self._episode_task = 0
         self._no = np.zeros((self.num_envs, self.num_agents), dtype=bool)
         self._yes = np.ones((self.num_envs, self.num_agents), dtype=bool)
+        self.device_observations = False
+        """Return observations as JAX arrays on the engine's device (no host copy)."""
 
     def shaping_coef(self) -> float:
         """Weight of the shaped reward in the next ``step`` call: the task's env steps
@@ -165,7 +172,7 @@ class MealBatchedEnv(ScheduleAccessors):
         return max(0.0, 1.0 - steps / opts["shaping_horizon"])
 
     # -- API ------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None) -> tuple[Any, dict[str, Any]]:
         """With ``seed`` (or on first use): restart the sequence from step 0. Without, after
         an episode end in ``autoreset=False`` mode: the next episode, or the next task
         after a switch (``task_switched=True``)."""
@@ -177,9 +184,7 @@ class MealBatchedEnv(ScheduleAccessors):
         info.update(self._step_stats(np.zeros(self.num_envs, dtype=np.int64)))
         return obs, info
 
-    def step(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         if self.cursor.done:
@@ -192,7 +197,10 @@ class MealBatchedEnv(ScheduleAccessors):
         coef = self.shaping_coef()
         spent = self.cursor.advance(self.num_envs)
         self._state, obs, rewards, soups = self.engine.step(self._state, actions, coef)
-        obs, rewards, soups = (np.array(x) for x in jax.device_get((obs, rewards, soups)))
+        if self.device_observations:  # the observations stay on the engine's device
+            rewards, soups = (np.array(x) for x in jax.device_get((rewards, soups)))
+        else:
+            obs, rewards, soups = (np.array(x) for x in jax.device_get((obs, rewards, soups)))
         self._t += 1
         self._returns += rewards
         self._soups += soups
@@ -287,7 +295,7 @@ class MealBatchedEnv(ScheduleAccessors):
             "score": self._soups / self.max_soups[self.cursor.segment.task_id],
         }
 
-    def _begin_episode(self, new_task: bool) -> np.ndarray:
+    def _begin_episode(self, new_task: bool) -> Any:
         segment = self.cursor.segment
         if new_task or self._keys is None:
             seed = self.cursor.env_seed(segment)
@@ -301,4 +309,4 @@ class MealBatchedEnv(ScheduleAccessors):
         self._returns[:] = 0.0
         self._soups[:] = 0
         self._need_reset = False
-        return np.asarray(obs)
+        return obs if self.device_observations else np.asarray(obs)

@@ -99,12 +99,27 @@ class MealRuntime:
         batched = MealBatchedEnv(instance, num_envs, rollout_steps=rollout_steps or 1)
         return batched, MealEvalSource(instance, batched.engine)
 
-    def sb3_view(self, env: Any) -> Any:
+    def sb3_view(
+        self, env: Any, device: str | None = None, device_observations: bool | None = None
+    ) -> Any:
         """One SB3 slot per agent per env; full 400-step episodes (terminal in
-        ``baselines_sb3.factory.wrap_env``)."""
+        ``baselines_sb3.factory.wrap_env``). With the torch learner's ``device`` the
+        observations stay on it where JAX shares it (``observation_location``)."""
+        from cl_suites.meal.device_observations import observation_device
         from cl_suites.meal.sb3_vec import MealSB3VecEnv
 
-        return MealSB3VecEnv(env)
+        space = env.sequence.observation_space
+        return MealSB3VecEnv(env, observation_device(device, space, device_observations))
+
+    def observation_location(
+        self, instance: MealSuite, device: str | None, device_observations: bool | None = None
+    ) -> str:
+        """``"device"`` when the torch learner on ``device`` takes the engine's observations
+        without a host copy, else ``"host"`` (``cl_suites.meal.device_observations``)."""
+        from cl_suites.meal.device_observations import observation_location
+
+        space = instance.sequence.observation_space
+        return observation_location(device, space, device_observations)
 
     def eval_source(self, instance: MealSuite) -> Any:
         from cl_suites.meal.evaluation import MealEvalSource

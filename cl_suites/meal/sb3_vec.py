@@ -3,11 +3,16 @@
 Slot ``e * num_agents + i`` is agent ``i`` of env ``e``, so one SB3 policy acts for every
 agent (parameter sharing: IPPO). The whole batch is stepped by one jitted call; the
 adapter only reshapes arrays and builds SB3's per-slot info dicts.
+
+With ``observation_device`` set, observations come as torch tensors on that device, taken
+from the engine's JAX arrays with ``torch.from_dlpack`` (no copy; see
+``cl_suites.meal.device_observations``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +21,8 @@ from cl_suites.errors import require
 from cl_suites.meal.batched import MealBatchedEnv
 
 require("stable_baselines3", extra="baselines")
+
+import torch as th  # noqa: E402
 
 from cl_suites.sb3.adapter import ForwardingVecEnv  # noqa: E402
 
@@ -46,9 +53,14 @@ class MealSB3VecEnv(ForwardingVecEnv):
     slot's current task id (for multi-head policies); ``.vector_env`` is the batched env.
 
     Rewards are returned per slot (shared team reward by default).
+
+    ``observation_device`` (``"cpu"``, ``"cuda:N"``: the device of the engine's arrays,
+    ``cl_suites.meal.device_observations.observation_device``): observations are torch
+    tensors on it, shared with the engine's arrays (``torch.from_dlpack``); terminal
+    observations in the infos stay numpy (one host copy per episode end). ``None``: numpy.
     """
 
-    def __init__(self, batched: MealBatchedEnv):
+    def __init__(self, batched: MealBatchedEnv, observation_device: str | None = None):
         if not batched.autoreset:
             raise ValueError("MealSB3VecEnv needs a MealBatchedEnv with autoreset=True")
         self.vector_env = batched
@@ -64,6 +76,15 @@ class MealSB3VecEnv(ForwardingVecEnv):
         self._obs_flat = (self.num_envs, *batched.sequence.observation_space.shape)
         self._actions: np.ndarray | None = None
         self._seed: int | None = None
+        self.observation_device = observation_device
+        batched.device_observations = observation_device is not None
+
+    def _observations(self, obs: Any) -> Any:
+        """The batch's ``(M, n, ...)`` observations as ``(M * n, ...)`` slots: a torch view
+        of the engine's array with ``observation_device``, else numpy."""
+        if self.observation_device is not None:
+            return th.from_dlpack(obs).reshape(self._obs_flat)
+        return obs.reshape(self._obs_flat)
 
     # -- continual-learning hooks ---------------------------------------------------------
     @property
@@ -91,7 +112,7 @@ class MealSB3VecEnv(ForwardingVecEnv):
         self._seed = None
         base = {k: info[k] for k in SCHEDULE_KEYS}
         self.reset_infos = [dict(base) for _ in range(self.num_envs)]
-        return obs.reshape(self._obs_flat)
+        return self._observations(obs)
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
         self._seed = seed
@@ -110,7 +131,7 @@ class MealSB3VecEnv(ForwardingVecEnv):
             infos = [base] * self.num_envs
         else:  # episodes end together (time limit or task switch): one dict per slot
             ep = info[TASK_EPISODE_KEY]
-            final = info.get("final_obs", obs)
+            final = np.asarray(info.get("final_obs", obs))  # on the host: one copy
             n = self.num_agents
             task_id = int(ep["task_id"])
             r, length = ep["r"].tolist(), ep["l"].tolist()
@@ -131,4 +152,4 @@ class MealSB3VecEnv(ForwardingVecEnv):
                     slot_info["terminal_observation"] = final[e, i]
                     slot_info["TimeLimit.truncated"] = bool(truncated[e][i])
                     infos.append(slot_info)
-        return obs.reshape(self._obs_flat), rewards.reshape(-1), dones, infos
+        return self._observations(obs), rewards.reshape(-1), dones, infos

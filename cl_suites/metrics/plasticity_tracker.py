@@ -136,6 +136,8 @@ def _concat(parts: list[Any]) -> Any:
 def _rows_of(tree: Any, index: np.ndarray | slice) -> Any:
     if isinstance(tree, Mapping):
         return {k: _rows_of(v, index) for k, v in tree.items()}
+    if hasattr(tree, "detach"):  # a torch tensor (observations kept on the learner's device)
+        return tree[index].detach().cpu().numpy()
     return np.asarray(tree)[index]
 
 

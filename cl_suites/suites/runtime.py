@@ -140,8 +140,19 @@ class SuiteRuntime(Protocol):
         ``env_workers``: worker processes of ``vectorization_mode="workers"``."""
         ...
 
-    def sb3_view(self, env: Any) -> Any:
-        """``env`` as a stable-baselines3 ``VecEnv`` (MEAL: one slot per agent)."""
+    def sb3_view(
+        self, env: Any, device: str | None = None, device_observations: bool | None = None
+    ) -> Any:
+        """``env`` as a stable-baselines3 ``VecEnv`` (MEAL: one slot per agent).
+        ``device``: the torch learner's; a runtime may hand observations on it (the job
+        option ``device_observations``)."""
+        ...
+
+    def observation_location(
+        self, instance: SuiteInstance, device: str | None, device_observations: bool | None = None
+    ) -> str:
+        """Where the training observations live between the env and a torch learner on
+        ``device``: ``"host"`` (numpy) or ``"device"`` (torch tensors on it; MEAL)."""
         ...
 
     def eval_source(self, instance: SuiteInstance) -> Any:
@@ -181,10 +192,17 @@ class VectorRuntime:
         )
         return env, None
 
-    def sb3_view(self, env: Any) -> Any:
+    def sb3_view(
+        self, env: Any, device: str | None = None, device_observations: bool | None = None
+    ) -> Any:
         from cl_suites.sb3.adapter import SB3VecEnv
 
         return SB3VecEnv(env)
+
+    def observation_location(
+        self, instance: SuiteInstance, device: str | None, device_observations: bool | None = None
+    ) -> str:
+        return "host"
 
     def eval_source(self, instance: SuiteInstance) -> None:
         return None

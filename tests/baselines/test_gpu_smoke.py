@@ -1,6 +1,8 @@
 """GPU smoke tests (issue 39), skipped without CUDA: every learner x CL method crosses a
-task switch on a GPU (MEAL's methods with the torch learner too), and a checkpoint taken
-on the GPU resumes on the CPU. Run them on a GPU machine with ``pytest -m gpu``."""
+task switch on a GPU (MEAL's methods with the torch learner too, their observations on the
+GPU where JAX has it), a checkpoint taken on the GPU resumes on the CPU, and a MEAL run
+with its observations on the GPU resumes after a kill to the uninterrupted run's rows.
+Run them on a GPU machine with ``pytest -m gpu``."""
 
 from __future__ import annotations
 
@@ -45,8 +47,34 @@ def test_every_learner_and_method_crosses_a_task_switch_on_a_gpu(
         suite=suite, method=method, learner=learner, preset="small", seed=0, num_envs=4,
         run_dir=run_dir, resume=False, overrides={**overrides, "device": "cuda"},
     )  # fmt: skip
-    assert read_metadata(run_dir)["device"] == "cuda:0"
+    meta = read_metadata(run_dir)
+    assert meta["device"] == "cuda:0"
+    if suite == "MEAL-2":  # the observations stay on the GPU when JAX runs there too
+        assert meta["observations"] == _meal_observations()
     assert read_eval(run_dir).task_id.nunique() == 2  # both tasks trained and evaluated
+
+
+def _meal_observations() -> str:
+    """Where MEAL's torch learner on ``cuda:0`` takes its observations: on the device
+    with a CUDA jaxlib, through the host with the CPU one."""
+    import jax
+
+    return "device" if jax.default_backend() == "gpu" else "host"
+
+
+def test_meal_with_observations_on_the_gpu_resumes_after_a_kill(tmp_path):
+    """MEAL-2 EWC on ``cuda``, observations on the GPU (with a CUDA jaxlib): killed mid
+    task 1 and resumed, it ends with the uninterrupted run's evaluation rows."""
+    job = dict(suite="MEAL-2", method="ewc", learner="ppo", preset="small", seed=0)
+    job["num_envs"] = 4
+    overrides = {**MEAL, **FRESH, "device": "cuda", "checkpoint_every": 64}
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    run_main_job(run_dir=full, resume=False, overrides=dict(overrides), **job)
+    kill_run_at(cut, job, overrides, kill_at=200)
+    run_main_job(run_dir=cut, resume=True, overrides=dict(overrides), **job)
+    assert read_metadata(cut)["observations"] == _meal_observations()
+    a, b = read_eval(full).drop(columns="wall_time"), read_eval(cut).drop(columns="wall_time")
+    assert a.equals(b)
 
 
 @pytest.mark.parametrize("method", ["ewc", "pnc", "clear"])
