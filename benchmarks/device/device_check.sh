@@ -7,6 +7,8 @@
 #   2. Procgen6 with its paper network (CORA's residual CNN) on the GPU;
 #   3. MEAL: 5 seeds vmapped in one program (ppo-jax) against one seed, and against MEAL's own
 #      trainer when MEAL_REPO names a checkout of TTomilin/MEAL at 7d81858 (bench_meal.py);
+#      then MEAL's torch learner with its observations on the device against via the host
+#      (issue 39: device_observations; bench_meal.py --sides ours-host ours);
 #   4. a short CORA-side run end to end: train, kill -9, resume, report (device_e2e.py);
 #   5. the cost model's prediction beside the measured rates (cost_model.py).
 # Usage:  bash benchmarks/device/device_check.sh [--shrink] [--out DIR] [--stages "0 1 2 3 4 5"]
@@ -112,6 +114,9 @@ if [ -n "${MEAL_REPO:-}" ]; then SIDES=(meal "${SIDES[@]}"); fi
 stage 3 "MEAL: seeds vmapped in one program" \
   "$PY" -m benchmarks.speed.bench_meal --sides "${SIDES[@]}" ${MEAL_REPO:+--meal-repo "$MEAL_REPO"} \
   "${MEAL_ARGS[@]}" --repeats 1
+stage 3 "MEAL's torch learner: observations on the device vs via the host ($DEVICE)" \
+  "$PY" -m benchmarks.speed.bench_meal --sides ours-host ours --device "$DEVICE" \
+  --num-envs "${MEAL_ARGS[3]}" --updates "${MEAL_ARGS[5]}" --repeats 1
 
 stage 4 "end to end: train, kill -9, resume, report ($DEVICE)" \
   "$PY" -m benchmarks.device.device_e2e --device "$DEVICE" --steps-per-task "$E2E_STEPS" --out "$OUT_DIR/e2e"

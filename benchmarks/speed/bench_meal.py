@@ -140,10 +140,13 @@ def run_meal(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- our side
-def run_ours(num_envs: int, updates: int, tasks: int, host: bool = False) -> dict:
+def run_ours(
+    num_envs: int, updates: int, tasks: int, host: bool = False, device: str | None = None
+) -> dict:
     """``run_main_job`` on MEAL-2 with the torch learner (ft, paper preset); per task:
     first update (compile and warm-up) and the next ``updates`` updates, timed at the end
-    of each PPO update. ``host``: observations through host numpy (SB3's path)."""
+    of each PPO update. ``host``: observations through host numpy (SB3's path);
+    ``device``: the torch device (default: the run's own choice, ``auto``)."""
     import torch as th
 
     from baselines_sb3 import learners
@@ -186,6 +189,7 @@ def run_ours(num_envs: int, updates: int, tasks: int, host: bool = False) -> dic
                 "checkpoint_every": 10**12,
                 "report": False,
                 "device_observations": not host,
+                **({"device": device} if device else {}),
             },
         )
     results = []
@@ -282,6 +286,8 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
         command += ["--meal-repo", str(args.meal_repo)]
     if side == "jax-seeds":
         command += ["--seeds", str(args.seeds)]
+    if side in ("ours", "ours-host") and args.device:
+        command += ["--device", args.device]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=pythonpath)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -539,6 +545,9 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=5, help="K of the jax-seeds side")
     parser.add_argument(
+        "--device", help="the torch device of the ours/ours-host sides (default: auto)"
+    )
+    parser.add_argument(
         "--busy",
         type=int,
         default=0,
@@ -551,7 +560,8 @@ def main() -> None:
         if args.child == "meal":
             result = run_meal(args.meal_repo, n, updates, args.tasks)
         elif args.child in ("ours", "ours-host"):
-            result = run_ours(n, updates, args.tasks, host=args.child == "ours-host")
+            host = args.child == "ours-host"
+            result = run_ours(n, updates, args.tasks, host=host, device=args.device)
         else:
             seeds = args.seeds if args.child == "jax-seeds" else 1
             result = run_jax(n, updates, args.tasks, seeds)
