@@ -356,11 +356,6 @@ def _print_busy(args: argparse.Namespace, rows: list, busy_rows: list) -> None:
             f"{_rate(alone[s], num_envs) / _rate(busy[s], num_envs):5.2f}x" for s in args.sides
         ]
         print(f" {num_envs:4d} | " + " | ".join(cells))
-    if {"ours", "ours-host"} <= set(args.sides):
-        print("\ntorch learner, observations on the device / via the host:")
-        for num_envs, best in rows:
-            ratio = _rate(best["ours"], num_envs) / _rate(best["ours-host"], num_envs)
-            print(f" {num_envs:4d} | {ratio:5.3f}x")
     if "meal" not in args.sides:
         return
     print("ratio to MEAL alone -> next to busy (target: busy ratio >= alone ratio)")
