@@ -125,18 +125,19 @@ class Recorder:
             )
         env_kwargs = info.runtime.seeded_kwargs(env_kwargs, seed)
         instance = info.instance(**env_kwargs)
+        sequence = instance.sequence
+        schedule = sequence.schedule(num_envs)
         self.envs: Any
         if parallel:
             from cl_suites.meal import make_parallel
 
-            self.envs, source = make_parallel(instance), instance.sequence.eval_source()
+            self.envs, source = make_parallel(instance), sequence.eval_source()
         else:
             self.envs, source = info.runtime.vector_env(
-                instance, num_envs, vectorization_mode, rollout_steps=rollout_steps
+                instance, schedule, vectorization_mode, rollout_steps=rollout_steps
             )
         extra = instance.run_metadata()
         unit = info.step_unit.name
-        sequence = instance.sequence
         self.sequence = sequence
         evaluation = {"at_start": eval_at_start, "max_episode_steps": eval_max_episode_steps}
         metadata = run_metadata(
@@ -145,12 +146,12 @@ class Recorder:
             seed=seed,
             method=method,
             num_envs=num_envs,
+            schedule=schedule,
             env_kwargs=env_kwargs,
             hyperparameters=dict(hyperparameters or {}),
             evaluation=evaluation,
             **extra,
         )
-        schedule = sequence.schedule(num_envs)
         self._before = directory_entries(self.run_dir)
         self.log = RunLog(self.run_dir, metadata, tensorboard=tensorboard)
         try:

@@ -171,9 +171,10 @@ class ContinualMethod:
     ) -> bool:
         """Methods that ``keeps_replay``: whether their replay buffer's observations go to
         disk, by the memory guard (``baselines_sb3.cl.storage``), before anything is
-        allocated; raises ``ReplayMemoryError`` when the buffer fits nowhere. The job and
-        the CLI's dry run call it. ``unroll_length``: the learner's T; ``num_actions``:
-        the policy's outputs; ``quiet``: no message when the buffer goes to disk."""
+        allocated; raises ``ReplayMemoryError`` when the buffer fits nowhere. The job calls
+        it before the run directory exists, the method again when it makes the buffer.
+        ``unroll_length``: the learner's T; ``num_actions``: the policy's outputs;
+        ``quiet``: no message when the buffer goes to disk."""
         raise NotImplementedError(f"method {self.name!r} keeps no replay buffer")
 
     # -- events ----------------------------------------------------------------------

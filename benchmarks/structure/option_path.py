@@ -16,6 +16,10 @@ modules of the project the option passes through, in order:
   learner's constructor.
 * *returns*: stops in a module visited before (stops minus modules).
 
+``--where`` also prints the function of each stop (``module:qualname``), which tells why
+the option came back to a module. The record of issues 30 and 43 is in
+``benchmarks/results/LOG.md``.
+
 Every module of the project is imported before tracing starts (import-time code is not a
 stop). Example (the numbers of issue 30's closing note; ``--root`` measures another
 checkout, e.g. ``git worktree add /tmp/oldtree f56fd38``)::
@@ -57,6 +61,8 @@ class Tracer:
     def __init__(self, root: Path, values: dict[str, Any], lines: bool):
         self.root, self.values, self.lines = root, values, lines
         self.stops: dict[str, list[str]] = {option: [] for option in values}
+        self.where: dict[str, list[str]] = {option: [] for option in values}
+        """The function of each stop (``module:qualname``), for ``--where``."""
         self._tokens: dict[tuple[str, int], set[Any]] = {}
 
     def module(self, filename: str) -> str | None:
@@ -131,8 +137,13 @@ class Tracer:
             names = self.names(frame.f_code.co_filename, frame.f_lineno)
             for option in self.values:
                 if any(self.reads(frame, name, option) for name in names):
-                    self.stops[option].append(self.module(frame.f_code.co_filename))
+                    self.stop(option, self.module(frame.f_code.co_filename), frame)
         return self.on_line
+
+    def stop(self, option: str, module: str, frame: Any) -> None:
+        self.stops[option].append(module)
+        qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+        self.where[option].append(f"{module}:{qualname}")
 
     def on_call(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "call":
@@ -144,16 +155,17 @@ class Tracer:
             arguments = [(k, v) for k, v in frame.f_locals.items() if k != "self"]
             for option in self.values:
                 if any(self.handed(k, v, option) for k, v in arguments):
-                    self.stops[option].append(module)
+                    self.stop(option, module, frame)
         if getattr(frame.f_code, "co_qualname", "") in CONSTRUCTORS:  # Python >= 3.11
             for option in self.values:
-                self.stops[option].append(module)
+                self.stop(option, module, frame)
             raise _Built
         return self.on_line
 
 
-def trace(root: Path, argv: list[str], values: dict[str, Any], lines: bool) -> dict[str, list]:
-    """``{option: modules of its stops}`` of ``cl-suites <argv>`` (see the docstring)."""
+def trace(root: Path, argv: list[str], values: dict[str, Any], lines: bool) -> Tracer:
+    """The tracer after ``cl-suites <argv>``: ``.stops`` is ``{option: modules of its
+    stops}`` (see the docstring), ``.where`` the function of each stop."""
     sys.path.insert(0, str(root))
     for package in PACKAGES:
         importlib.import_module(package)
@@ -175,13 +187,14 @@ def trace(root: Path, argv: list[str], values: dict[str, Any], lines: bool) -> d
         finally:
             sys.settrace(None)
             threading.settrace(None)
-    return tracer.stops
+    return tracer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2])
     parser.add_argument("--lines", action="store_true", help="also lines that read it")
+    parser.add_argument("--where", action="store_true", help="also print each stop's function")
     parser.add_argument("argv", nargs=argparse.REMAINDER, help="-- run --suite ... (the CLI)")
     args = parser.parse_args()
     argv = [a for a in args.argv if a != "--"]
@@ -192,13 +205,17 @@ def main() -> None:
         "lam": float(value),
     }
     assert key in NAMES["lam"], "--set lam=X (or reg_coef=X for ppo-jax)"
-    stops = trace(args.root.resolve(), argv, values, args.lines)
-    for option, modules in stops.items():
+    tracer = trace(args.root.resolve(), argv, values, args.lines)
+    for option, modules in tracer.stops.items():
         path = [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
         print(
             f"{option}: {len(path)} stops in {len(set(path))} modules, "
             f"{len(path) - len(set(path))} returns\n    " + " > ".join(path)
         )
+        if args.where:
+            where = tracer.where[option]
+            functions = [w for i, w in enumerate(where) if i == 0 or where[i - 1] != w]
+            print("    " + "\n    ".join(functions))
 
 
 if __name__ == "__main__":

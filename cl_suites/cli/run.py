@@ -94,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"{kind.name} runs are not resumable; start a new --run-dir")
     layout.check_run_dirs(run_dirs, args.resume)
     resolved = kind.resolve(request, progress=True)  # every bad value fails here
-    for note in kind.dry_run(resolved, run_dir):  # before the run dir exists
+    for note in kind.notes(resolved):
         output.err_console.print(note)
     try:
         with sigterm_as_interrupt():

@@ -179,7 +179,7 @@ class SequenceEnv(ScheduleAccessors, gym.Env):
         self.observation_space, self.action_space = own_spaces(sequence)
         self._valid_action = action_validator(self.action_space)
         self._action_masks = sequence.action_masks()
-        self.cursor = SequenceCursor(sequence, num_envs=1)
+        self.cursor = SequenceCursor(sequence, sequence.schedule(1))
         self._env: gym.Env | None = None
         self._records_episodes = False
         self._segment_info: dict[str, Any] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -171,6 +171,25 @@ class Segment:
         }
 
 
+class Schedule(tuple):  # tuple[Segment, ...]
+    """A task sequence cut for ``num_envs`` envs: its segments, in training order.
+
+    A tuple of :class:`Segment` (it compares, indexes and serialises as one) that also
+    knows the number of envs it was cut for, so that an env built from it follows it
+    without cutting the sequence again (``TaskSequence.schedule`` makes them).
+    """
+
+    num_envs: int
+
+    def __new__(cls, segments: Iterable[Segment] = (), num_envs: int = 1) -> Schedule:
+        schedule = super().__new__(cls, segments)
+        schedule.num_envs = int(num_envs)
+        return schedule
+
+    def __repr__(self) -> str:
+        return f"Schedule({tuple(self)!r}, num_envs={self.num_envs})"
+
+
 @dataclass(frozen=True)
 class TaskSequence:
     """An ordered list of tasks, played ``cycles`` times, with an evaluation cadence.
@@ -267,7 +286,7 @@ class TaskSequence:
         if self.preflight is not None:
             self.preflight()
 
-    def schedule(self, num_envs: int = 1) -> tuple[Segment, ...]:
+    def schedule(self, num_envs: int = 1) -> Schedule:
         """Which task trains over which agent-step range, in training order.
 
         With ``num_envs`` sub-environments the env counts ``num_envs`` agent steps per
@@ -285,7 +304,32 @@ class TaskSequence:
                     Segment(len(segments), cycle, task_id, task.name, start, start + steps)
                 )
                 start += steps
-        return tuple(segments)
+        return Schedule(segments, num_envs)
+
+    def follow(self, num_envs: int | None = None, schedule: Schedule | None = None) -> Schedule:
+        """The schedule an env of this sequence follows: ``schedule``, cut already (by the
+        job, which needs it before any env exists), or the sequence cut for ``num_envs``;
+        one of them, or both when they agree."""
+        if schedule is None:
+            if num_envs is None:
+                raise ValueError(f"{self.name}: give num_envs or a schedule to follow")
+            return self.schedule(num_envs)
+        if not isinstance(schedule, Schedule):
+            raise TypeError(
+                f"schedule must be a Schedule (TaskSequence.schedule(num_envs)), got "
+                f"{type(schedule).__name__}"
+            )
+        if num_envs is not None and num_envs != schedule.num_envs:
+            raise ValueError(
+                f"num_envs {num_envs!r} disagrees with the schedule's {schedule.num_envs} envs"
+            )
+        names = [t.name for t in self.tasks] * self.cycles
+        if [segment.task_name for segment in schedule] != names:
+            raise ValueError(
+                f"the schedule ({len(schedule)} segments) is not one of {self.name} "
+                f"({len(self.tasks)} tasks x {self.cycles} cycles)"
+            )
+        return schedule
 
     @property
     def total_steps(self) -> int:
@@ -333,13 +377,14 @@ class SequenceCursor:
     """The position of a run in its schedule; one shared piece for every sequence env.
 
     ``advance(n)`` counts ``n`` agent steps in the current segment and reports whether
-    its budget is spent; ``next_segment()`` moves on and notifies subscribers.
+    its budget is spent; ``next_segment()`` moves on and notifies subscribers. It follows
+    ``schedule`` (``sequence.follow(...)``), cut for ``schedule.num_envs`` envs.
     """
 
-    def __init__(self, sequence: TaskSequence, num_envs: int = 1):
+    def __init__(self, sequence: TaskSequence, schedule: Schedule):
         self.sequence = sequence
-        self.num_envs = check_positive_int("num_envs", num_envs)
-        self.segments = sequence.schedule(num_envs)
+        self.segments = schedule
+        self.num_envs = schedule.num_envs
         self._listeners: list[TaskSwitchCallback] = []
         self.run_seed: int | None = None
         self.restart()

@@ -28,6 +28,7 @@ from cl_suites.core.sequence_env import (
 from cl_suites.core.task import (
     RENDER_MODES,
     TASK_EPISODE_KEY,
+    Schedule,
     ScheduleAccessors,
     Segment,
     SequenceCursor,
@@ -182,7 +183,9 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
 
     Args:
         sequence: the task sequence.
-        num_envs: number of sub-envs.
+        num_envs: number of sub-envs (or give ``schedule``).
+        schedule: the schedule to follow, ``sequence.schedule(num_envs)`` cut already
+            (the job's); the env then has ``schedule.num_envs`` sub-envs.
         vectorization_mode: for tasks without a native batched backend, ``"sync"``
             (one process), ``"async"`` (one worker process per sub-env) or ``"workers"``
             (``env_workers`` processes, each stepping a chunk of the sub-envs).
@@ -200,10 +203,12 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     def __init__(
         self,
         sequence: TaskSequence,
-        num_envs: int,
+        num_envs: int | None = None,
         vectorization_mode: VectorizationMode = "sync",
         render_mode: str | None = None,
         env_workers: int | None = None,
+        *,
+        schedule: Schedule | None = None,
     ):
         sequence.check_installed()
         if vectorization_mode not in VECTORIZATION_MODES:
@@ -214,7 +219,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self.render_mode = check_render_mode(render_mode)
         self.metadata = {**type(self).metadata, "render_fps": sequence.render_fps}
         self.sequence = sequence
-        self.cursor = SequenceCursor(sequence, num_envs=num_envs)
+        self.cursor = SequenceCursor(sequence, sequence.follow(num_envs, schedule))
         self.num_envs = self.cursor.num_envs
         self.vectorization_mode = vectorization_mode
         self.env_workers = env_workers

@@ -37,7 +37,7 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.cl import attach_method, make_method, method_class
+from baselines_sb3.cl import ContinualMethod, attach_method, make_method, method_class
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.plasticity import PlasticityCallback, policy_probe
@@ -172,12 +172,13 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         return
 
     th.manual_seed(seed)
+    cl = build_method(spec, seed, run_dir)  # a replay buffer that fits nowhere: refused here
     print(f"device: {spec.device} (device={job.device})", flush=True)
     before = directory_entries(run_dir)
     run_log = RunLog(run_dir, metadata, resume=resume)
     built: dict[str, Any] = {}
     try:
-        _train_torch(spec, seed, run_dir, run_log, state, ckpt_file, built)
+        _train_torch(spec, seed, cl, run_dir, run_log, state, ckpt_file, built)
     except BaseException:
         run_log.close()
         if not resume and getattr(built.get("model"), "num_timesteps", 0) == 0:
@@ -186,17 +187,39 @@ def _run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     _write_report(run_dir, job)
 
 
+def build_method(spec: JobSpec, seed: int, run_dir: Path) -> ContinualMethod:
+    """The run's CL method, built once, before the run directory exists. A method that
+    keeps replay buffers (CLEAR; CORA's EWC, online EWC and P&C) keeps them in RAM if they
+    fit, else in ``run_dir/replay`` (the job option ``replay_on_disk``), and the memory
+    guard plans them now: a buffer that fits nowhere raises ``ReplayMemoryError`` before
+    anything is written (``baselines_sb3.cl.storage``)."""
+    kwargs = dict(spec.hp["method"])
+    if method_class(spec.method, kwargs.get("variant")).keeps_replay:
+        storage = replay_storage(spec.options.replay_on_disk)
+        kwargs.update(disk_dir=run_dir / "replay", storage=storage)
+    method = make_method(spec.method, seed=int(seed), **kwargs)
+    if method.keeps_replay:
+        method.plan_storage(
+            int(spec.hp["learner"].get("n_steps", 20)),
+            spec.sequence.observation_space,
+            int(spec.sequence.action_space.n),
+            quiet=True,
+        )
+    return method
+
+
 def _train_torch(
     spec: JobSpec,
     seed: int,
+    cl: ContinualMethod,
     run_dir: Path,
     run_log: RunLog,
     state: dict[str, Any] | None,
     ckpt_file: Path | None,
     built: dict[str, Any],
 ) -> None:
-    """Build the training env, the method and the learner of ``spec`` and train them,
-    logging into ``run_log``; ``built["model"]`` is the learner once it exists (its
+    """Build the training env and the learner of ``spec`` and train them with the method
+    ``cl``, logging into ``run_log``; ``built["model"]`` is the learner once it exists (its
     ``num_timesteps``: the steps taken)."""
     sequence, job, hp = spec.sequence, spec.options, spec.hp
     agents = spec.num_agents
@@ -206,12 +229,6 @@ def _train_torch(
     env, task_wrapper = wrap_env(
         sb3_env, sequence, hp, multi_head=spec.multi_head, task_id_input=spec.task_id_input
     )
-    method_kwargs = dict(hp["method"])
-    # replay buffers (CLEAR; CORA's EWC, online EWC, P&C): RAM if they fit, else RUN_DIR/replay
-    if method_class(spec.method, method_kwargs.get("variant")).keeps_replay:
-        storage = replay_storage(job.replay_on_disk)
-        method_kwargs.update(disk_dir=run_dir / "replay", storage=storage)
-    cl = make_method(spec.method, seed=int(seed), **method_kwargs)
     model = build_model(
         spec.learner,
         env,
@@ -438,7 +455,7 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
     runtime = spec.suite.runtime
     env, eval_source = runtime.vector_env(
         spec.instance,
-        spec.num_envs,
+        spec.schedule,
         spec.options.vectorization_mode,
         rollout_steps=rollout_steps(spec.hp),
         env_workers=spec.options.env_workers,

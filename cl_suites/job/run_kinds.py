@@ -2,8 +2,9 @@
 learner and CL method of the main job) and the random agent (``--method random``).
 
 The command line asks the entry of its run (:func:`run_kind`) to resolve the request,
-describe it (``--print-config``), list its options (``cl-suites options``), check what a
-dry run can (the replay memory) and start it; it never asks which kind it holds.
+describe it (``--print-config``), list its options (``cl-suites options``), give its notes
+and start it; it never asks which kind it holds. (A replay buffer that fits nowhere is
+refused by the main job itself, before the run directory exists: ``build_method``.)
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class RunKind(Protocol):
         """What ``--print-config`` prints (``head``: the seed(s) and run directories)."""
         ...
 
-    def dry_run(self, resolved: Any, run_dir: Path) -> list[str]:
-        """Checks before the run directory is created; notes to print."""
+    def notes(self, resolved: Any) -> list[str]:
+        """Notes to print before the run starts."""
         ...
 
     def start(self, resolved: Any, run_dirs: Sequence[Path], resume: bool) -> None:
@@ -83,11 +84,8 @@ class TrainedRun:
             **described,
         }
 
-    def dry_run(self, resolved: Any, run_dir: Path) -> list[str]:
-        from cl_suites.job.memory import check_replay_memory
-
+    def notes(self, resolved: Any) -> list[str]:
         request, specs = resolved
-        check_replay_memory(specs[0], run_dir)
         if len(specs) > 1 and "layout_seed" not in request.overrides:
             return [_shared_kitchens_note(request.run_seeds, specs[0])]
         return []
@@ -155,7 +153,7 @@ class RandomAgent:
             **{k: resolved[k] for k in ("num_envs", "suite_kwargs", "job")},
         }
 
-    def dry_run(self, resolved: Any, run_dir: Path) -> list[str]:
+    def notes(self, resolved: Any) -> list[str]:
         return []
 
     def start(self, resolved: Any, run_dirs: Sequence[Path], resume: bool) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from cl_suites.core.task import (
     TASK_EPISODE_KEY,
+    Schedule,
     ScheduleAccessors,
     SequenceCursor,
     check_positive_int,
@@ -88,7 +89,8 @@ class MealBatchedEnv(ScheduleAccessors):
     Steps are **env steps** (one joint action = one step): a call counts ``M`` steps
     against the current task's budget, and every env switches task at the first call that
     spends it (``SequenceCursor`` with ``num_envs=M``, see ``schedule()``). An episode ends
-    after ``episode_len`` steps (truncation) or at a task switch (truncation).
+    after ``episode_len`` steps (truncation) or at a task switch (truncation). Give
+    ``num_envs``, or ``schedule``, the sequence cut for ``M`` envs already (the job's).
 
     With ``autoreset=True`` (same-step autoreset) the observations returned at an
     episode end already start the next episode (or task); the last ones are in
@@ -128,15 +130,16 @@ class MealBatchedEnv(ScheduleAccessors):
     def __init__(
         self,
         suite: MealSuite,
-        num_envs: int,
+        num_envs: int | None = None,
         *,
+        schedule: Schedule | None = None,
         autoreset: bool = True,
         engine: MealEngine | None = None,
         rollout_steps: int = 1,
     ):
         self.suite = suite
         self.sequence = suite.sequence
-        self.cursor = SequenceCursor(suite.sequence, num_envs)
+        self.cursor = SequenceCursor(suite.sequence, suite.sequence.follow(num_envs, schedule))
         self.num_envs = self.cursor.num_envs
         self.num_agents = suite.num_agents
         self.agents = suite.agents

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.core.task import check_positive_int
+from cl_suites.core.task import Schedule, check_positive_int
 from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
 from cl_suites.suites import MEAL_ID, SUITE_TEMPLATES, SuiteInfo
 from cl_suites.suites.runtime import ENV_STEPS, EvalDefaults
@@ -84,7 +84,7 @@ class MealRuntime:
     def vector_env(
         self,
         instance: MealSuite,
-        num_envs: int,
+        schedule: Schedule,
         vectorization_mode: str,
         rollout_steps: int | None = None,
         env_workers: int | None = None,
@@ -96,7 +96,7 @@ class MealRuntime:
         from cl_suites.meal.batched import MealBatchedEnv
         from cl_suites.meal.evaluation import MealEvalSource
 
-        batched = MealBatchedEnv(instance, num_envs, rollout_steps=rollout_steps or 1)
+        batched = MealBatchedEnv(instance, schedule=schedule, rollout_steps=rollout_steps or 1)
         return batched, MealEvalSource(instance, batched.engine)
 
     def sb3_view(

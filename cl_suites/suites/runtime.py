@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cl_suites.core.task import TaskSequence
+from cl_suites.core.task import Schedule, TaskSequence
 
 if TYPE_CHECKING:
     from cl_suites.suites import SuiteInfo
@@ -128,16 +128,17 @@ class SuiteRuntime(Protocol):
     def vector_env(
         self,
         instance: SuiteInstance,
-        num_envs: int,
+        schedule: Schedule,
         vectorization_mode: str,
         rollout_steps: int | None = None,
         env_workers: int | None = None,
     ) -> tuple[Any, Any]:
-        """``(env, eval source)``: the env of ``num_envs`` envs that keeps the schedule
-        (``.cursor``, ``.step``) and the evaluator's env source (``None``: the core
-        ``Evaluator`` builds envs from the tasks' factories). ``rollout_steps``: steps per
-        env of one learner update (MEAL holds its shaping weight for a whole update);
-        ``env_workers``: worker processes of ``vectorization_mode="workers"``."""
+        """``(env, eval source)``: the env that follows ``schedule`` (the sequence cut for
+        ``schedule.num_envs`` envs; ``.cursor``, ``.step``) and the evaluator's env source
+        (``None``: the core ``Evaluator`` builds envs from the tasks' factories).
+        ``rollout_steps``: steps per env of one learner update (MEAL holds its shaping
+        weight for a whole update); ``env_workers``: worker processes of
+        ``vectorization_mode="workers"``."""
         ...
 
     def sb3_view(
@@ -180,7 +181,7 @@ class VectorRuntime:
     def vector_env(
         self,
         instance: SuiteInstance,
-        num_envs: int,
+        schedule: Schedule,
         vectorization_mode: str,
         rollout_steps: int | None = None,
         env_workers: int | None = None,
@@ -188,7 +189,10 @@ class VectorRuntime:
         from cl_suites.core.vector import SequenceVectorEnv
 
         env = SequenceVectorEnv(
-            instance.sequence, num_envs, vectorization_mode, env_workers=env_workers
+            instance.sequence,
+            vectorization_mode=vectorization_mode,
+            env_workers=env_workers,
+            schedule=schedule,
         )
         return env, None
 

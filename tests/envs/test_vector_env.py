@@ -122,3 +122,42 @@ def test_sb3_adapter_reports_terminal_observations_and_switches():
     assert infos[0]["terminal_observation"][0] == 0 and obs[0][0] == 10  # old task, new task
     assert infos[0]["task_switched"] is True and infos[0]["task_id"] == 1
     assert infos[1]["episode"] == {"r": 4.0, "l": 3, "task_id": 0}
+
+
+# -- the schedule, cut once: the job cuts it, the env follows it ---------------------------------
+def test_a_schedule_is_the_segments_tuple_that_knows_its_envs():
+    import copy
+    import json
+    import pickle
+
+    from cl_suites.core.task import Schedule
+
+    schedule = toy_sequence(num_tasks=2, budget=10, cycles=1).schedule(4)
+    assert isinstance(schedule, Schedule) and schedule.num_envs == 4
+    assert schedule == tuple(schedule) and [s.end_step for s in schedule] == [12, 24]
+    assert json.loads(json.dumps([s.as_dict() for s in schedule]))[1]["end_step"] == 24
+    for copied in (pickle.loads(pickle.dumps(schedule)), copy.deepcopy(schedule)):
+        assert isinstance(copied, Schedule) and copied == schedule and copied.num_envs == 4
+    assert repr(schedule).startswith("Schedule((Segment(") and repr(schedule).endswith("4)")
+
+
+def test_an_env_follows_the_schedule_it_is_handed_without_cutting_it_again():
+    sequence = toy_sequence(num_tasks=2, budget=10, cycles=1)
+    schedule = sequence.schedule(4)
+    env = SequenceVectorEnv(sequence, schedule=schedule)
+    assert env.num_envs == 4 and env.cursor.segments is schedule
+    assert SequenceVectorEnv(sequence, 4, schedule=schedule).cursor.segments is schedule
+    env.close()
+
+
+def test_a_schedule_that_does_not_fit_the_env_is_refused_by_name():
+    sequence = toy_sequence(num_tasks=2, budget=10, cycles=1)
+    with pytest.raises(ValueError, match="num_envs 2 disagrees with the schedule's 4 envs"):
+        SequenceVectorEnv(sequence, 2, schedule=sequence.schedule(4))
+    other = toy_sequence(num_tasks=3, budget=10, cycles=1)
+    with pytest.raises(ValueError, match=r"the schedule \(3 segments\) is not one of .*2 tasks"):
+        SequenceVectorEnv(sequence, schedule=other.schedule(4))
+    with pytest.raises(TypeError, match="schedule must be a Schedule .* got tuple"):
+        SequenceVectorEnv(sequence, schedule=tuple(sequence.schedule(4)))
+    with pytest.raises(ValueError, match="give num_envs or a schedule"):
+        SequenceVectorEnv(sequence)

@@ -426,6 +426,35 @@ def test_main_job_moves_a_buffer_that_does_not_fit_to_disk(tmp_path, monkeypatch
     assert read_metadata(run_dir)["method"] == "clear"
 
 
+def test_the_job_builds_the_method_once_and_hands_the_env_the_schedule_it_cut(
+    tmp_path, monkeypatch
+):
+    """One pass down the stack (issue 43): the replay guard plans the method the run
+    trains with, and the training env follows the job's schedule instead of a new cut."""
+    from cl_suites.job import main_job
+
+    made, built = [], []
+    make_method, training_env = main_job.make_method, main_job._training_env
+
+    def counted(name, **kwargs):
+        made.append(name)
+        return make_method(name, **kwargs)
+
+    def spied(spec):
+        envs = training_env(spec)
+        built.append((spec, envs[0]))
+        return envs
+
+    monkeypatch.setattr(main_job, "make_method", counted)
+    monkeypatch.setattr(main_job, "_training_env", spied)
+    argv = ["run", *TINY, "--method", "clear", "--num-envs", "2", "--steps-per-task", "256",
+            "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == 0
+    ((spec, env),) = built
+    assert made == ["clear"]
+    assert env.cursor.segments is spec.schedule and spec.schedule.num_envs == 2
+
+
 # -- the same guard for CORA's Fisher buffers (EWC, online EWC) and P&C's buffer --------------
 @pytest.mark.parametrize("method", ["ewc", "online-ewc", "pnc"])
 def test_fisher_buffers_go_to_disk_or_are_refused_with_sizes(method, tmp_path, monkeypatch, caplog):
