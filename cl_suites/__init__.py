@@ -8,7 +8,14 @@ from __future__ import annotations
 from cl_suites.api import make_env, make_sequence, make_vec, schedule
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.sequence_env import SequenceEnv
-from cl_suites.core.task import Segment, SequenceDoneError, TaskSequence, TaskSpec, TaskSwitch
+from cl_suites.core.task import (
+    Schedule,
+    Segment,
+    SequenceDoneError,
+    TaskSequence,
+    TaskSpec,
+    TaskSwitch,
+)
 from cl_suites.core.vector import SequenceVectorEnv, set_sb3_view
 from cl_suites.errors import silence_legacy_gym_banner
 from cl_suites.recorder import Recorder
@@ -24,6 +31,7 @@ __all__ = [
     "Evaluator",
     "Recorder",
     "RunLog",
+    "Schedule",
     "Segment",
     "SequenceDoneError",
     "SequenceEnv",
