@@ -23,8 +23,10 @@ the caller takes the dense path.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import scipy.sparse
@@ -134,21 +136,46 @@ def sparse_rows(
     return rows if rows.density <= MAX_DENSITY else None
 
 
-_TABLES: dict[int, tuple[weakref.ref, int, th.Tensor]] = {}
+class _TableCache(threading.local):
+    """The weight tables of one :func:`reuse_tables` scope (per thread)."""
+
+    depth = 0
+    tables: dict[int, tuple[weakref.ref, int, int, th.Tensor]]
+
+    def __init__(self) -> None:
+        self.tables = {}
+
+
+_CACHE = _TableCache()
+
+
+@contextlib.contextmanager
+def reuse_tables() -> Iterator[None]:
+    """Within this scope, forward passes without autograd reuse each weight's table (a
+    rollout: one table per weight instead of one per step). The caller vouches that the
+    weights do not change within it: a weight's version counter cannot be trusted to say
+    so (a fused optimizer step, ``torch.optim.Adam(fused=True)``, and writes through
+    ``.data`` leave it unchanged), so outside a scope every pass makes a fresh table."""
+    _CACHE.depth += 1
+    try:
+        yield
+    finally:
+        _CACHE.depth -= 1
+        if _CACHE.depth == 0:
+            _CACHE.tables.clear()
 
 
 def _table(weight: th.Tensor) -> th.Tensor:
-    """``weight.T`` as a contiguous ``(in, out)`` table; without autograd, cached until the
-    weight changes (rollout steps reuse it)."""
-    if th.is_grad_enabled():
+    """``weight.T`` as a contiguous ``(in, out)`` table: made anew for every pass, except
+    without autograd inside :func:`reuse_tables`."""
+    if th.is_grad_enabled() or not _CACHE.depth:
         return weight.detach().t().contiguous()
-    cached = _TABLES.get(id(weight))
-    if cached is not None and cached[0]() is weight and cached[1] == weight._version:
-        return cached[2]
+    key = (weight._version, weight.data_ptr())
+    cached = _CACHE.tables.get(id(weight))
+    if cached is not None and cached[0]() is weight and cached[1:3] == key:
+        return cached[3]
     table = weight.detach().t().contiguous()
-    if len(_TABLES) > 64:
-        _TABLES.clear()
-    _TABLES[id(weight)] = (weakref.ref(weight), weight._version, table)
+    _CACHE.tables[id(weight)] = (weakref.ref(weight), *key, table)
     return table
 
 

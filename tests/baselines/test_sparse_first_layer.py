@@ -7,7 +7,7 @@ import torch as th
 from torch.nn import functional as F
 
 from baselines_sb3.networks import SeparateTrunks
-from baselines_sb3.sparse import SparseRows, sparse_linear, sparse_rows
+from baselines_sb3.sparse import SparseRows, reuse_tables, sparse_linear, sparse_rows
 
 
 def _observations(rows: int = 64, width: int = 7 * 7 * 26, density: float = 0.03) -> th.Tensor:
@@ -143,3 +143,31 @@ def test_meal_ppo_trains_on_rows_found_once_per_rollout():
     )
     assert isinstance(model.rollout_buffer, SparseRowsRolloutBuffer)
     assert model.rollout_buffer.rows_of == model.policy.sparse_features
+
+
+def _fused_adam_step(layer: th.nn.Linear) -> None:
+    optimizer = th.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    version = layer.weight._version
+    layer(th.ones(2, layer.in_features)).square().sum().backward()
+    optimizer.step()
+    assert layer.weight._version == version  # why the version counter cannot be trusted
+
+
+def test_passes_without_autograd_use_the_weights_after_a_fused_step():
+    x = _observations()
+    rows = SparseRows.build(x)
+    layer = th.nn.Linear(x.shape[1], 16)
+    with th.no_grad():
+        sparse_linear(rows, layer.weight, layer.bias)  # a first pass, as a rollout's
+    _fused_adam_step(layer)
+    with th.no_grad():
+        expected = F.linear(x.float(), layer.weight, layer.bias)
+        th.testing.assert_close(sparse_linear(rows, layer.weight, layer.bias), expected)
+        with reuse_tables():  # a rollout after the update: its own table
+            first = sparse_linear(rows, layer.weight, layer.bias)
+            th.testing.assert_close(first, expected)
+            th.testing.assert_close(sparse_linear(rows, layer.weight, layer.bias), first)
+    _fused_adam_step(layer)
+    with th.no_grad(), reuse_tables():  # the next rollout does not see the last one's table
+        expected = F.linear(x.float(), layer.weight, layer.bias)
+        th.testing.assert_close(sparse_linear(rows, layer.weight, layer.bias), expected)
