@@ -44,7 +44,7 @@ from baselines_sb3.networks import FEATURE_EXTRACTORS
 from baselines_sb3.policies import ACTION_MASK_MODES
 from baselines_sb3.running_stats import REWARD_STD_COUNTS
 from cl_suites.config import argument_docs, check_names, check_seeds, keyword_defaults
-from cl_suites.core.task import Segment, TaskSequence
+from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import hyperparameters, presets
@@ -493,8 +493,9 @@ class JobSpec:
         return self.instance if self.suite.family == "meal" else None
 
     @cached_property
-    def schedule(self) -> tuple[Segment, ...]:
-        """The run's schedule: ``sequence`` cut for ``num_envs`` envs (computed once)."""
+    def schedule(self) -> Schedule:
+        """The run's schedule: ``sequence`` cut for ``num_envs`` envs (computed once; the
+        training env follows it, ``runtime.vector_env``)."""
         return self.sequence.schedule(self.num_envs)
 
     @property
@@ -565,6 +566,20 @@ def own_method_options(method: str) -> dict[str, MethodOption]:
     return plugin_options(method, method_class(method), reserved_option_names())
 
 
+def _check_own_options(method: str, own: Mapping[str, MethodOption], info: SuiteInfo) -> None:
+    """Refuse an own method's option named like an option of this run's suite: the run
+    gives a method its options before the suite (``hyperparameters.route_overrides``), so
+    the suite would never get the value (``reserved_option_names`` covers every suite's
+    common options; this, the suite's own)."""
+    suite = suite_options(info) or {}
+    for name in own:
+        if name in suite:
+            raise MethodPluginError(
+                f"method {method!r} declares option {name!r}, which is also an option of "
+                f"suite {info.name}: the run would never pass it to the suite; rename it"
+            )
+
+
 def _check_choice(kind: str, value: str, valid: tuple[str, ...] | list[str]) -> None:
     if value not in valid:
         raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
@@ -630,6 +645,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
     info = find_suite(request.suite)
+    _check_own_options(method, own, info)
     builtin = is_builtin(method)
     if info.methods is not None and builtin:
         _check_choice(f"method for {info.preset_key}", method, info.methods)

@@ -232,6 +232,17 @@ class Reserved(ContinualMethod):
         super().__init__()
 
 
+class SuiteClash(ContinualMethod):
+    """A test plug-in.
+
+    Args:
+        show_task: a flag of its own (Diagnostic's suite has one of that name)
+    """
+
+    def __init__(self, show_task: bool = False):
+        super().__init__()
+
+
 class Good(ContinualMethod):
     """A test plug-in.
 
@@ -266,6 +277,7 @@ def bad_module(tmp_path, monkeypatch):
         ("BadType", "declares option 'lam' of type"),
         ("BadDefault", "declares option 'steps' with a default its type refuses"),
         ("Reserved", "declares option 'gamma', which is an option of learner"),
+        ("SuiteClash", "declares option 'show_task', which is also an option of suite Diagnostic"),
     ],
 )
 def test_a_plugin_that_cannot_be_used_gets_one_line_before_anything_is_built(
