@@ -106,14 +106,33 @@ def check_run_dirs(dirs: list[Path], resume: bool) -> None:
 
 def stored_request(run_dir: Path, suite_given: bool) -> dict[str, Any]:
     """The run keys and options of the run in ``run_dir`` that ``--resume`` continues, from
-    its ``metadata.json`` (``{}`` when it holds no run yet; without ``suite_given``, a
-    directory with nothing to resume is refused, saying why)."""
-    if not (Path(run_dir) / METADATA_FILE).is_file():
+    its ``metadata.json``, or, for a several-seed run's directory, from its seeds' (with
+    ``seeds``: every ``seed-<s>`` directory in it). ``{}`` when it holds no run yet;
+    without ``suite_given``, a directory with nothing to resume is refused, saying why."""
+    run_dir = Path(run_dir)
+    if not (run_dir / METADATA_FILE).is_file():
+        seeds = seeds_in(run_dir)
+        started = [s for s in seeds if holds_run(run_dir / f"seed-{s}")]
+        if started:
+            return _stored_seeds(run_dir, seeds, started)
         if not suite_given:
-            check_run_dir(Path(run_dir), resume=True)  # says why there is nothing to resume
+            check_run_dir(run_dir, resume=True)  # says why there is nothing to resume
         return {}
+    return _stored(run_dir)
+
+
+def seeds_in(run_dir: Path) -> list[int]:
+    """The seeds of the ``seed-<s>`` directories in ``run_dir`` (a several-seed run's), in
+    ascending order (``[]`` for any other directory)."""
+    if not run_dir.is_dir():
+        return []
+    names = (p.name.removeprefix("seed-") for p in run_dir.iterdir() if p.is_dir())
+    return sorted(int(n) for n in names if n.isdigit() and str(int(n)) == n)
+
+
+def _stored(run_dir: Path) -> dict[str, Any]:
     try:
-        metadata = read_metadata(Path(run_dir))
+        metadata = read_metadata(run_dir)
     except Exception:  # an unreadable file is refused with its own message later
         return {}
     if not isinstance(metadata, dict) or "suite_id" not in metadata:
@@ -121,3 +140,20 @@ def stored_request(run_dir: Path, suite_given: bool) -> dict[str, Any]:
     keys = {k: metadata[k] for k in STORED_RUN_KEYS if k in metadata}
     request = metadata.get("request") or {}
     return {**dict(request.get("overrides") or {}), "suite": metadata["suite_id"], **keys}
+
+
+def _stored_seeds(run_dir: Path, seeds: list[int], started: list[int]) -> dict[str, Any]:
+    """The request of a several-seed run from the seeds that started (they agree on
+    everything but the seed; a seed killed before its first file starts over)."""
+    first, *others = [(s, _stored(run_dir / f"seed-{s}")) for s in started]
+    request = {k: v for k, v in first[1].items() if k != "seed"}
+    for seed, stored in others:
+        mine = {k: v for k, v in stored.items() if k != "seed"}
+        if mine != request:
+            key = next(k for k in sorted({*mine, *request}) if mine.get(k) != request.get(k))
+            raise RunDirConflictError(
+                f"cannot resume {run_dir}: its seed runs disagree on {key!r} "
+                f"(seed-{first[0]}: {request.get(key)!r}, seed-{seed}: {mine.get(key)!r}); "
+                "resume each seed directory on its own"
+            )
+    return {**request, "seeds": seeds}

@@ -353,6 +353,29 @@ def test_print_config_of_several_seeds(capsys):
     assert config["suite_kwargs"]["layout_seed"] == 2  # the first seed's kitchens
 
 
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_resume_takes_a_seeds_run_from_its_directory_alone(group, capsys):
+    """``--resume --run-dir DIR`` of a ``--seeds`` run: the seeds are its ``seed-<s>``
+    directories, the rest of the command their ``metadata.json``."""
+    assert main(["run", "--resume", "--run-dir", str(group), "--print-config"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert (config["suite"], config["learner"], config["seeds"]) == ("MEAL-2", "ppo-jax", [0, 3])
+    assert config["run_dirs"] == [str(group / "seed-0"), str(group / "seed-3")]
+    assert config["suite_kwargs"]["layout_seed"] == 0  # the group's kitchens
+
+
+def test_seed_runs_that_disagree_are_not_resumed_as_one(tmp_path, capsys):
+    for seed, method in ((1, "ft"), (2, "ewc")):
+        (tmp_path / f"seed-{seed}").mkdir()
+        metadata = {"suite_id": "MEAL-2", "method": method, "learner": "ppo-jax",
+                    "preset": "small", "seed": seed, "request": {"overrides": {}}}  # fmt: skip
+        (tmp_path / f"seed-{seed}" / "metadata.json").write_text(json.dumps(metadata))
+    assert main(["run", "--resume", "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"cannot resume {tmp_path}: its seed runs disagree on 'method'" in err
+    assert "(seed-1: 'ft', seed-2: 'ewc'); resume each seed directory on its own" in err
+
+
 def test_sweep_trains_the_seeds_of_one_meal_configuration_together():
     from cl_suites.sweep.grid import SweepSpec, seed_groups
 
