@@ -28,6 +28,8 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
+from baselines_sb3.sparse import reuse_tables
+
 
 def observations_as_tensor(obs: Any, device: th.device | str) -> Any:
     """``obs`` (numpy, torch, or a dict of them) as torch tensors on ``device``; a tensor
@@ -119,7 +121,10 @@ class DeviceObservations:
 class DeviceRolloutCollector:
     """Mixin for an SB3 ``OnPolicyAlgorithm``: with ``device_observations`` (the env hands
     torch tensors on the policy's device), ``collect_rollouts`` is SB3's with the
-    observations fed to the policy and the buffer as they come; otherwise SB3's own."""
+    observations fed to the policy and the buffer as they come; otherwise SB3's own.
+    Either way the weights do not change within a rollout, so sparse first layers make
+    their weight table once for it, not once per step
+    (:func:`baselines_sb3.sparse.reuse_tables`)."""
 
     device_observations: bool = False
 
@@ -130,9 +135,10 @@ class DeviceRolloutCollector:
         rollout_buffer: RolloutBuffer,
         n_rollout_steps: int,
     ) -> bool:
-        if not self.device_observations:
-            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)  # type: ignore[misc]
-        return _collect_on_device(self, env, callback, rollout_buffer, n_rollout_steps)
+        with reuse_tables():
+            if not self.device_observations:
+                return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)  # type: ignore[misc]
+            return _collect_on_device(self, env, callback, rollout_buffer, n_rollout_steps)
 
 
 def _collect_on_device(

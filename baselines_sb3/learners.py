@@ -33,11 +33,9 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
-from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
 from baselines_sb3.buffers import (
@@ -61,7 +59,6 @@ from baselines_sb3.device_rollout import (
 from baselines_sb3.plasticity import clip_grad_norm
 from baselines_sb3.policy_lag import PolicyLagLearner
 from baselines_sb3.running_stats import REWARD_STD_COUNTS, RunningRewardStd
-from baselines_sb3.sparse import reuse_tables
 from baselines_sb3.vtrace import vtrace_loss, vtrace_targets
 
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "linear-per-task", "linear-steps")
@@ -457,19 +454,6 @@ class ContinualPPO(TaskSwitchLearner, DeviceRolloutCollector, PPO):
             n_steps = int(kwargs.get("n_steps", 2048))
             kwargs["batch_size"] = max(1, n_steps * int(env.num_envs) // int(n_minibatches))
         super().__init__(*args, **kwargs)
-
-    def collect_rollouts(
-        self,
-        env: VecEnv,
-        callback: BaseCallback,
-        rollout_buffer: RolloutBuffer,
-        n_rollout_steps: int,
-    ) -> bool:
-        """One rollout (SB3's, or the device path's). The weights do not change within
-        it, so sparse first layers make their weight table once for it, not once per step
-        (:func:`baselines_sb3.sparse.reuse_tables`)."""
-        with reuse_tables():
-            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
     def _setup_model(self) -> None:
         dict_space = isinstance(self.observation_space, spaces.Dict)

@@ -24,6 +24,7 @@ from cl_suites.job.main_job import run_main_job
 from cl_suites.meal import device_observations
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_run_at
+from tests.helpers.meal_learner import meal_ft_learner
 from tests.meal.test_meal_job import JOB
 from tests.meal.test_meal_job import OVERRIDES as MEAL_JOB
 
@@ -142,23 +143,10 @@ def _learn(steps: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:
     the host copies of observations counted meanwhile."""
     import stable_baselines3.common.buffers as sb3_buffers
 
-    from baselines_sb3.cl import make_method
-    from baselines_sb3.factory import build_model, wrap_env
-    from cl_suites.job.main_job import _training_env, resolve_job
     from cl_suites.meal import batched, sb3_vec
 
-    spec = resolve_job(method="ft", overrides={**OVERRIDES, "episode_len": 20}, **JOB)
-    _, sb3_env, _ = _training_env(spec)
-    sb3_env.seed(0)
-    env, _ = wrap_env(
-        sb3_env, spec.sequence, spec.hp, multi_head=spec.multi_head,
-        task_id_input=spec.task_id_input,
-    )  # fmt: skip
-    model = build_model(
-        "ppo", env, spec.sequence, spec.hp, make_method("ft"), method="ft", seed=0,
-        multi_head=spec.multi_head, task_id_input=spec.task_id_input, device=spec.device,
-    )  # fmt: skip
-    copies = _HostCopies(spec.sequence.observation_space.shape)
+    model, env = meal_ft_learner(JOB, {**OVERRIDES, "episode_len": 20})
+    copies = _HostCopies(model.observation_space["obs"].shape)
     with monkeypatch.context() as patch:
         copies.watch(patch, batched, sb3_vec, sb3_buffers)
         model.learn(total_timesteps=steps * env.num_envs)

@@ -18,6 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 pytest.importorskip("meal")
 
+from tests.helpers.meal_learner import meal_ft_learner
 from tests.meal.test_meal_job import JOB
 from tests.meal.test_meal_job import OVERRIDES as MEAL_JOB
 
@@ -44,22 +45,8 @@ class _RolloutLogProbs(BaseCallback):
 
 @pytest.mark.parametrize("device_observations", [False, True], ids=["host", "device"])
 def test_rollouts_after_updates_sample_from_the_updated_policy(device_observations):
-    from baselines_sb3.cl import make_method
-    from baselines_sb3.factory import build_model, wrap_env
-    from cl_suites.job.main_job import _training_env, resolve_job
-
     overrides = {**MEAL_JOB, "episode_len": 20, "device_observations": device_observations}
-    spec = resolve_job(method="ft", overrides=overrides, **JOB)
-    _, sb3_env, _ = _training_env(spec)
-    sb3_env.seed(0)
-    env, _ = wrap_env(
-        sb3_env, spec.sequence, spec.hp, multi_head=spec.multi_head,
-        task_id_input=spec.task_id_input,
-    )  # fmt: skip
-    model = build_model(
-        "ppo", env, spec.sequence, spec.hp, make_method("ft"), method="ft", seed=0,
-        multi_head=spec.multi_head, task_id_input=spec.task_id_input, device=spec.device,
-    )  # fmt: skip
+    model, env = meal_ft_learner(JOB, overrides)
     assert model.policy._sparse_features and model.policy.optimizer.defaults["fused"]
     callback = _RolloutLogProbs()
     model.learn(total_timesteps=3 * model.n_steps * env.num_envs, callback=callback)
