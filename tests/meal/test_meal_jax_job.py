@@ -359,7 +359,8 @@ def test_resume_takes_a_seeds_run_from_its_directory_alone(group, capsys):
     directories, the rest of the command their ``metadata.json``."""
     assert main(["run", "--resume", "--run-dir", str(group), "--print-config"]) == 0
     config = json.loads(capsys.readouterr().out)
-    assert (config["suite"], config["learner"], config["seeds"]) == ("MEAL-2", "ppo-jax", [0, 3])
+    assert (config["learner"], config["seeds"]) == ("ppo-jax", [0, 3])
+    assert config["suite"] == "CLSuite/MEAL-2-v0"  # the run's suite_id
     assert config["run_dirs"] == [str(group / "seed-0"), str(group / "seed-3")]
     assert config["suite_kwargs"]["layout_seed"] == 0  # the group's kitchens
 
