@@ -43,8 +43,14 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from baselines_sb3.plasticity import TorchNetwork, TorchProbe
-from tests.helpers.plasticity_cases import CASES, TAUS, build, moved, our_diagnostics
+from tests.helpers.plasticity_cases import (
+    CASES,
+    TAUS,
+    build,
+    case_probe,
+    moved,
+    our_diagnostics,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PLASTICINE_FILES = ("plasticine_metrics", "plasticine/utils.py")
@@ -104,11 +110,7 @@ def redo(case: str) -> dict[str, float]:
     from dopamine.labs.redo import weight_recyclers as W
 
     net, x, _ = build(case)
-    probe = TorchProbe(
-        net,
-        [TorchNetwork("net", ("",), str(len(net) - 1), "policy")],
-        {"main": lambda m, obs, ids: (m(th.as_tensor(obs)), th.zeros(len(obs)))},
-    )
+    probe = case_probe(net)
     acts = probe.capture(x, np.zeros(len(x), np.int64))["net"].activations
     intermediates = {name: {"__call__": (jnp.asarray(a),)} for name, a in acts.items()}
     out: dict[str, float] = {}

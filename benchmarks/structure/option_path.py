@@ -60,7 +60,6 @@ class _Built(BaseException):
 class Tracer:
     def __init__(self, root: Path, values: dict[str, Any], lines: bool):
         self.root, self.values, self.lines = root, values, lines
-        self.stops: dict[str, list[str]] = {option: [] for option in values}
         self.where: dict[str, list[str]] = {option: [] for option in values}
         """The function of each stop (``module:qualname``), for ``--where``."""
         self._tokens: dict[tuple[str, int], set[Any]] = {}
@@ -140,8 +139,12 @@ class Tracer:
                     self.stop(option, self.module(frame.f_code.co_filename), frame)
         return self.on_line
 
+    @property
+    def stops(self) -> dict[str, list[str]]:
+        """``{option: the module of each stop}``."""
+        return {o: [w.split(":")[0] for w in where] for o, where in self.where.items()}
+
     def stop(self, option: str, module: str, frame: Any) -> None:
-        self.stops[option].append(module)
         qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
         self.where[option].append(f"{module}:{qualname}")
 

@@ -74,14 +74,19 @@ def moved(net: nn.Sequential, case: str) -> dict[str, th.Tensor]:
     }
 
 
-def our_diagnostics(case: str) -> dict[str, float]:
-    """Our diagnostics of ``case``, under the keys the references' values are pinned by."""
-    net, x, activation = build(case)
-    probe = TorchProbe(
+def case_probe(net: nn.Sequential) -> TorchProbe:
+    """The probe of a case's network: one network ``net``, its last layer the head."""
+    return TorchProbe(
         net,
         [TorchNetwork("net", ("",), str(len(net) - 1), "policy")],
         {"main": lambda m, obs, ids: (m(th.as_tensor(obs)), th.zeros(len(obs)))},
     )
+
+
+def our_diagnostics(case: str) -> dict[str, float]:
+    """Our diagnostics of ``case``, under the keys the references' values are pinned by."""
+    net, x, activation = build(case)
+    probe = case_probe(net)
     cap = probe.capture(x, np.zeros(len(x), np.int64))["net"]
     out: dict[str, float] = {}
     for tau in TAUS:
