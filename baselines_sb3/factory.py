@@ -30,12 +30,11 @@ from baselines_sb3.wrappers import (
     VecTimeLimitAsTermination,
 )
 from cl_suites.core.task import TaskSequence
-from cl_suites.declarations import TORCH_LEARNERS
 
-LEARNERS: tuple[str, ...] = TORCH_LEARNERS
-"""The torch learners' names (``cl_suites.declarations``)."""
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 _LEARNER_CLASSES = {"ppo": ContinualPPO, "vtrace": VTrace}
+LEARNERS: tuple[str, ...] = tuple(_LEARNER_CLASSES)
+"""The torch learners' names (each registered with the job: ``cl_suites.job.learners``)."""
 
 
 def learner_class(learner: str) -> type[OnPolicyAlgorithm]:

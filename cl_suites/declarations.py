@@ -1,4 +1,4 @@
-"""The names every layer reads: the CL methods, the learners and the random agent.
+"""The names every layer reads: the CL methods, MEAL's default learner and the random agent.
 
 Declared once here, in plain data (no torch, no JAX), so that the command line parses and
 prints ``--help`` without importing a learner family, and the families, the catalog and
@@ -8,6 +8,11 @@ the job read the same names. The classes behind the names live in their families
 
 from __future__ import annotations
 
+import difflib
+import importlib.metadata
+
+from cl_suites.errors import MethodPluginError
+
 RANDOM_METHOD = "random"
 """``--method random``: the random agent (``cl_suites.random_agent``), no learner."""
 CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
@@ -15,9 +20,39 @@ CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "l2", "mas", "pnc", "c
 MEAL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
 """The CL methods MEAL's baselines define (their values: ``cl_suites.job.presets``; the
 JAX IPPO compiles these)."""
-TORCH_LEARNERS: tuple[str, ...] = ("ppo", "vtrace")
-"""The stable-baselines3/torch learners (``baselines_sb3.factory``)."""
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
-LEARNERS: tuple[str, ...] = (*TORCH_LEARNERS, JAX_LEARNER)
-"""Every ``--learner`` name (``cl_suites.job.learners.LEARNER_ENTRIES`` holds their entries)."""
+
+ENTRY_POINT_GROUP = "cl_suites.methods"
+"""The entry-point group of installed own methods (``name = "package.module:Class"``)."""
+
+
+def is_plugin_spec(name: str) -> bool:
+    """``name`` has the form ``package.module:Class`` (an own method)."""
+    return ":" in name
+
+
+def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """The entry points of :data:`ENTRY_POINT_GROUP`, by name."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def unknown_method_error(name: str, builtin: tuple[str, ...]) -> MethodPluginError:
+    """The error for a ``--method`` that is neither built in nor a plug-in: the valid
+    names, a did-you-mean, and how to name an own method."""
+    installed = tuple(installed_plugins())
+    known = (*builtin, *installed)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    own = f"; installed plug-ins: {', '.join(installed)}" if installed else ""
+    return MethodPluginError(
+        f"unknown method {name!r}{hint}; valid: {', '.join(builtin)}{own}, or an own "
+        "ContinualMethod as package.module:Class"
+    )
+
+
+def check_method_name(name: str) -> None:
+    """``MethodPluginError`` (did-you-mean, the valid names) for a ``--method`` that is
+    neither a built-in CL method, nor ``package.module:Class``, nor an installed plug-in."""
+    if name not in CL_METHODS and not is_plugin_spec(name) and name not in installed_plugins():
+        raise unknown_method_error(name, CL_METHODS)

@@ -18,42 +18,27 @@ constructor.
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import importlib.metadata
 import os
 import sys
 from functools import cache
 
 from baselines_sb3.cl.base import ContinualMethod
+from cl_suites.declarations import (
+    ENTRY_POINT_GROUP,
+    installed_plugins,
+    is_plugin_spec,
+    unknown_method_error,
+)
 from cl_suites.errors import MethodPluginError
 
-ENTRY_POINT_GROUP = "cl_suites.methods"
-"""The entry-point group of installed own methods (``name = "package.module:Class"``)."""
-
-
-def is_plugin_spec(name: str) -> bool:
-    """``name`` has the form ``package.module:Class``."""
-    return ":" in name
-
-
-def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
-    """The entry points of :data:`ENTRY_POINT_GROUP`, by name."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def unknown_method_error(name: str, builtin: tuple[str, ...]) -> MethodPluginError:
-    """The error for a ``--method`` that is neither built in nor a plug-in: the valid
-    names, a did-you-mean, and how to name an own method."""
-    installed = tuple(installed_plugins())
-    known = (*builtin, *installed)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    own = f"; installed plug-ins: {', '.join(installed)}" if installed else ""
-    return MethodPluginError(
-        f"unknown method {name!r}{hint}; valid: {', '.join(builtin)}{own}, or an own "
-        "ContinualMethod as package.module:Class"
-    )
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "installed_plugins",
+    "is_plugin_spec",
+    "load_method_plugin",
+    "unknown_method_error",
+]
 
 
 @cache

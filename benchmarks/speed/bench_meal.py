@@ -218,7 +218,7 @@ def run_jax(num_envs: int, updates: int, tasks: int, seeds: int) -> dict:
     timed as training (the same compiled program)."""
     import jax
 
-    from cl_suites.job.jax_options import jax_api, make_config
+    from cl_suites.job.jax.entry import jax_api, make_config
     from cl_suites.job.main_job import resolve_job
 
     spec = resolve_job(

@@ -16,7 +16,7 @@ from cl_suites.config import (
     check_seed,
 )
 from cl_suites.core.vector import VECTORIZATION_MODES
-from cl_suites.declarations import CL_METHODS, LEARNERS, RANDOM_METHOD
+from cl_suites.declarations import CL_METHODS, RANDOM_METHOD
 from cl_suites.job.presets import PRESETS
 from cl_suites.suites import COMMON_KWARGS
 
@@ -114,7 +114,6 @@ def run_arguments(run: argparse.ArgumentParser) -> None:
     what.add_argument("--method", help=f"CL method (default: {d['method']}): {METHOD_HELP}")
     what.add_argument(
         "--learner",
-        choices=LEARNERS,
         help="learner (default: the suite's: vtrace on CORA's suites, ppo-jax, the JAX IPPO, "
         "on MEAL, ppo on Diagnostic; ppo on MEAL is the SB3/torch IPPO)",
     )
@@ -183,7 +182,7 @@ examples:
 def options_arguments(options: argparse.ArgumentParser) -> None:
     options.add_argument("--suite", required=True, help="e.g. Procgen6 or MEAL-2")
     options.add_argument("--method", default="ft", help=f"CL method: {METHOD_HELP}")
-    options.add_argument("--learner", choices=LEARNERS, help="default: the suite's")
+    options.add_argument("--learner", help="default: the suite's (cl-suites list names them)")
     options.add_argument("--preset", default="paper", choices=PRESETS, help="preset")
 
 

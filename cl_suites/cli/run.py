@@ -12,11 +12,12 @@ from typing import Any
 from rich.markup import escape
 
 from cl_suites.cli import output
-from cl_suites.cli.arguments import JOB_FLAGS, LEARNERS, PRESETS, suite_overrides
+from cl_suites.cli.arguments import JOB_FLAGS, PRESETS, suite_overrides
 from cl_suites.cli.errors import EXIT_OK
 from cl_suites.config import ConfigError, RunConfig, load_config_file, merge
 from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.errors import CLIError, RunInterrupted
+from cl_suites.job.learners import REGISTRY
 from cl_suites.job.run_kinds import run_kind
 from cl_suites.rundir import layout
 from cl_suites.suites import parse_suite_id
@@ -44,7 +45,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         suite_given = args.suite is not None or "suite" in (file_config or {})
         stored = layout.stored_request(Path(run_dir), suite_given) if run_dir else {}
     config = merge(file_config, args.set, flags, stored)
-    for key, valid in (("learner", LEARNERS), ("preset", PRESETS)):
+    for key, valid in (("learner", tuple(REGISTRY)), ("preset", PRESETS)):
         value = getattr(config, key)
         if value is not None and value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")

@@ -1,12 +1,13 @@
-"""A run's hyperparameters from the preset tables, and where each of a run's options goes.
+"""A run's hyperparameters from the preset tables.
 
 :func:`preset_settings` composes ``cl_suites.job.presets``' tables (data only) into the settings of
 one suite x learner x method x preset: ``learner`` kwargs, ``method`` kwargs, ``num_envs``,
 the policy options and the suite kwargs the preset sets (:func:`compose` for a suite known
-by its catalog entry). :func:`route_overrides` sends each of a run's hyperparameter
-overrides to the learner, the method or the policy. :class:`Hyperparameters` is the result,
-frozen, as a run specification holds it. The learner entries (``cl_suites.job.learners``)
-call them for the run specification (``cl_suites.job.run_spec``).
+by its catalog entry). :class:`Hyperparameters` is the result, frozen, as a run
+specification holds it. The learner entries (``cl_suites.job.learners``) call them for the
+run specification (``cl_suites.job.run_spec``); each wing routes a run's overrides into
+them (``cl_suites.job.torch.options.route_overrides``, ``cl_suites.job.jax.entry``).
+Imports no learner family.
 
 All step counts are agent steps (MEAL: env steps).
 """
@@ -21,11 +22,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from baselines_sb3.cl import METHODS, is_builtin, method_class
-from baselines_sb3.factory import LEARNERS, learner_class
-from baselines_sb3.keywords import accepted_options
-from cl_suites.declarations import MEAL_METHODS
-from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.declarations import CL_METHODS, MEAL_METHODS
+from cl_suites.errors import UnknownSuiteError
 from cl_suites.job import presets
 from cl_suites.suites import find_suite, parse_suite_id
 
@@ -48,11 +46,6 @@ POLICY_OPTIONS: tuple[str, ...] = (
     "time_limit_terminal",
 )
 """Top-level keys of ``preset_settings``' dict that a run may override."""
-LEARNER_OPTIONS: dict[str, tuple[str, ...]] = {
-    name: accepted_options(learner_class(name)) for name in LEARNERS
-}
-"""The keywords each torch learner's class accepts (``ppo``: ``ContinualPPO``, ``vtrace``:
-``VTrace``), read once."""
 
 
 def suite_family(suite: str) -> str:
@@ -228,7 +221,7 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
 def _compose_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
     if learner != "ppo":
         raise ValueError(f"MEAL's baselines use IPPO (learner 'ppo'), got learner {learner!r}")
-    if method not in MEAL_METHODS and is_builtin(method):  # own methods: their own defaults
+    if method not in MEAL_METHODS and method in CL_METHODS:  # own methods: their own defaults
         raise ValueError(f"unknown method {method!r} for MEAL; valid: {', '.join(MEAL_METHODS)}")
     small = preset == "small"
     authors = preset == "meal-authors"
@@ -266,49 +259,6 @@ def _compose_meal(learner: str, method: str, preset: str) -> dict[str, Any]:
         "task_id_input": True,
         "suite_defaults": suite_defaults,
     }
-
-
-def route_overrides(
-    hp: dict[str, Any], learner: str, method: str, overrides: dict[str, Any]
-) -> dict[str, Any]:
-    """Move the run's hyperparameter overrides into ``hp`` (in place) and return the rest
-    (suite kwargs and job options).
-
-    A key goes to ``hp["learner"]`` when the learner accepts it, to ``hp["method"]`` when
-    the method accepts it, to ``hp`` itself when it is a policy option; a key that only
-    another learner or method accepts raises ``ValueError`` naming it and the valid ones.
-    """
-    learner_opts = LEARNER_OPTIONS[learner]
-    method_cls = method_class(method, hp["method"].get("variant"))
-    method_opts = set(accepted_options(method_cls)) | ({"variant"} if is_builtin(method) else set())
-    foreign: dict[str, str] = {}
-    for other, options in LEARNER_OPTIONS.items():
-        if other != learner:
-            foreign.update({k: f"learner {other!r}" for k in options})
-    for other, classes in METHODS.items():
-        for cls in classes.values():
-            if other != method:
-                foreign.update({k: f"method {other!r}" for k in accepted_options(cls)})
-    job_owned = ("cl_method", "policy_kwargs", "seed", "device")  # set by the job itself
-    learner_opts = tuple(k for k in learner_opts if k not in job_owned)
-    method_opts -= set(job_owned)
-    rest: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key in learner_opts:
-            hp["learner"][key] = value
-        elif key in method_opts:
-            hp["method"][key] = value
-        elif key in POLICY_OPTIONS or key in ("multi_head", "task_id_input", "num_envs"):
-            hp[key] = value
-        elif key in foreign and key not in job_owned:
-            raise UnknownOptionError(
-                f"option {key!r} belongs to {foreign[key]}, not to learner {learner!r} / method "
-                f"{method!r}; valid learner options: {', '.join(sorted(learner_opts))}; valid "
-                f"method options: {', '.join(sorted(method_opts))}"
-            )
-        else:
-            rest[key] = value
-    return rest
 
 
 def _read_only(value: Any) -> Any:

@@ -1,47 +1,63 @@
-"""The learners the main job trains, one entry per ``--learner`` name.
+"""The learner registry: one entry per ``--learner`` name, like gymnasium's ``EnvSpec``.
 
-An entry holds what the run specification needs of a learner, so that the name is looked
-up and checked once per run (:func:`find_learner`) and nothing after it asks "is this the
-JAX learner?": the learner family that builds it (``family``: the package, and the job
-that trains it), the preset learner its values come from (``preset``), where a run's
-overrides go and which names it takes (``settings``, ``option_names``), the last check of
-its settings (``finish``) and its constructor's defaults (``defaults``, for ``cl-suites
-options``). :class:`TorchLearner` is the entry of the SB3/torch learners of
-``baselines_sb3`` (``ppo``, ``vtrace``); ``cl_suites.job.jax_options.JaxLearner`` that of
-MEAL's JAX IPPO of ``baselines_jax`` (``ppo-jax``).
+A learner is registered by name and a ``"module:attr"`` entry point (:func:`register`);
+the entry object behind it is imported on first use (:func:`load_learner`), so naming,
+listing and resolving a run load only the learner asked for, and a learner's training
+code only when it trains. Each entry (:class:`LearnerEntry`) declares what it can run
+(suite families, CL methods, own methods), its options and their routing, the last check
+of its settings, its device, and owns its training (``train``). The job layer asks the
+entry and never "which family is this?".
+
+The two wings of the job layer hold the entries: ``cl_suites.job.torch`` (the
+stable-baselines3/torch learners of ``baselines_sb3``: ``ppo``, ``vtrace``) and
+``cl_suites.job.jax`` (MEAL's JAX IPPO of ``baselines_jax``: ``ppo-jax``). A new learner
+is one folder with its entry and one :func:`register` line (``docs/own-method.md``
+shows a learner registered from a user's package).
 """
 
 from __future__ import annotations
 
-import inspect
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from baselines_sb3.cl import is_builtin, method_class
-from baselines_sb3.factory import LEARNERS, learner_class
-from baselines_sb3.keywords import accepted_options
-from cl_suites.job import hyperparameters
+from cl_suites.errors import ConfigError
 from cl_suites.job.hyperparameters import Values
-from cl_suites.job.jax_options import JAX_IPPO, JAX_LEARNER, check_no_jax_options
-from cl_suites.suites import SuiteInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cl_suites.job.option_specs import Option
+    from cl_suites.job.run_spec import JobSpec
+    from cl_suites.suites import SuiteInfo
 
 
 class LearnerEntry(Protocol):
-    """A learner as the main job sees it (see the module docstring).
+    """A learner as the job sees it.
 
     Attributes:
         name: the ``--learner`` name.
-        family: the package that builds it: ``"baselines_sb3"`` (the torch job) or
-            ``"baselines_jax"`` (the JAX job, several seeds in one program).
-        preset: the learner of the preset tables its values come from.
+        suites: the suite families it trains (``SuiteInfo.family``: ``"cora"``,
+            ``"diagnostic"``, ``"meal"``).
+        methods: the built-in CL methods it runs (``None``: every one the suite takes).
+        own_methods: it runs own CL methods (``--method package.module:Class``).
+        seed_groups: it trains several seeds of one configuration in one program
+            (``--seeds``).
         refused_job_options: job options that mean nothing to it.
     """
 
     name: str
-    family: str
-    preset: str
+    suites: tuple[str, ...]
+    methods: tuple[str, ...] | None
+    own_methods: bool
+    seed_groups: bool
     refused_job_options: tuple[str, ...]
+
+    def options(self) -> Mapping[str, Option]:
+        """Its options (learner, method and policy sections) with their checks and docs."""
+        ...
 
     def settings(
         self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
@@ -52,6 +68,15 @@ class LearnerEntry(Protocol):
         ``job``: the job options the run set."""
         ...
 
+    def refuse_foreign(self, overrides: Values, learner: str) -> None:
+        """Refuse ``overrides`` that only this learner takes, given to a run of
+        ``learner`` on a suite both train (one line naming them and what to do)."""
+        ...
+
+    def own_method_options(self, method: str, info: SuiteInfo) -> Mapping[str, Any]:
+        """The options own method ``method`` declares (``{}`` for a built-in one)."""
+        ...
+
     def option_names(
         self, method: str, hp: Mapping[str, Any], job_options: tuple[str, ...]
     ) -> dict[str, tuple[str, ...]]:
@@ -59,92 +84,109 @@ class LearnerEntry(Protocol):
         keywords the job sets itself; ``job_options``: the job options' names)."""
         ...
 
+    def device(self, job: Values, hp: Mapping[str, Any], suite: SuiteInfo, probe: bool) -> Any:
+        """The device the run trains on, decided before any env or buffer is built
+        (torch: ``cpu`` or ``cuda:N``; ``None`` where the learner's framework picks its
+        own platform). ``probe=False`` only checks the value (a sweep's driver)."""
+        ...
+
+    def rollout_steps(self, hp: Mapping[str, Any]) -> int:
+        """Steps per env of one learner update."""
+        ...
+
     def finish(self, hp: dict[str, Any], num_envs: int) -> Any:
-        """Complete and check the resolved settings (``num_envs``: the run's); the
-        learner's checked configuration object, if its family has one (``ppo-jax``: its
-        ``IPPOConfig``), else ``None``."""
+        """Complete and check the resolved settings (``num_envs``: the run's), before the
+        suite is built; the learner's checked configuration object if it has one
+        (``ppo-jax``: its ``IPPOConfig``), else ``None``."""
+        ...
+
+    def check_sequence(self, hp: Mapping[str, Any], sequence: Any) -> None:
+        """Refuse settings the run's task ``sequence`` cannot take (a CNN over flat
+        observations), once the suite is built."""
         ...
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         """``(learner defaults, method defaults)``: its constructors' keyword defaults."""
         ...
 
-
-def signature_defaults(cls: type) -> dict[str, Any]:
-    """Keyword defaults of ``cls(...)`` through its bases."""
-    out: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.default is not p.empty:
-                out[p.name] = p.default
-    return out
+    def train(
+        self, specs: Sequence[JobSpec], seeds: Sequence[int], run_dirs: Sequence[Path], resume: bool
+    ) -> None:
+        """Train the resolved runs: one (``specs[0]`` with ``seeds[0]`` into
+        ``run_dirs[0]``), or a seed group (``seed_groups``)."""
+        ...
 
 
 @dataclass(frozen=True)
-class TorchLearner:
-    """An SB3/torch learner of ``baselines_sb3`` (``ppo``: ``ContinualPPO``; ``vtrace``:
-    ``VTrace``), built by ``baselines_sb3.factory.build_model``."""
+class LearnerSpec:
+    """A registered learner: its ``--learner`` name and the ``"module:attr"`` of its entry."""
 
     name: str
-    family: str = "baselines_sb3"
-    refused_job_options: tuple[str, ...] = ()
+    entry_point: str
 
-    @property
-    def preset(self) -> str:
-        return self.name
+    def load(self) -> LearnerEntry:
+        """The entry object (its module imported on first use)."""
+        module, _, attr = self.entry_point.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        if entry.name != self.name:
+            raise ConfigError(
+                f"learner {self.name!r} is registered with entry point {self.entry_point!r}, "
+                f"whose entry is named {entry.name!r}"
+            )
+        return entry
 
-    def settings(
-        self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
-    ) -> tuple[Values, Values]:
-        if JAX_LEARNER in suite.learners:  # the torch IPPO refuses the JAX IPPO's names
-            check_no_jax_options(overrides, self.name)
-        hp = hyperparameters.compose(suite.family, suite.preset_key, self.name, method, preset)
-        return hp, hyperparameters.route_overrides(hp, self.name, method, overrides)
 
-    def option_names(
-        self, method: str, hp: Mapping[str, Any], job_options: tuple[str, ...]
-    ) -> dict[str, tuple[str, ...]]:
-        variant = hp["method"].get("variant")
-        return {
-            "learner": hyperparameters.LEARNER_OPTIONS[self.name],
-            "method": (
-                *(("variant",) if is_builtin(method) else ()),
-                *accepted_options(method_class(method, variant)),
-            ),
-            "policy": hyperparameters.POLICY_OPTIONS,
-        }
+REGISTRY: dict[str, LearnerSpec] = {}
+"""Every registered learner by ``--learner`` name, in registration order."""
 
-    def finish(self, hp: dict[str, Any], num_envs: int) -> None:
-        return None  # the learner's keywords are hp["learner"], checked when it is built
 
-    def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-        variant = hp["method"].get("variant")
-        return (
-            signature_defaults(learner_class(self.name)),
-            signature_defaults(method_class(method, variant)),
+def register(name: str, entry_point: str) -> None:
+    """Register learner ``name`` with the entry object at ``entry_point``
+    (``"package.module:ATTR"``). Registering a name twice with another entry point is
+    refused."""
+    if ":" not in entry_point:
+        raise ConfigError(f"learner entry point {entry_point!r} must read 'package.module:attr'")
+    old = REGISTRY.get(name)
+    if old is not None and old.entry_point != entry_point:
+        raise ConfigError(
+            f"learner {name!r} is already registered with entry point {old.entry_point!r}"
         )
+    REGISTRY[name] = LearnerSpec(name, entry_point)
 
 
-LEARNER_ENTRIES: dict[str, LearnerEntry] = {
-    **{name: TorchLearner(name) for name in LEARNERS},
-    JAX_LEARNER: JAX_IPPO,
-}
-"""Every learner the main job trains, by ``--learner`` name."""
+def unregister(name: str) -> None:
+    """Remove learner ``name`` from the registry (a test's toy learner)."""
+    REGISTRY.pop(name, None)
+
+
+register("ppo-jax", "cl_suites.job.jax.entry:PPO_JAX")
+register("ppo", "cl_suites.job.torch.entry:PPO")
+register("vtrace", "cl_suites.job.torch.entry:VTRACE")
+
+
+def load_learner(name: str) -> LearnerEntry:
+    """The entry of learner ``name``; ``ValueError`` naming the registered ones."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown learner {name!r}; valid: {', '.join(REGISTRY)}")
+    return REGISTRY[name].load()
+
+
+def learners_for(suite: SuiteInfo) -> tuple[str, ...]:
+    """The learners that train ``suite`` (their entries declare its family), in
+    registration order."""
+    return tuple(n for n in REGISTRY if suite.family in load_learner(n).suites)
 
 
 def find_learner(name: str | None, suite: SuiteInfo) -> LearnerEntry:
     """The entry of learner ``name`` for a run of ``suite`` (``None``: the suite's default,
-    the same under every preset). ``ValueError`` naming the valid ones for a learner the
-    suite does not offer, or an unknown one."""
+    the same under every preset). ``ValueError`` naming the valid ones for a learner that
+    does not train the suite, or an unknown one."""
     name = name or suite.default_learner
-    valid = suite.learners
+    valid = learners_for(suite)
     if name not in valid:
-        if name in LEARNER_ENTRIES:
+        if name in REGISTRY:
             raise ValueError(
                 f"learner {name!r} is not available for {suite.name}; valid: {', '.join(valid)}"
             )
         raise ValueError(f"unknown learner {name!r}; valid: {', '.join(valid)}")
-    return LEARNER_ENTRIES[name]
+    return load_learner(name)

@@ -1,7 +1,10 @@
-"""What an option's value must be (:class:`Opt`), and warnings about absurd run sizes.
+"""What an option's value must be (:class:`Opt`), an option's declaration
+(:class:`Option`), and warnings about absurd run sizes.
 
-Each option declares its :class:`Opt` once, in ``cl_suites.job.run_spec`` (the job
-options' fields and ``OPTIONS``); ``run_spec.resolve`` checks every value against it, so
+Each option declares its :class:`Opt` once: the job options in ``cl_suites.job.run_spec``
+(``JobOptions``' fields), the common suite options there too (``SUITE_OPTIONS``), each
+learner's options in its wing (``cl_suites.job.torch.options``,
+``cl_suites.job.jax.entry``); ``run_spec.resolve`` checks every value against it, so
 every way to start a run (``cl-suites run --set`` / ``--config``, ``cl-suites sweep``,
 library calls) refuses a bad value before anything is built, in one line naming the
 option, its allowed range and the value.
@@ -129,6 +132,37 @@ class Opt:
 _BAD = object()
 
 
+@dataclass(frozen=True)
+class Option:
+    """A hyperparameter or suite option: ``section`` (``learner``, ``method``, ``policy``,
+    ``suite``), what its value must be (``check``; ``None``: free-form) and a one-line doc.
+    Its default is the preset's (or the suite's) value for the run."""
+
+    section: str
+    check: Opt | None
+    doc: str
+
+
+def choice(choices: tuple[Any, ...] | list[Any]) -> Opt:
+    """One of ``choices``."""
+    return Opt("choice", choices=tuple(choices))
+
+
+def integer(low: int | None = 1, **kw: Any) -> Opt:
+    """An integer, at least ``low`` (``None``: unbounded)."""
+    return Opt("int", low=low, **kw)
+
+
+def number(low: float = 0.0, high: float | None = None, **kw: Any) -> Opt:
+    """A real number within ``low`` / ``high``."""
+    return Opt("float", low=low, high=high, **kw)
+
+
+BOOL = Opt("bool")
+UNIT = number(0.0, 1.0)
+"""A number in [0, 1]: discounts, mixing ratios."""
+
+
 # -- run size --------------------------------------------------------------------------------
 MAX_REASONABLE_STEPS = 10**11
 """Budgets above this many steps (about 12 days at an optimistic 100,000 steps/s) are
@@ -163,7 +197,6 @@ def job_size_warnings(spec: Any) -> list[str]:
     ``env_workers`` is more than the cores the process may use."""
     from cl_suites.core.workers import usable_cores
 
-    learner = spec.hp["learner"]
     workers = spec.options.env_workers
     extra = []
     if spec.options.vectorization_mode == "workers" and workers and workers > usable_cores():
@@ -176,7 +209,7 @@ def job_size_warnings(spec: Any) -> list[str]:
         step_unit=spec.suite.step_unit.name,
         num_envs=spec.num_envs,
         agents=spec.num_agents,
-        n_steps=int(learner.get("n_steps", learner.get("num_steps", 1))),  # torch / ppo-jax
+        n_steps=spec.rollout_steps,
         obs_bytes=observation_bytes(spec.sequence.observation_space),
         cpu_bound=spec.suite.runtime.steps_on_cpu,
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cl_suites.config import ConfigError, argument_docs, check_names, keyword_defaults
-from cl_suites.declarations import JAX_LEARNER, RANDOM_METHOD
+from cl_suites.declarations import RANDOM_METHOD
 from cl_suites.request import RunRequest
 from cl_suites.suites import find_suite
 
@@ -67,7 +67,7 @@ class TrainedRun:
     resumable = True
 
     def check(self, request: RunRequest) -> None:
-        if request.seeds is not None and JAX_LEARNER not in find_suite(request.suite).learners:
+        if request.seeds is not None and not _seed_group_learners(find_suite(request.suite)):
             raise _seeds_error(request)
 
     def resolve(self, request: RunRequest, progress: bool) -> tuple[RunRequest, list[Any]]:
@@ -196,11 +196,21 @@ def _default(option: str) -> Any:
     return RANDOM_JOB_OPTIONS[option][0]
 
 
+def _seed_group_learners(info: Any) -> tuple[str, ...]:
+    """The learners that train several seeds of a run of suite ``info`` in one program."""
+    from cl_suites.job.learners import learners_for, load_learner
+
+    return tuple(n for n in learners_for(info) if load_learner(n).seed_groups)
+
+
 def _seeds_error(request: RunRequest) -> ConfigError:
+    from cl_suites.job.learners import REGISTRY, load_learner
+
+    grouped = ", ".join(n for n in REGISTRY if load_learner(n).seed_groups)
     return ConfigError(
-        f"--seeds trains several seeds in one program with learner {JAX_LEARNER} on MEAL "
-        f"suites; for --suite {request.suite} --method {request.method} run the seeds one by "
-        "one (cl-suites sweep --seeds 0-4 runs them in parallel)"
+        f"--seeds trains several seeds in one program with a learner that trains seed groups "
+        f"({grouped}); for --suite {request.suite} --method {request.method} run the seeds "
+        "one by one (cl-suites sweep --seeds 0-4 runs them in parallel)"
     )
 
 

@@ -1,13 +1,16 @@
 """One typed run specification, resolved in one place.
 
-Every option of a run is declared once here, with its type (an
+Every option of a run is declared once, with its type (an
 :class:`~cl_suites.job.option_specs.Opt`), its default and a one-line doc:
 
-* the job options: the fields of :class:`JobOptions` (a frozen dataclass; the job reads
-  its typed fields);
-* the hyperparameters (learner, CL method, policy) and the common suite options:
-  :data:`OPTIONS` (their defaults are the preset tables of ``cl_suites.job.presets``,
-  composed by ``cl_suites.job.hyperparameters``, and the suites' paper values).
+* the job options: the fields of :class:`JobOptions` here (a frozen dataclass; the job
+  reads its typed fields);
+* the common suite options: :data:`SUITE_OPTIONS` here (the rest are the suite builders'
+  keywords);
+* the hyperparameters (learner, CL method, policy): each learner's entry declares its own
+  (``LearnerEntry.options``, in its wing: ``cl_suites.job.torch.options``,
+  ``cl_suites.job.jax.entry``); their defaults are the preset tables of
+  ``cl_suites.job.presets``, composed by ``cl_suites.job.hyperparameters``.
 
 :func:`resolve` turns a :class:`~cl_suites.request.RunRequest` (suite, method, learner,
 preset, seeds, num_envs, overrides) into one frozen :class:`JobSpec` per seed, building no
@@ -34,26 +37,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from baselines_sb3.cl import VARIANTS, is_builtin, method_class
-from baselines_sb3.cl.clear import CLONE_ALIGNMENTS
-from baselines_sb3.cl.importance import FISHER_AGENTS
-from baselines_sb3.cl.pnc import RESETS
-from baselines_sb3.factory import ACTIVATIONS, check_network
-from baselines_sb3.learners import ADVANTAGE_NORMALIZATIONS, LR_SCHEDULES, VALUE_LOSSES
-from baselines_sb3.networks import FEATURE_EXTRACTORS
-from baselines_sb3.policies import ACTION_MASK_MODES
-from baselines_sb3.running_stats import REWARD_STD_COUNTS
 from cl_suites.config import argument_docs, check_names, check_seeds, keyword_defaults
 from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
+from cl_suites.declarations import CL_METHODS, check_method_name
 from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
-from cl_suites.job import hyperparameters, presets
-from cl_suites.job.device import AUTO, jax_beside_torch, resolve_device
-from cl_suites.job.hyperparameters import Hyperparameters
-from cl_suites.job.jax_options import JAX_LEARNER
-from cl_suites.job.learners import LearnerEntry, find_learner
-from cl_suites.job.method_options import MethodOption, plugin_options
-from cl_suites.job.option_specs import Opt
+from cl_suites.job import presets
+from cl_suites.job.hyperparameters import POLICY_OPTIONS, Hyperparameters
+from cl_suites.job.learners import (
+    REGISTRY,
+    LearnerEntry,
+    find_learner,
+    learners_for,
+    load_learner,
+)
+from cl_suites.job.method_options import MethodOption
+from cl_suites.job.option_specs import BOOL, Opt, Option, integer
 from cl_suites.metrics.plasticity_tracker import PlasticitySettings
 from cl_suites.request import RunRequest
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
@@ -88,7 +87,7 @@ def _opt(default: Any, check: Opt, doc: str) -> Any:
     return field(default=default, metadata={"check": check, "doc": doc})
 
 
-_BOOL = Opt("bool")
+_BOOL = BOOL
 _POSITIVE = Opt("int", low=1)
 _POSITIVE_OR_NONE = Opt("int", low=1, none_ok=True)
 
@@ -258,171 +257,29 @@ JOB_OPTIONS: tuple[str, ...] = tuple(JOB_FIELDS)
 """The job options' names (the fields of :class:`JobOptions`)."""
 
 
-@dataclass(frozen=True)
-class Option:
-    """A hyperparameter or suite option: ``section`` (``learner``, ``method``, ``policy``,
-    ``suite``), what its value must be (``check``; ``None``: free-form) and a one-line doc.
-    Its default is the preset's (or the suite's) value for the run."""
-
-    section: str
-    check: Opt | None
-    doc: str
-
-
-def _choice(choices: tuple[Any, ...]) -> Opt:
-    return Opt("choice", choices=tuple(choices))
-
-
-NETWORKS: tuple[str, ...] = tuple(dict.fromkeys(("mlp", *FEATURE_EXTRACTORS)))
-"""``network`` values: an MLP over flat observations, or a CNN of
-``baselines_sb3.networks.FEATURE_EXTRACTORS``."""
-
-
-def _int(low: int | None = 1, **kw: Any) -> Opt:
-    return Opt("int", low=low, **kw)
-
-
-def _num(low: float = 0.0, high: float | None = None, **kw: Any) -> Opt:
-    return Opt("float", low=low, high=high, **kw)
-
-
-_UNIT = _num(0.0, 1.0)  # discounts, mixing ratios
-_L, _M, _P, _S = "learner", "method", "policy", "suite"
-
-OPTIONS: dict[str, Option] = {
-    # -- learners (PPO, V-trace); steps are agent steps (MEAL: env steps)
-    "learning_rate": Option(_L, _num(0.0, 1.0, low_open=True, callable_ok=True), "step size"),
-    "lr_schedule": Option(
-        _L, _choice(LR_SCHEDULES), "constant, linear, linear-per-task, linear-steps"
-    ),
-    "lr_decay_steps": Option(_L, _int(none_ok=True), "steps of the linear-steps decay"),
-    "reset_optimizer_at_switch": Option(_L, _BOOL, "a new optimizer at every task switch"),
-    "n_steps": Option(_L, _int(), "rollout (unroll) length per env"),
-    "batch_size": Option(_L, _int(), "PPO minibatch size (or n_minibatches)"),
-    "n_minibatches": Option(_L, _int(), "PPO minibatches per epoch"),
-    "n_epochs": Option(_L, _int(), "PPO epochs per rollout"),
-    "gamma": Option(_L, _UNIT, "discount"),
-    "gae_lambda": Option(_L, _UNIT, "GAE lambda (PPO)"),
-    "clip_range": Option(_L, _num(0.0, 1.0, low_open=True, callable_ok=True), "PPO clip"),
-    "clip_range_vf": Option(
-        _L, _num(0.0, low_open=True, none_ok=True, callable_ok=True), "PPO value clip"
-    ),
-    "normalize_advantage": Option(_L, _BOOL, "SB3's advantage normalisation switch"),
-    "advantage_normalization": Option(
-        _L, _choice(ADVANTAGE_NORMALIZATIONS), "none, batch, minibatch, minibatch-biased"
-    ),
-    "value_loss": Option(_L, _choice(VALUE_LOSSES), "PPO value loss: mse or clipped-max"),
-    "ent_coef": Option(_L, _num(), "entropy bonus coefficient"),
-    "vf_coef": Option(_L, _num(), "value loss coefficient"),
-    "max_grad_norm": Option(_L, _num(0.0, low_open=True), "gradient clipping norm"),
-    "target_kl": Option(_L, _num(0.0, low_open=True, none_ok=True), "PPO early-stop KL"),
-    "rho_bar": Option(_L, _num(0.0, low_open=True), "V-trace importance-weight clip"),
-    "c_bar": Option(_L, _num(0.0, low_open=True), "V-trace trace clip"),
-    "policy_lag": Option(
-        _L,
-        Opt("choice", choices=(0, 1)),
-        "V-trace: 0 lockstep (collect, then update), 1 the update overlaps the next rollout",
-    ),
-    "use_rms_prop": Option(_L, _BOOL, "RMSprop (true) or Adam (V-trace)"),
-    "rms_prop_alpha": Option(_L, _UNIT, "RMSprop smoothing"),
-    "rms_prop_eps": Option(_L, _num(0.0, low_open=True), "RMSprop epsilon"),
-    "loss_reduction": Option(
-        _L, _choice(("mean", "sum")), "V-trace loss over the batch: sum or mean"
-    ),
-    "normalize_reward": Option(_L, _BOOL, "running-std reward normalisation (V-trace)"),
-    "reward_std_count": Option(
-        _L, _choice(REWARD_STD_COUNTS), "how the reward std counts samples: cora or true"
-    ),
-    "use_sde": Option(_L, None, "SB3 keyword: state-dependent exploration (unused here)"),
-    "sde_sample_freq": Option(_L, None, "SB3 keyword: gSDE noise resampling (unused here)"),
-    "rollout_buffer_class": Option(_L, None, "SB3 keyword: the rollout buffer class"),
-    "rollout_buffer_kwargs": Option(_L, None, "SB3 keyword: rollout buffer arguments"),
-    "stats_window_size": Option(_L, None, "SB3 keyword: episodes in the logged means"),
-    "tensorboard_log": Option(_L, None, "SB3 keyword; use the job option tensorboard"),
-    "verbose": Option(_L, None, "SB3 keyword: log verbosity"),
-    "monitor_wrapper": Option(_L, None, "SB3 keyword: wrap envs in Monitor"),
-    "supported_action_spaces": Option(_L, None, "SB3 keyword: allowed action spaces"),
-    # -- the JAX IPPO (ppo-jax; its IPPOConfig fields)
-    "anneal_lr": Option(_L, _BOOL, "linear learning-rate decay over each task"),
-    "num_steps": Option(_L, _int(), "rollout length per env (env steps)"),
-    "update_epochs": Option(_L, _int(), "PPO epochs per rollout"),
-    "num_minibatches": Option(_L, _int(), "PPO minibatches per epoch"),
-    "clip_eps": Option(_L, _num(0.0, low_open=True), "PPO clip"),
-    "adam_eps": Option(_L, _num(0.0, low_open=True), "Adam epsilon"),
-    "hidden_sizes": Option(_L, Opt("int-list", low=1), "hidden layer sizes of actor and critic"),
-    "layer_norm": Option(_L, _BOOL, "layer norm in the trunk"),
-    "shared_backbone": Option(_L, _BOOL, "one trunk for actor and critic"),
-    "reg_coef": Option(_L, _num(none_ok=True), "CL regularisation strength"),
-    "ewc_decay": Option(_L, _UNIT, "decay of the running importance (online EWC)"),
-    "importance_episodes": Option(_L, _int(), "fresh episodes of the importance estimate"),
-    "importance_steps": Option(_L, _int(), "steps per importance episode"),
-    "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
-    # -- CL methods
-    "variant": Option(_M, _choice(VARIANTS), "the method's reference definition: cora or meal"),
-    "lam": Option(_M, _num(), "regularisation strength"),
-    "online_gamma": Option(_M, _UNIT, "decay of the running importance (online EWC, P&C)"),
-    "decay": Option(_M, _UNIT, "decay of the running importance (MEAL's online EWC, MAS)"),
-    "mode": Option(
-        _M, _choice(("multi", "online", "last")), "importance bookkeeping: multi, online, last"
-    ),
-    "normalize": Option(_M, None, "importance normalisation: none, row, full, max"),
-    "groups": Option(_M, None, "parameter groups regularised: all, shared, ..."),
-    "fisher_batches": Option(_M, _int(), "batches of the Fisher estimate"),
-    "batch_unrolls": Option(_M, _int(), "unrolls per Fisher batch"),
-    "buffer_frames": Option(_M, _int(), "frames kept per task for the Fisher"),
-    "min_task_steps": Option(_M, _int(0), "steps a task trains before it is consolidated"),
-    "episodes": Option(_M, _int(), "fresh episodes of the importance estimate (MEAL)"),
-    "max_steps": Option(_M, _int(), "steps per importance episode (MEAL)"),
-    "stride": Option(_M, _int(), "MAS: every stride-th state"),
-    "kl_cost": Option(_M, _num(), "P&C distillation weight"),
-    "progress_updates": Option(_M, _int(), "P&C progress updates per task (none: half)"),
-    "buffer_size": Option(_M, _int(), "CLEAR replay buffer, frames"),
-    "policy_cloning": Option(_M, _num(), "CLEAR policy cloning weight"),
-    "value_cloning": Option(_M, _num(), "CLEAR value cloning weight"),
-    "replay_ratio": Option(_M, _UNIT, "CLEAR share of replayed unrolls"),
-    "replay_unroll": Option(_M, _int(none_ok=True), "CLEAR replayed unroll length"),
-    "clone_alignment": Option(
-        _M, _choice(CLONE_ALIGNMENTS), "CLEAR cloning targets: cora or paper"
-    ),
-    "fisher_agents": Option(
-        _M, _choice(FISHER_AGENTS), "agents whose states enter the Fisher (MEAL): first or joint"
-    ),
-    "regularize_critic": Option(_M, _BOOL, "also regularise the critic trunk"),
-    "regularize_heads": Option(_M, _BOOL, "also regularise the output heads"),
-    "fallback_states": Option(_M, _int(), "states kept when no fresh episodes can be played"),
-    "normalize_task": Option(_M, _BOOL, "MAS: normalise each task's importance"),
-    "agent_mean": Option(_M, _BOOL, "MAS: mean over agents instead of sum"),
-    "reset": Option(_M, _choice(RESETS), "P&C: what a new task resets: column or column+adapters"),
-    "kb_listed_twice": Option(_M, _BOOL, "P&C: the KB's parameters twice in the optimizer"),
-    # -- policy
-    "network": Option(_P, _choice(NETWORKS), "mlp, or a CNN: " + ", ".join(NETWORKS[1:])),
-    "net_arch": Option(_P, Opt("int-list", low=1), "hidden layer sizes, e.g. [64, 64]"),
-    "activation": Option(_P, _choice(tuple(ACTIVATIONS)), "relu or tanh"),
-    "cnn_features_dim": Option(_P, _int(), "CNN output features"),
-    "ortho_init": Option(_P, _BOOL, "orthogonal initialisation"),
-    "trunk_layer_norm": Option(_P, _BOOL, "layer norm in the trunk"),
-    "normalize_images": Option(_P, _BOOL, "divide pixels by 255"),
-    "action_mask_mode": Option(
-        _P, _choice(ACTION_MASK_MODES), "how invalid actions are masked: sampling or full"
-    ),
-    "previous_action_reward": Option(_P, _BOOL, "previous action and reward as inputs"),
-    "reward_clip": Option(_P, Opt("pair", none_ok=True), "[low, high] reward clipping or none"),
-    "reward_sign": Option(_P, _BOOL, "train on the sign of rewards"),
-    "time_limit_terminal": Option(_P, _BOOL, "a time limit ends the episode (no bootstrap)"),
-    # -- suite (the rest of a suite's options: its builder's keywords)
-    "steps_per_task": Option(_S, _int(None), "training budget per task (agent/env steps)"),
-    "cycles": Option(_S, _int(None), "passes over the task list"),
-    "eval_every": Option(_S, _int(None), "evaluation cadence (agent/env steps)"),
-    "eval_episodes": Option(_S, _int(None), "episodes per task and split"),
+SUITE_OPTIONS: dict[str, Option] = {
+    "steps_per_task": Option("suite", integer(None), "training budget per task (agent/env steps)"),
+    "cycles": Option("suite", integer(None), "passes over the task list"),
+    "eval_every": Option("suite", integer(None), "evaluation cadence (agent/env steps)"),
+    "eval_episodes": Option("suite", integer(None), "episodes per task and split"),
 }
-"""Each hyperparameter and common suite option: section, type and range, one-line doc."""
-assert set(COMMON_KWARGS) <= set(OPTIONS)
+"""The common suite options (``COMMON_KWARGS``; the rest of a suite's options are its
+builder's keywords): section, type and range, one-line doc. Each learner declares its own
+options in its wing (``LearnerEntry.options``)."""
+assert set(COMMON_KWARGS) == set(SUITE_OPTIONS)
 
 OPTION_SPECS: dict[str, Opt] = {
     **{name: f.metadata["check"] for name, f in JOB_FIELDS.items()},
-    **{name: o.check for name, o in OPTIONS.items() if o.check is not None},
+    **{name: o.check for name, o in SUITE_OPTIONS.items() if o.check is not None},
 }
-"""What each declared option's value must be (job options, hyperparameters, suite options)."""
+"""What the options every run takes must be (job options, common suite options)."""
+
+
+def run_option_specs(entry: LearnerEntry, own: Mapping[str, MethodOption]) -> dict[str, Opt]:
+    """What each option of a run of learner ``entry`` must be: :data:`OPTION_SPECS`, the
+    learner's declared options and the own method's (``own``)."""
+    learner = {name: o.check for name, o in entry.options().items() if o.check is not None}
+    return {**OPTION_SPECS, **learner, **{name: o.check for name, o in own.items()}}
 
 
 def check_option(name: str, value: Any, specs: Mapping[str, Opt] | None = None) -> Any:
@@ -499,6 +356,11 @@ class JobSpec:
         return self.sequence.schedule(self.num_envs)
 
     @property
+    def rollout_steps(self) -> int:
+        """Steps per env of one learner update (torch ``n_steps``, JAX ``num_steps``)."""
+        return self.learner_entry.rollout_steps(self.hp)
+
+    @property
     def job(self) -> dict[str, Any]:
         """The job options the run set, as given (after their checks)."""
         return self.options.given(self.options_set)
@@ -542,28 +404,6 @@ class JobSpec:
             "multi_head": self.multi_head,
             "task_id_input": self.task_id_input,
         }
-
-
-def reserved_option_names() -> dict[str, str]:
-    """Option names an own method may not declare, with what they are: the job's, every
-    torch learner's, the policy's and the common suite options (the run routes them
-    before the method's, so the method would never get them)."""
-    out = {name: "a job option" for name in (*JOB_OPTIONS, "multi_head", "task_id_input")}
-    for learner, names in hyperparameters.LEARNER_OPTIONS.items():
-        out.update({n: f"an option of learner {learner!r}" for n in names})
-    out.update({n: "a policy option" for n in hyperparameters.POLICY_OPTIONS})
-    out.update({n: "a suite option" for n in (*COMMON_KWARGS, "num_envs")})
-    out["variant"] = "the built-in methods' variant"
-    return out
-
-
-def own_method_options(method: str) -> dict[str, MethodOption]:
-    """The options own method ``method`` declares (``{}`` for a built-in method);
-    ``MethodPluginError`` for a plug-in that cannot be imported, is not a
-    ``ContinualMethod`` or declares an option badly."""
-    if is_builtin(method):
-        return {}
-    return plugin_options(method, method_class(method), reserved_option_names())
 
 
 def _check_own_options(method: str, own: Mapping[str, MethodOption], info: SuiteInfo) -> None:
@@ -617,11 +457,12 @@ def resolve(request: RunRequest, *, probe_device: bool = True) -> list[JobSpec]:
     group = dataclasses.replace(request, overrides=overrides)
     specs = [_resolve_seed(group, s, probe_device) for s in seeds]
     spec = specs[0]
-    if spec.learner_entry.family != "baselines_jax":  # the catalog offers ppo-jax on MEAL only
+    if not spec.learner_entry.seed_groups:
+        grouped = [n for n in REGISTRY if load_learner(n).seed_groups]
         raise ConfigError(
-            f"several seeds in one program need a MEAL suite and learner {JAX_LEARNER!r}; got "
-            f"suite {spec.suite.name} with learner {spec.learner!r} (train its seeds one by "
-            "one, e.g. with cl-suites sweep --seeds)"
+            f"several seeds in one program need a learner that trains seed groups "
+            f"({', '.join(grouped)}); got suite {spec.suite.name} with learner "
+            f"{spec.learner!r} (train its seeds one by one, e.g. with cl-suites sweep --seeds)"
         )
     return specs
 
@@ -636,50 +477,40 @@ def resolve_job(*, probe_device: bool = True, **request: Any) -> JobSpec:
 def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec:
     """``request``'s ``JobSpec`` for run seed ``seed`` (see :func:`resolve`)."""
     method, preset = request.method, request.preset
-    own = own_method_options(method)  # an own method: imported and its options read here
-    specs = {**OPTION_SPECS, **{name: o.check for name, o in own.items()}}
+    check_method_name(method)
+    _check_choice("preset", preset, presets.PRESETS)
+    # what differs between suites comes from the catalog entry (cl_suites.suites)
+    info = find_suite(request.suite)
+    builtin = method in CL_METHODS
+    if builtin and info.methods is not None:
+        _check_choice(f"method for {info.preset_key}", method, info.methods)
+    entry = find_learner(request.learner, info)  # the default: the same under every preset
+    if builtin and entry.methods is not None:
+        _check_choice(f"method for learner {entry.name}", method, entry.methods)
+    own = entry.own_method_options(method, info)  # an own method: imported, options read
+    specs = run_option_specs(entry, own)
     overrides = {
         k: check_option(k, v, specs) for k, v in request.overrides.items() if v is not None
     }
     asked = dict(overrides)
-    _check_choice("preset", preset, presets.PRESETS)
-    # what differs between suites comes from the catalog entry (cl_suites.suites)
-    info = find_suite(request.suite)
     _check_own_options(method, own, info)
-    builtin = is_builtin(method)
-    if info.methods is not None and builtin:
-        _check_choice(f"method for {info.preset_key}", method, info.methods)
-    entry = find_learner(request.learner, info)  # the default: the same under every preset
-    if not builtin and entry.family != "baselines_sb3":
-        torch = " or ".join(n for n in info.learners if n != entry.name)
-        raise MethodPluginError(
-            f"own method {method!r} needs a torch learner (--learner {torch}); learner "
-            f"{entry.name!r} compiles its CL methods into one JAX program, which a "
-            "ContinualMethod cannot join (docs/own-method.md)"
-        )
     given = {k: overrides.pop(k) for k in JOB_OPTIONS if k in overrides}
+    for other in learners_for(info):
+        if other != entry.name:
+            load_learner(other).refuse_foreign(overrides, entry.name)
     hp, rest = entry.settings(info, method, preset, given, overrides)
     hp["method"] = {**{name: o.default for name, o in own.items()}, **hp["method"]}
-    device = None
-    if entry.family != "baselines_jax":  # before any env or buffer is built
-        convolutional = hp.get("network", "mlp") != "mlp"
-        device = resolve_device(given.get("device", AUTO), convolutional, probe=probe_device)
-        if info.family == "meal":  # its JAX engine starts below (the kitchens)
-            jax_beside_torch()
+    device = entry.device(given, hp, info, probe_device)  # before any env or buffer is built
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
     n_envs = int(request.num_envs or hp["num_envs"])
     learner_config = entry.finish(hp, n_envs)
     # MEAL: kitchens from the run seed, budgets in whole PPO updates (its runtime)
     instance, suite_kwargs = info.runtime.run_instance(
-        info, suite_kwargs, seed=seed, rollout=rollout_steps(hp) * n_envs
+        info, suite_kwargs, seed=seed, rollout=entry.rollout_steps(hp) * n_envs
     )
     sequence = instance.sequence
-    if entry.family == "baselines_sb3":  # a CNN over flat observations: refused here
-        try:
-            check_network(hp.get("network", "mlp"), sequence)
-        except ValueError as e:
-            raise BadValueError(str(e)) from None
+    entry.check_sequence(hp, sequence)
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
     _check_policy_lag_threads(hp, job)
     if job.eval_beside_training and not job.eval_deterministic:
@@ -763,25 +594,23 @@ def _check_suite_names(
     check_names(rest, known, f"--suite {info.name} --learner {learner.name} --method {method}")
 
 
-def rollout_steps(hp: dict[str, Any]) -> int:
-    """Steps per env in one PPO update (torch ``n_steps``, JAX ``num_steps``)."""
-    learner = hp["learner"]
-    return int(learner.get("n_steps", learner.get("num_steps", 1)))
-
-
 def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
     """Every option of the resolved run ``spec`` with its value and one-line doc, by
     section (what ``cl-suites options`` prints)."""
-    known = valid_options(spec.suite, spec.learner_entry, spec.method, spec.hp)
-    learner_defaults, method_defaults = spec.learner_entry.defaults(spec.method, spec.hp)
-    own_docs = {name: o.doc for name, o in own_method_options(spec.method).items()}
+    entry = spec.learner_entry
+    known = valid_options(spec.suite, entry, spec.method, spec.hp)
+    learner_defaults, method_defaults = entry.defaults(spec.method, spec.hp)
+    own_docs = {
+        name: o.doc for name, o in entry.own_method_options(spec.method, spec.suite).items()
+    }
+    docs = {name: o.doc for name, o in {**SUITE_OPTIONS, **entry.options()}.items()}
     suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),
         "learner": {**learner_defaults, **spec.hp["learner"]},
         "method": {**method_defaults, **spec.hp["method"]},
-        "policy": {k: spec.hp.get(k) for k in hyperparameters.POLICY_OPTIONS},
+        "policy": {k: spec.hp.get(k) for k in POLICY_OPTIONS},
         "suite": suite_defaults,
     }
     table: dict[str, list[tuple[str, Any, str]]] = {}
@@ -795,7 +624,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
             elif section == "method" and name in own_docs:
                 doc = own_docs[name]
             else:
-                doc = OPTIONS[name].doc if name in OPTIONS else ""
+                doc = docs.get(name, "")
             rows.append((name, sources[section].get(name), doc))
         table[section] = rows
     return table

@@ -1,7 +1,7 @@
-"""Experiment tracking through SB3's logger: TensorBoard and Weights & Biases.
+"""Experiment tracking: TensorBoard and Weights & Biases, for both wings of the job.
 
-``configure_logger(model, run_dir, job)`` gives the model an SB3 ``Logger`` whose outputs
-are the ones the job asks for:
+The torch wing gives its model an SB3 ``Logger`` (``cl_suites.job.torch.tracking.
+configure_logger``) whose outputs are the ones the job asks for:
 
 * ``job["tensorboard"]``: SB3's ``TensorBoardOutputFormat`` writing ``RUN_DIR/tb``;
 * ``job["wandb"]``: a W&B run (``True``: project ``cl-suites``; a string: that project),
@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.logger import KVWriter, Logger, TensorBoardOutputFormat
 
 from cl_suites.errors import CLSuitesError
 
@@ -44,38 +42,18 @@ class TrackingError(CLSuitesError, RuntimeError):
     """A tracking backend could not start (the message says how to fix it)."""
 
 
-def _excluded(excluded: Any, name: str) -> bool:
-    return excluded is not None and (name in excluded or "tensorboard" in excluded)
+def wandb_values(values: Mapping[str, Any], step: int) -> dict[str, float] | None:
+    """The numbers among ``values`` as a W&B row at ``global_step`` ``step`` (``None``
+    when there is none)."""
+    data = {
+        key: float(value)
+        for key, value in values.items()
+        if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    }
+    return {**data, "global_step": int(step)} if data else None
 
 
-class WandbOutputFormat(KVWriter):
-    """An SB3 ``KVWriter`` that logs numeric values to a W&B run, against ``global_step``
-    (agent steps), skipping keys SB3 keeps off TensorBoard (``time/iterations``, ...)."""
-
-    def __init__(self, run: Any):
-        self.run = run
-
-    def write(
-        self,
-        key_values: dict[str, Any],
-        key_excluded: dict[str, tuple[str, ...]],
-        step: int = 0,
-    ) -> None:
-        data = {
-            key: float(value)
-            for key, value in key_values.items()
-            if isinstance(value, (int, float, np.number))
-            and not isinstance(value, bool)
-            and not _excluded(key_excluded.get(key), "wandb")
-        }
-        if data:
-            self.run.log({**data, "global_step": int(step)})
-
-    def close(self) -> None:
-        self.run.finish()
-
-
-def _start_wandb(run_dir: Path, project: str) -> Any:
+def start_wandb(run_dir: Path, project: str) -> Any:
     try:
         import wandb
     except ImportError as e:
@@ -108,62 +86,19 @@ def _start_wandb(run_dir: Path, project: str) -> Any:
     return run
 
 
-def configure_logger(
-    model: BaseAlgorithm,
-    run_dir: str | os.PathLike[str],
-    job: Mapping[str, Any],
-    run_log: Any = None,
-) -> Logger | None:
-    """Send the learner's training scalars to TensorBoard and/or W&B (see the module
-    docstring) as ``job["tensorboard"]`` / ``job["wandb"]`` ask; with ``run_log`` (a
-    ``cl_suites.RunLog``) its eval and episode scalars go to the same writers.
-
-    Returns the ``Logger`` set on the model, or ``None`` when no tracking was asked for:
-    the model then gets a silent logger with no folder (SB3's own default would make an
-    empty ``SB3-<date>`` directory in the temp directory at every ``learn()``).
-    """
-    run_dir = Path(run_dir)
-    formats: list[KVWriter] = []
-    if job.get("tensorboard"):
-        try:
-            formats.append(TensorBoardOutputFormat(str(run_dir / TB_DIR)))
-        except AssertionError as e:  # SB3 asserts that tensorboard is installed
-            raise TrackingError(
-                '--tensorboard needs the tensorboard package: pip install "cl-suites[baselines]"'
-            ) from e
-    wandb_option = job.get("wandb")
-    if wandb_option:
-        project = wandb_option if isinstance(wandb_option, str) else WANDB_PROJECT
-        formats.append(WandbOutputFormat(_start_wandb(run_dir, project)))
-    if not formats:
-        model.set_logger(Logger(folder=None, output_formats=[]))
-        return None
-    logger = Logger(folder=str(run_dir), output_formats=formats)
-    model.set_logger(logger)
-    if run_log is not None:
-        run_log.add_scalar_sink(_sink(formats), logger.close)
-    return logger
-
-
 def track_run_log(run_log: Any, run_dir: str | os.PathLike[str], job: Mapping[str, Any]) -> None:
     """Send ``run_log``'s scalars (eval returns, training-episode returns, at env or agent
-    steps) to a W&B run when ``job["wandb"]`` asks for one (see ``configure_logger``);
-    closed with the run log. For learners without an SB3 logger (``ppo-jax``)."""
+    steps) to a W&B run when ``job["wandb"]`` asks for one; closed with the run log. For
+    learners without an SB3 logger (``ppo-jax``)."""
     wandb_option = job.get("wandb")
     if not wandb_option:
         return
     project = wandb_option if isinstance(wandb_option, str) else WANDB_PROJECT
-    fmt = WandbOutputFormat(_start_wandb(Path(run_dir), project))
-    run_log.add_scalar_sink(_sink([fmt]), fmt.close)
+    wandb_run = start_wandb(Path(run_dir), project)
 
-
-def _sink(formats: list[KVWriter]):
     def write(values: Mapping[str, float], step: int) -> None:
-        for fmt in formats:
-            if isinstance(fmt, TensorBoardOutputFormat):  # flushed by SB3's next dump
-                for key, value in values.items():
-                    fmt.writer.add_scalar(key, value, step)
-            else:
-                fmt.write(dict(values), {k: None for k in values}, step)
+        row = wandb_values(values, step)
+        if row is not None:
+            wandb_run.log(row)
 
-    return write
+    run_log.add_scalar_sink(write, wandb_run.finish)

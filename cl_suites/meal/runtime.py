@@ -141,7 +141,6 @@ def meal_suite(num_tasks: int) -> SuiteInfo:
         family="meal",
         step_unit=ENV_STEPS,
         evaluation=EvalDefaults(at_start=False, per_task=True),
-        learners=(JAX_LEARNER, "ppo"),
         default_learner=JAX_LEARNER,
         methods=MEAL_METHODS,
         preset_name="MEAL",

@@ -7,18 +7,18 @@ machine. ``MEAL-<N>`` (any ``N >= 1``) is an entry like every other suite
 MEAL different is held in its fields, never in "is this MEAL?" branches of the code that
 runs it:
 
-=================  ===============================  =====================================
-field              single-agent suites              ``MEAL-<N>``
-=================  ===============================  =====================================
-``family``         ``"cora"`` / ``"diagnostic"``    ``"meal"``
-``api``            ``"gymnasium"``                  ``"pettingzoo"``
-``step_unit``      ``AGENT_STEPS``                  ``ENV_STEPS`` (joint actions)
-``evaluation``     at step 0, global grid           not at step 0, per task
-``learners``       ``ppo``, ``vtrace``              ``ppo-jax`` (default), ``ppo``
-``methods``        all                              ``ft ewc online-ewc mas l2``
-``preset_key``     the name                         ``"MEAL"``
-``runtime``        ``VectorRuntime``                ``MealRuntime`` (batched JAX engine)
-=================  ===============================  =====================================
+===================  ===============================  ===================================
+field                single-agent suites              ``MEAL-<N>``
+===================  ===============================  ===================================
+``family``           ``"cora"`` / ``"diagnostic"``    ``"meal"``
+``api``              ``"gymnasium"``                  ``"pettingzoo"``
+``step_unit``        ``AGENT_STEPS``                  ``ENV_STEPS`` (joint actions)
+``evaluation``       at step 0, global grid           not at step 0, per task
+``default_learner``  ``vtrace`` (Diagnostic: ``ppo``) ``ppo-jax``
+``methods``          all                              ``ft ewc online-ewc mas l2``
+``preset_key``       the name                         ``"MEAL"``
+``runtime``          ``VectorRuntime``                ``MealRuntime`` (batched JAX engine)
+===================  ===============================  ===================================
 
 The runtime (``cl_suites.suites.runtime``) builds the suite's *instance* (its sequence,
 agents per env, description and run metadata: MEAL's score normalisers and kitchens),
@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cl_suites.core.task import TaskSequence, check_positive_int
-from cl_suites.declarations import TORCH_LEARNERS
 from cl_suites.errors import UnknownOptionError
 from cl_suites.suites.ids import (
     MEAL_ID,
@@ -83,8 +82,8 @@ class SuiteInfo:
         step_unit: what one step of its budgets and cadences is (``AGENT_STEPS``;
             MEAL: ``ENV_STEPS``, one joint action of all agents).
         evaluation: evaluation defaults (MEAL: no step-0 evaluation, cadence per task).
-        learners: the learners the main job trains it with; ``default_learner`` the one
-            a run uses when it names none (under every preset).
+        default_learner: the learner a run uses when it names none (under every preset;
+            the learners that train a suite declare it: ``cl_suites.job.learners``).
         methods: the CL methods it supports (``None``: all of ``baselines_sb3.cl``).
         preset_key: the suite key of ``cl_suites.job.presets`` (``None``: ``name``;
             every ``MEAL-<N>`` shares ``"MEAL"``).
@@ -102,7 +101,6 @@ class SuiteInfo:
     family: str = "cora"
     step_unit: StepUnit = AGENT_STEPS
     evaluation: EvalDefaults = EVAL_FROM_START
-    learners: tuple[str, ...] = TORCH_LEARNERS
     default_learner: str = "vtrace"
     methods: tuple[str, ...] | None = None
     preset_name: str | None = None
@@ -241,7 +239,6 @@ __all__ = [
     "SUITES",
     "SUITE_NAMES",
     "SUITE_TEMPLATES",
-    "TORCH_LEARNERS",
     "SuiteInfo",
     "find_suite",
     "parse_suite_id",

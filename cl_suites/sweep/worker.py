@@ -117,12 +117,12 @@ def _attempt(
     )
     error = None
     try:
-        from cl_suites.job.learners import LEARNER_ENTRIES
+        from cl_suites.job.learners import load_learner
         from cl_suites.job.main_job import run_main_job, run_seed_group
 
         _configure_resources(cpus, gpus)
         overrides = {"progress": False, "report": False, **job.get("overrides", {})}
-        refused = LEARNER_ENTRIES[job["learner"]].refused_job_options  # JAX: JAX_PLATFORMS
+        refused = load_learner(job["learner"]).refused_job_options  # JAX: JAX_PLATFORMS
         if "torch_threads" not in refused:
             overrides.setdefault("torch_threads", max(1, int(cpus)))  # the run's whole CPUs
         if gpus <= 0 and "device" not in refused:

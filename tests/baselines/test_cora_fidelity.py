@@ -978,12 +978,14 @@ def test_cora_ppo_preset():
 
 
 def test_bad_options_name_the_valid_ones():
+    from cl_suites.job.torch.options import route_overrides
+
     hp = hyperparameters.preset_settings("Atari6", "ppo", "ft", "paper")
     with pytest.raises(ValueError, match="'rho_bar' belongs to learner 'vtrace'.*valid learner"):
-        hyperparameters.route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
+        route_overrides(hp, "ppo", "ft", {"rho_bar": 2.0})
     hp = hyperparameters.preset_settings("Atari6", "vtrace", "ft", "paper")
     with pytest.raises(ValueError, match="'lam' belongs to method"):
-        hyperparameters.route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
+        route_overrides(hp, "vtrace", "ft", {"lam": 2.0})
     with pytest.raises(ValueError, match="does not support option.*'num_samples'.*valid"):
         make_method("ewc", variant="cora", num_samples=3)
     with pytest.raises(ValueError, match="MEAL's baselines use IPPO"):

@@ -15,8 +15,8 @@ import torch as th
 
 from cl_suites.cli import main
 from cl_suites.errors import BadValueError
-from cl_suites.job import checkpoint
-from cl_suites.job.device import devices_present, resolve_device
+from cl_suites.job.torch import checkpoint
+from cl_suites.job.torch.device import devices_present, resolve_device
 from cl_suites.job.run_spec import resolve_job
 from cl_suites.rundir.checkpoint_files import read_checkpoint, write_checkpoint
 from tests.helpers import REPO
@@ -154,7 +154,7 @@ def test_jax_beside_torch_is_set_before_jax_starts():
 def test_the_jax_cache_option_turns_on_jaxs_persistent_cache(tmp_path):
     import jax
 
-    from cl_suites.job.main_job import use_jax_cache
+    from cl_suites.job.shared import use_jax_cache
 
     with pytest.raises(BadValueError, match="jax_cache_dir must be a string or none, got 3"):
         _resolve("MEAL-2", learner="ppo-jax", jax_cache_dir=3)

@@ -405,16 +405,17 @@ def test_shaping_coefficient_held_per_update_as_ppo_jax():
     counted from each task's start. The torch job's env gives, step by step over a whole
     task and into the next, the weight ppo-jax uses for the update that step belongs to."""
     from baselines_jax import JaxIPPO
-    from cl_suites.job.jax_options import make_config
-    from cl_suites.job.main_job import _training_env, resolve_job, rollout_steps
+    from cl_suites.job.jax.entry import make_config
+    from cl_suites.job.main_job import resolve_job
+    from cl_suites.job.torch.train import training_env
 
     overrides = {"steps_per_task": 320, "shaping_horizon": 200, "episode_len": 100}
     torch_spec = resolve_job(
         suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
         overrides=overrides, seed=0,
     )  # fmt: skip
-    env, _, _ = _training_env(torch_spec)
-    num_steps = rollout_steps(torch_spec.hp)
+    env, _, _ = training_env(torch_spec)
+    num_steps = torch_spec.rollout_steps
     per_update = 4 * num_steps
     assert torch_spec.meal.sequence.tasks[0].budget == 5 * per_update  # 5 whole updates
     jax_spec = resolve_job(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from baselines_sb3 import callbacks
-from cl_suites.job import jax_checkpoint
+from cl_suites.job.jax import checkpoint as jax_checkpoint
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir import checkpoint_files
 

@@ -12,10 +12,11 @@ def meal_ft_learner(job: Mapping[str, Any], overrides: Mapping[str, Any]) -> tup
     seeded 0, both as ``cl_suites.job.main_job`` builds them."""
     from baselines_sb3.cl import make_method
     from baselines_sb3.factory import build_model, wrap_env
-    from cl_suites.job.main_job import _training_env, resolve_job
+    from cl_suites.job.main_job import resolve_job
+    from cl_suites.job.torch.train import training_env
 
     spec = resolve_job(method="ft", overrides=dict(overrides), **job)
-    _, sb3_env, _ = _training_env(spec)
+    _, sb3_env, _ = training_env(spec)
     sb3_env.seed(0)
     env, _ = wrap_env(
         sb3_env, spec.sequence, spec.hp, multi_head=spec.multi_head,

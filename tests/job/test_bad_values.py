@@ -14,6 +14,7 @@ from rich.console import Console
 
 from cl_suites.cli import main
 from cl_suites.job import main_job
+from cl_suites.job.torch import train as torch_train
 from cl_suites.sweep import SweepError, SweepSpec, run_sweep
 
 th.set_num_threads(1)
@@ -85,7 +86,7 @@ def test_a_start_that_fails_before_its_first_step_can_be_run_again(
         raise TypeError("'int' object is not iterable")
 
     with monkeypatch.context() as mp:
-        mp.setattr(main_job, "build_model", broken)
+        mp.setattr(torch_train, "build_model", broken)
         assert main(["run", *TINY, "--run-dir", str(run_dir)]) == 1
     assert "unexpected TypeError: 'int' object is not iterable" in one_line_error(capsys)
     assert run_dir.exists() == existed and (not existed or not any(run_dir.iterdir()))
@@ -120,17 +121,20 @@ def test_a_run_that_took_steps_keeps_its_directory(capsys, tmp_path, monkeypatch
 def test_a_ppo_jax_start_that_fails_before_its_first_step_leaves_nothing(tmp_path, monkeypatch):
     """The JAX job too: a failure after the run directory was opened but before the first
     step (here: right after opening it) removes what was written."""
-    from cl_suites.job import jax_job
+    from cl_suites.job import shared
+    from cl_suites.job.jax import train as jax_job
 
-    def opened_then_failed(specs, seeds, run_dirs, resume, open_run):
-        run_log, evaluator, progress = open_run(specs[0], seeds[0], run_dirs[0], resume, 0)
+    def opened_then_failed(specs, seeds, run_dirs, resume, device):
+        run_log, evaluator, progress = shared.open_run(
+            specs[0], seeds[0], run_dirs[0], resume, 0, device=device, show_progress=False
+        )
         progress.close("failed", "RuntimeError: no device")
         evaluator.close()
         run_log.close()
         assert (run_dirs[0] / "metadata.json").exists()
         raise RuntimeError("no device")
 
-    monkeypatch.setattr(jax_job, "run_jax_job", opened_then_failed)
+    monkeypatch.setattr(jax_job, "_train", opened_then_failed)
     run_dir = tmp_path / "meal"
     with pytest.raises(RuntimeError, match="no device"):
         main_job.run_main_job(

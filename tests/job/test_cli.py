@@ -69,18 +69,20 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
 
 
 def test_the_declared_names_have_their_classes_and_parse_without_torch():
-    """Methods and learners are declared once (``cl_suites.declarations``); the families'
-    registries hold a class for each name, and parsing imports no torch."""
+    """Methods are declared once (``cl_suites.declarations``), learners once (the
+    registry, ``cl_suites.job.learners``); the families hold a class for each name, and
+    parsing imports no torch."""
     import subprocess
     import sys
 
     from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS as TORCH
-    from cl_suites.declarations import CL_METHODS, LEARNERS, TORCH_LEARNERS
-    from cl_suites.job.learners import LEARNER_ENTRIES
+    from cl_suites.declarations import CL_METHODS
+    from cl_suites.job.learners import REGISTRY, load_learner
 
     assert tuple(METHODS) == CL_METHODS
-    assert tuple(LEARNER_ENTRIES) == LEARNERS and TORCH is TORCH_LEARNERS
+    assert tuple(REGISTRY) == ("ppo-jax", "ppo", "vtrace")
+    assert {n for n in REGISTRY if load_learner(n).own_methods} == set(TORCH)
     code = (
         "import sys; from cl_suites.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('torch', 'jax') if m in sys.modules))"

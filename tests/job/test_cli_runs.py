@@ -334,7 +334,7 @@ def test_wandb_offline_gets_the_training_scalars(tmp_path, monkeypatch):
     from baselines_sb3.learners import ContinualPPO
     from baselines_sb3.policies import ContinualPolicy
     from cl_suites.api import make_vec
-    from cl_suites.job.tracking import configure_logger
+    from cl_suites.job.torch.tracking import configure_logger
     from cl_suites.rundir.runlog import RunLog
     from cl_suites.sb3.adapter import SB3VecEnv
 
@@ -431,10 +431,10 @@ def test_the_job_builds_the_method_once_and_hands_the_env_the_schedule_it_cut(
 ):
     """One pass down the stack (issue 43): the replay guard plans the method the run
     trains with, and the training env follows the job's schedule instead of a new cut."""
-    from cl_suites.job import main_job
+    from cl_suites.job.torch import train as torch_train
 
     made, built = [], []
-    make_method, training_env = main_job.make_method, main_job._training_env
+    make_method, training_env = torch_train.make_method, torch_train.training_env
 
     def counted(name, **kwargs):
         made.append(name)
@@ -445,8 +445,8 @@ def test_the_job_builds_the_method_once_and_hands_the_env_the_schedule_it_cut(
         built.append((spec, envs[0]))
         return envs
 
-    monkeypatch.setattr(main_job, "make_method", counted)
-    monkeypatch.setattr(main_job, "_training_env", spied)
+    monkeypatch.setattr(torch_train, "make_method", counted)
+    monkeypatch.setattr(torch_train, "training_env", spied)
     argv = ["run", *TINY, "--method", "clear", "--num-envs", "2", "--steps-per-task", "256",
             "--run-dir", str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 0

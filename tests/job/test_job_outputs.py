@@ -14,6 +14,7 @@ from baselines_sb3.cl.base import ContinualMethod
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.video import VideoRecorder, poster_path, video_path
 from cl_suites.job import main_job
+from cl_suites.job.torch import train as torch_train
 from cl_suites.random_agent import run_random_agent
 from cl_suites.rundir.progress import RunProgress, read_progress
 from cl_suites.rundir.runlog import read_eval
@@ -124,7 +125,7 @@ class SourceUser(ContinualMethod):
 
 def test_job_gives_methods_a_fresh_episode_source(tmp_path, monkeypatch):
     method = SourceUser()
-    monkeypatch.setattr(main_job, "make_method", lambda *a, **k: method)
+    monkeypatch.setattr(torch_train, "make_method", lambda *a, **k: method)
     main_job.run_main_job(
         suite="Diagnostic", method="ewc", learner="ppo", preset="small", seed=0, num_envs=2,
         run_dir=tmp_path, resume=False,

@@ -15,7 +15,9 @@ from cl_suites.config import MAX_CONFIG_BYTES, ConfigError, load_config_file
 from cl_suites.job import main_job
 from cl_suites.job.main_job import resolve_job
 from cl_suites.job.option_specs import job_size_warnings, size_warnings
-from cl_suites.job.run_spec import JOB_OPTIONS, OPTION_SPECS, check_option
+from cl_suites.job.learners import load_learner
+from cl_suites.job.run_spec import JOB_OPTIONS, OPTION_SPECS, run_option_specs
+from cl_suites.job.run_spec import check_option as check_ppo_option
 from cl_suites.sweep.grid import SweepError, load_sweep_file
 
 DIAG = dict(suite="Diagnostic", method="ewc", learner="ppo", preset="small", num_envs=None)
@@ -65,6 +67,11 @@ def test_library_calls_and_sweeps_are_checked_in_the_same_place(tmp_path, key, v
 
 
 def test_good_values_pass_and_are_normalised():
+    ppo = run_option_specs(load_learner("ppo"), {})  # the job's, the suites' and ppo's
+
+    def check_option(name, value):
+        return check_ppo_option(name, value, ppo)
+
     assert check_option("n_steps", 128.0) == 128 and type(check_option("n_steps", 128.0)) is int
     assert check_option("learning_rate", 1e-4) == 1e-4
     assert check_option("batch_size", np.int64(64)) == 64  # numpy numbers from library calls
@@ -147,7 +154,9 @@ def test_absurd_sizes_are_named_before_the_run(capsys, monkeypatch, tmp_path):
     def stop(spec):  # the warning comes before any env is built
         raise RuntimeError("stop")
 
-    monkeypatch.setattr(main_job, "_training_env", stop)
+    from cl_suites.job.torch import train as torch_train
+
+    monkeypatch.setattr(torch_train, "training_env", stop)
     with pytest.raises(RuntimeError, match="stop"):
         main_job.run_main_job(
             run_dir=tmp_path, resume=False, seed=0, overrides={"steps_per_task": 10**18}, **DIAG

@@ -94,7 +94,7 @@ MEAL_OVERRIDES = {
 
 
 def _meal(run_dir, kill_at=None, **kw):
-    from cl_suites.job import jax_job
+    from cl_suites.job.jax import train as jax_job
 
     kwargs = dict(**MEAL, run_dir=run_dir, overrides=dict(MEAL_OVERRIDES), **kw)
     if kill_at is None:

@@ -83,7 +83,9 @@ def test_the_episode_cap_is_a_job_option_recorded_in_the_metadata():
         overrides={"eval_max_episode_steps": 2_000},
     )  # fmt: skip
     assert spec.job == {"eval_max_episode_steps": 2_000}
-    metadata = main_job._metadata(spec, 0, spec.sequence.schedule(spec.num_envs))
+    from cl_suites.job.torch.train import torch_metadata
+
+    metadata = torch_metadata(spec, 0)
     assert metadata["evaluation"]["max_episode_steps"] == 2_000
     with pytest.raises(
         ValueError, match="eval_max_episode_steps must be an integer >= 1 or none, got 0"

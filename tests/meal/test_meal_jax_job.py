@@ -18,8 +18,9 @@ import pytest
 pytest.importorskip("meal")
 
 from cl_suites.cli import main
-from cl_suites.job import jax_job, jax_options
-from cl_suites.job.jax_checkpoint import (
+from cl_suites.job.jax import entry as jax_options
+from cl_suites.job.jax import train as jax_job
+from cl_suites.job.jax.checkpoint import (
     common_checkpoint,
     jax_checkpoint_path,
     load_jax_checkpoint,
@@ -320,7 +321,7 @@ def test_bad_input_is_one_line_before_any_compile(argv, message, tmp_path, capsy
         raise AssertionError("something was built")
 
     monkeypatch.setattr(engine.MealEngine, "__init__", no_compile)
-    monkeypatch.setattr(jax_job, "run_jax_job", no_compile)
+    monkeypatch.setattr(jax_job, "run_jax", no_compile)
     run_dir = tmp_path / "run"
     code = main(["run", "--suite", "MEAL-2", "--preset", "small", "--run-dir", str(run_dir), *argv])
     err = capsys.readouterr().err

@@ -18,7 +18,7 @@ import torch as th
 pytest.importorskip("meal")
 
 from baselines_sb3 import callbacks
-from cl_suites.job import checkpoint
+from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
@@ -179,14 +179,14 @@ def test_meal_evaluation_is_meals(ft_run):
 def test_meal_runs_start_episodes_at_random_states(ft_run):
     """As MEAL's paper-time code (random_reset=True): random agent positions, inventories
     and pot states at every reset; a fixed start with ``random_reset=False``."""
-    from cl_suites.job.main_job import _training_env
+    from cl_suites.job.torch.train import training_env
 
     def starts(**overrides):
         spec = resolve_job(
             suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
             overrides={**OVERRIDES, **overrides}, seed=0,
         )  # fmt: skip
-        env = _training_env(spec)[0]
+        env = training_env(spec)[0]
         env.reset(seed=0)
         return {np.asarray(env._state.env_state.agent_pos)[i].tobytes() for i in range(4)}
 
@@ -197,7 +197,7 @@ def test_meal_runs_start_episodes_at_random_states(ft_run):
 def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
     """MEAL's training code treats its 400-step done as terminal (no bootstrap); an episode
     cut by a task switch is still a truncation (bootstrapped)."""
-    from cl_suites.job.main_job import _training_env
+    from cl_suites.job.torch.train import training_env
 
     spec = resolve_job(
         suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
@@ -205,7 +205,7 @@ def test_meal_runs_treat_full_episodes_as_terminal(ft_run):
     )  # fmt: skip
     from baselines_sb3.factory import wrap_env
 
-    _, sb3_env, _ = _training_env(spec)
+    _, sb3_env, _ = training_env(spec)
     sb3_env.seed(0)
     vec, _ = wrap_env(sb3_env, spec.sequence, spec.hp, multi_head=True, task_id_input=True)
     vec.reset()
@@ -250,13 +250,13 @@ def test_meal_kill_inside_the_first_checkpoint_write_resumes_from_the_start(ft_r
 def _task0_drift(run_dir) -> float:
     """Mean KL(pi_end_of_task0 || pi_final) of the task-0 head over task-0 observations."""
     from baselines_sb3.policies import OBS_KEY, TASK_KEY
-    from cl_suites.job.main_job import _training_env
+    from cl_suites.job.torch.train import training_env
 
     spec = resolve_job(
         suite="MEAL-2", method="ft", learner="ppo", preset="small", num_envs=4,
         overrides=dict(OVERRIDES), seed=0,
     )  # fmt: skip
-    _, _, source = _training_env(spec)
+    _, _, source = training_env(spec)
     batch = source.start_rollout(0, 8, seed=123)
     obs = []
     rng = np.random.default_rng(0)
@@ -280,9 +280,9 @@ def _task0_drift(run_dir) -> float:
 def _policy_from(spec, weights):
     from baselines_sb3.cl import make_method
     from baselines_sb3.factory import build_model, wrap_env
-    from cl_suites.job.main_job import _training_env
+    from cl_suites.job.torch.train import training_env
 
-    _, sb3_env, _ = _training_env(spec)
+    _, sb3_env, _ = training_env(spec)
     env, _ = wrap_env(sb3_env, spec.sequence, spec.hp, multi_head=True, task_id_input=True)
     model = build_model(
         "ppo", env, spec.sequence, spec.hp, make_method("ft"), method="ft", seed=0,

@@ -26,7 +26,7 @@ import torch as th
 from cl_suites.cli import main
 from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
 from cl_suites.core.evaluation import EvalBatch
-from cl_suites.job import checkpoint
+from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir import checkpoint_files
 from cl_suites.rundir.checkpoint_files import (
@@ -383,7 +383,7 @@ def test_killed_at_a_fixed_moment_then_resumed_loses_and_repeats_nothing(
 def test_a_corrupt_ppo_jax_checkpoint_is_named_and_the_previous_one_resumes(
     tmp_path, capsys, damage
 ):
-    from cl_suites.job.jax_checkpoint import (
+    from cl_suites.job.jax.checkpoint import (
         common_checkpoint,
         jax_checkpoint_path,
         save_jax_checkpoint,

@@ -265,7 +265,7 @@ def _run(tmp_path, name, **extra):
 
 
 def test_disk_full_during_a_checkpoint_then_resume_completes_identically(tmp_path, monkeypatch):
-    from cl_suites.job.checkpoint import latest_checkpoint, load_checkpoint
+    from cl_suites.job.torch.checkpoint import latest_checkpoint, load_checkpoint
 
     full = _run(tmp_path, "full")
     fill_disk(monkeypatch, "pt", skip=1)  # the second checkpoint hits a full disk

@@ -1,5 +1,5 @@
-"""The JAX IPPO learner (``ppo-jax``, package ``baselines_jax``) as the main job sees it:
-its name, its settings taken from the one preset table, and its options.
+"""The entry of the JAX IPPO learner (``ppo-jax``, package ``baselines_jax``): its name,
+what it runs, its settings taken from the one preset table, its options and its job.
 
 ``ppo-jax`` is MEAL's default learner; ``ppo`` (SB3/torch ``ContinualPPO``) computes the
 same algorithm. Both read their values from ``cl_suites.job.presets`` (one ledger,
@@ -10,8 +10,8 @@ settings, field by field, into ``baselines_jax.IPPOConfig`` keyword arguments
 on ``ppo-jax`` and the JAX names on ``ppo``, with the valid ones listed, before anything
 compiles.
 
-Nothing here imports JAX at module level: :func:`jax_api` imports ``baselines_jax`` on
-first use.
+Nothing here imports JAX at module level (:func:`jax_api` imports ``baselines_jax`` on
+first use), nor torch or stable-baselines3 at all: a ``ppo-jax`` run loads neither.
 """
 
 from __future__ import annotations
@@ -22,13 +22,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.declarations import JAX_LEARNER
-from cl_suites.errors import UnknownOptionError
+from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
+from cl_suites.errors import MethodPluginError, UnknownOptionError
 from cl_suites.job import hyperparameters
-from cl_suites.job.hyperparameters import LEARNER_OPTIONS, POLICY_OPTIONS, Values
+from cl_suites.job.hyperparameters import POLICY_OPTIONS, Values
+from cl_suites.job.option_specs import BOOL as _BOOL
+from cl_suites.job.option_specs import UNIT as _UNIT
+from cl_suites.job.option_specs import Opt, Option
+from cl_suites.job.option_specs import choice as _choice
+from cl_suites.job.option_specs import integer as _int
+from cl_suites.job.option_specs import number as _num
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from cl_suites.job.run_spec import JobSpec
     from cl_suites.suites import SuiteInfo
+
+_L = "learner"
+OPTIONS: dict[str, Option] = {
+    "anneal_lr": Option(_L, _BOOL, "linear learning-rate decay over each task"),
+    "num_steps": Option(_L, _int(), "rollout length per env (env steps)"),
+    "update_epochs": Option(_L, _int(), "PPO epochs per rollout"),
+    "num_minibatches": Option(_L, _int(), "PPO minibatches per epoch"),
+    "clip_eps": Option(_L, _num(0.0, low_open=True), "PPO clip"),
+    "adam_eps": Option(_L, _num(0.0, low_open=True), "Adam epsilon"),
+    "hidden_sizes": Option(_L, Opt("int-list", low=1), "hidden layer sizes of actor and critic"),
+    "layer_norm": Option(_L, _BOOL, "layer norm in the trunk"),
+    "shared_backbone": Option(_L, _BOOL, "one trunk for actor and critic"),
+    "reg_coef": Option(_L, _num(none_ok=True), "CL regularisation strength"),
+    "ewc_decay": Option(_L, _UNIT, "decay of the running importance (online EWC)"),
+    "importance_episodes": Option(_L, _int(), "fresh episodes of the importance estimate"),
+    "importance_steps": Option(_L, _int(), "steps per importance episode"),
+    "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
+}
+"""The options of ``ppo-jax`` that are not the torch learner's (its ``IPPOConfig`` fields
+with a declared type; the others keep the torch learner's declarations through
+``TORCH_TO_JAX``): section, type and range, one-line doc."""
 
 TORCH_TO_JAX: dict[str, str] = {
     # learner (cl_suites.job.presets.MEAL_PPO / SMALL_PPO)
@@ -133,11 +164,11 @@ def make_config(values: dict[str, Any]) -> Any:
     return jax_api().IPPOConfig(**fixed)
 
 
-def torch_only_options(torch_hp: dict[str, Any], learner_opts: tuple[str, ...]) -> set[str]:
-    """Option names that belong to the torch learner (its learner, method and policy
-    settings, its job options) and are not ``IPPOConfig`` fields."""
-    names = set(learner_opts) | set(torch_hp["method"]) | set(POLICY_OPTIONS)
-    names |= set(torch_hp["learner"]) | set(TORCH_ONLY_JOB_OPTIONS)
+def torch_only_options(torch_hp: dict[str, Any]) -> set[str]:
+    """Option names that belong to the torch learner (its preset's learner, method and
+    policy settings, its job options) and are not ``IPPOConfig`` fields."""
+    names = set(torch_hp["learner"]) | set(torch_hp["method"]) | set(POLICY_OPTIONS)
+    names |= set(TORCH_TO_JAX) | set(TORCH_ONLY_JOB_OPTIONS)
     return names - set(jax_fields())
 
 
@@ -163,9 +194,12 @@ def route_jax_overrides(
 
 
 def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
-    """``ValueError`` when a torch run of MEAL is given an ``IPPOConfig``-only option."""
-    shared = set(LEARNER_OPTIONS[learner]) | set(POLICY_OPTIONS)
-    shared |= set(TORCH_TO_JAX)
+    """``ValueError`` when a torch run of MEAL is given an ``IPPOConfig``-only option: a
+    field of ``IPPOConfig`` that is neither a torch setting it translates, nor a policy
+    option, nor an option the torch learner declares (``torch_names``)."""
+    from cl_suites.job.learners import load_learner
+
+    shared = set(load_learner(learner).options()) | set(POLICY_OPTIONS) | set(TORCH_TO_JAX)
     jax_only = sorted(k for k in overrides if k in set(jax_fields()) - shared)
     if jax_only:
         raise UnknownOptionError(
@@ -178,13 +212,35 @@ def check_no_jax_options(overrides: dict[str, Any], learner: str) -> None:
 @dataclass(frozen=True)
 class JaxLearner:
     """The learner entry of ``ppo-jax`` (``cl_suites.job.learners.LearnerEntry``): MEAL's
-    JAX IPPO (``baselines_jax.JaxIPPO``), trained by the JAX job (several seeds in one
-    program); its settings are the torch ``ppo`` preset's, translated (``jax_settings``)."""
+    JAX IPPO (``baselines_jax.JaxIPPO``), trained by this wing's job
+    (``cl_suites.job.jax.train``: several seeds in one program); its settings are the torch
+    ``ppo`` preset's, translated (``jax_settings``)."""
 
     name: str = JAX_LEARNER
-    family: str = "baselines_jax"
+    suites: tuple[str, ...] = ("meal",)
+    methods: tuple[str, ...] | None = MEAL_METHODS
+    own_methods: bool = False
+    seed_groups: bool = True
     preset: str = "ppo"
     refused_job_options: tuple[str, ...] = TORCH_ONLY_JOB_OPTIONS
+
+    def options(self) -> Mapping[str, Option]:
+        """:data:`OPTIONS` and the ``IPPOConfig`` fields named like the torch learner's,
+        declared with ``IPPOConfig``'s own choices."""
+        config = importlib.import_module("baselines_jax.config")
+        shared = {
+            "learning_rate": Option(_L, _num(0.0, 1.0, low_open=True), "Adam step size"),
+            "gamma": Option(_L, _UNIT, "discount"),
+            "gae_lambda": Option(_L, _UNIT, "GAE lambda"),
+            "ent_coef": Option(_L, _num(), "entropy bonus coefficient"),
+            "vf_coef": Option(_L, _num(), "value loss coefficient"),
+            "max_grad_norm": Option(_L, _num(0.0, low_open=True), "gradient clipping norm"),
+            "activation": Option(_L, _choice(config.ACTIVATIONS), "hidden activation"),
+            "advantage_normalization": Option(
+                _L, _choice(config.ADVANTAGE_NORMALIZATIONS), "minibatch-biased or none"
+            ),
+        }
+        return {**shared, **OPTIONS}
 
     def settings(
         self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
@@ -198,7 +254,7 @@ class JaxLearner:
                 f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner "
                 f"'ppo', not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
             )
-        torch_only = torch_only_options(hp, LEARNER_OPTIONS["ppo"])
+        torch_only = torch_only_options(hp)
         values = jax_settings(hp, method)
         if "cl_method" in overrides:
             raise ValueError("set the CL method with --method, not with the option cl_method")
@@ -216,6 +272,23 @@ class JaxLearner:
         }
         return jax_hp, overrides
 
+    def refuse_foreign(self, overrides: Values, learner: str) -> None:
+        check_no_jax_options(overrides, learner)
+
+    def own_method_options(self, method: str, info: SuiteInfo) -> Mapping[str, Any]:
+        """``{}`` for a built-in method; an own method is refused: the CL methods are
+        compiled into the one JAX program, which a ``ContinualMethod`` cannot join."""
+        if method in MEAL_METHODS:
+            return {}
+        from cl_suites.job.learners import learners_for, load_learner
+
+        others = [n for n in learners_for(info) if load_learner(n).own_methods]
+        raise MethodPluginError(
+            f"own method {method!r} needs a torch learner (--learner {' or '.join(others)}); "
+            f"learner {self.name!r} compiles its CL methods into one JAX program, which a "
+            "ContinualMethod cannot join (docs/own-method.md)"
+        )
+
     def option_names(
         self, method: str, hp: Mapping[str, Any], job_options: tuple[str, ...]
     ) -> dict[str, tuple[str, ...]]:
@@ -229,16 +302,33 @@ class JaxLearner:
             "policy": (),
         }
 
+    def device(self, job: Values, hp: Mapping[str, Any], suite: SuiteInfo, probe: bool) -> None:
+        """``None``: JAX picks its platform (``JAX_PLATFORMS``)."""
+        return None
+
+    def rollout_steps(self, hp: Mapping[str, Any]) -> int:
+        return int(hp["learner"]["num_steps"])
+
     def finish(self, hp: dict[str, Any], num_envs: int) -> Any:
         """The run's ``num_envs`` into the settings, and the ``IPPOConfig`` the JAX job
         trains with: it checks its values (bad ones fail here, before anything compiles)."""
         hp["learner"]["num_envs"] = num_envs
         return make_config(hp["learner"])
 
+    def check_sequence(self, hp: Mapping[str, Any], sequence: Any) -> None:
+        return None  # MEAL's observations are what its network takes
+
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         fields = dataclasses.fields(jax_api().IPPOConfig)
         return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}, {}
 
+    def train(
+        self, specs: Sequence[JobSpec], seeds: Sequence[int], run_dirs: Sequence[Path], resume: bool
+    ) -> None:
+        from cl_suites.job.jax.train import run_jax
 
-JAX_IPPO = JaxLearner()
+        run_jax(list(specs), [int(s) for s in seeds], list(run_dirs), resume)
+
+
+PPO_JAX = JaxLearner()
 """The entry of ``ppo-jax``."""

@@ -1,10 +1,12 @@
-"""The main job's loop for the JAX IPPO learner (``ppo-jax``, MEAL suites), one or many seeds.
+"""The JAX wing's job: the JAX IPPO learner (``ppo-jax``, MEAL suites), one or many seeds.
 
-``run_main_job`` hands a ``ppo-jax`` run here; everything around the learner is the one
-main job's: the run directory and its log (``RunLog``: metadata.json, eval.csv,
-episodes.csv), MEAL's evaluation (the core ``Evaluator`` with ``MealEvalSource``: greedy
-policy, sparse delivery returns, every ``eval_every`` env steps of each task), videos,
-``progress.json`` and the rich bar (``RunProgress``), resume checks and the report.
+The learner's entry (``cl_suites.job.jax.entry``) hands a ``ppo-jax`` run here
+(:func:`run_jax`); everything around the learner is built with the run pieces both wings
+share (``cl_suites.job.run``): the run directory and its log (``RunLog``: metadata.json,
+eval.csv, episodes.csv), MEAL's evaluation (the core ``Evaluator`` with
+``MealEvalSource``: greedy policy, sparse delivery returns, every ``eval_every`` env steps
+of each task), videos, ``progress.json`` and the rich bar (``RunProgress``), resume checks
+and the report.
 
 Training: per schedule segment (a task in a cycle), ``JaxIPPO.train`` runs the task's
 PPO updates in chunks, each chunk one compiled program (rollout and epochs, no host round
@@ -21,7 +23,7 @@ Training episodes (``episodes.csv``): every finished one, and at each task's end
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
 
-Checkpoints (``cl_suites.job.jax_checkpoint``): every ``checkpoint_every`` env steps and
+Checkpoints (``cl_suites.job.jax.checkpoint``): every ``checkpoint_every`` env steps and
 at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
 (parameters, optimizer and CL state, env state and PRNG keys are in the state).
 
@@ -40,12 +42,14 @@ import numpy as np
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.task import Segment, task_seed
-from cl_suites.job.jax_checkpoint import (
+from cl_suites.job import shared
+from cl_suites.job.jax.checkpoint import (
     common_checkpoint,
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
-from cl_suites.job.jax_options import jax_api
+from cl_suites.job.jax.entry import jax_api
+from cl_suites.job.run_spec import JobSpec
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress
 from cl_suites.rundir.runlog import RunLog, truncate_logs
@@ -159,23 +163,39 @@ class JaxRun:
         self.run_log.close()
 
 
-def run_jax_job(
-    specs: Sequence[Any],
+def run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume: bool) -> None:
+    """Train ``seeds`` (one ``JobSpec`` each, same kitchens) vmapped in one program, one
+    run directory each (``run_dirs``); ``resume``: from their newest common checkpoint.
+    Each run's report at the end, and with several seeds below one directory
+    (``--seeds``) one report of them all, as a sweep's."""
+    device = jax_device()
+    if resume:
+        for spec, seed, run_dir in zip(specs, seeds, run_dirs, strict=True):
+            shared.resume_checked(spec, seed, run_dir, device)
+    shared.clean_unstarted(run_dirs, resume, lambda: _train(specs, seeds, run_dirs, resume, device))
+    for run_dir in run_dirs:
+        shared.write_report(run_dir, specs[0].options)
+    parents = {run_dir.parent for run_dir in run_dirs}
+    if len(run_dirs) > 1 and len(parents) == 1:  # --seeds: one report of all seeds, as a sweep
+        shared.write_report(parents.pop(), specs[0].options, runs=run_dirs)
+
+
+def jax_device() -> str:
+    """The platform JAX runs ``ppo-jax`` on (``cpu``, ``gpu``, ...)."""
+    import jax
+
+    return str(jax.default_backend())
+
+
+def _train(
+    specs: Sequence[JobSpec],
     seeds: Sequence[int],
     run_dirs: Sequence[Path],
     resume: bool,
-    open_run: Callable[[Any, int, Path, bool, int], tuple[RunLog, Evaluator, RunProgress]],
+    device: str,
 ) -> None:
-    """Train ``seeds`` (one ``JobSpec`` each, same kitchens) vmapped in one program.
-
-    Args:
-        specs: the seeds' resolved runs (``learner == "ppo-jax"``).
-        seeds: the run seeds, in the order of ``specs`` and ``run_dirs``.
-        run_dirs: one run directory per seed.
-        resume: continue the runs from their newest common checkpoint.
-        open_run: ``(spec, seed, run_dir, resume, initial_step) -> (RunLog, Evaluator,
-            RunProgress)``: the main job's shared pieces for one seed.
-    """
+    """The training of :func:`run_jax`: the learner, its state (or the checkpoint's), one
+    ``JaxRun`` per seed, the loop."""
     spec = specs[0]
     api = jax_api()
     learner = api.JaxIPPO(spec.meal, spec.learner_config, list(seeds))
@@ -203,7 +223,10 @@ def run_jax_job(
     error: BaseException | None = None
     try:
         for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
-            loop.runs.append(JaxRun(d, seed, *open_run(s, seed, d, resume, loop.step)))
+            opened = shared.open_run(
+                s, seed, d, resume, loop.step, device=device, show_progress=i == 0
+            )
+            loop.runs.append(JaxRun(d, seed, *opened))
             if evaluator_states is not None:
                 loop.runs[-1].evaluator.load_state_dict(evaluator_states[i])
             loop.runs[-1].plasticity = _tracker(s, d, loop.runs[-1].run_log)

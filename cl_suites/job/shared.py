@@ -1,0 +1,213 @@
+"""The run pieces both wings of the job use: the run directory and its metadata, the
+resume check, the evaluator, videos, progress, size warnings and the report.
+
+A wing's job (``cl_suites.job.torch.train``, ``cl_suites.job.jax.train``) trains; what a
+run directory holds around the training, and how a run is checked, opened and closed, is
+here, once. Nothing here imports a learner family.
+
+Steps are the suite's unit: **env steps** (one joint action of all agents) for MEAL,
+**agent steps** (``env.step`` calls summed over sub-envs) for every other suite.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cl_suites.core.evaluation import Evaluator
+from cl_suites.core.video import VideoRecorder
+from cl_suites.errors import RunDirConflictError
+from cl_suites.job.option_specs import job_size_warnings
+from cl_suites.job.run_spec import JobOptions, JobSpec
+from cl_suites.job.tracking import track_run_log
+from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
+from cl_suites.rundir.progress import RunProgress, read_progress
+from cl_suites.rundir.runlog import METADATA_FILE, RunLog, read_metadata
+from cl_suites.training import run_metadata
+
+RESUME_KEYS: tuple[str, ...] = ("suite", "method", "learner", "preset", "seed", "num_envs")
+"""The metadata keys a resumed run must share with the run in its directory."""
+
+
+def print_size_warnings(spec: JobSpec) -> None:
+    """One ``warning:`` line on stderr per absurd size of the run (budget, memory, envs)."""
+    for line in job_size_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def use_jax_cache(directory: str | None) -> None:
+    """JAX's persistent compilation cache in ``directory`` (the job option
+    ``jax_cache_dir``; ``None``: JAX's setting stays): a later run whose programs have the
+    same shapes loads them instead of compiling (``benchmarks/README.md``)."""
+    if directory is None:
+        return
+    import jax
+
+    Path(directory).expanduser().mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(Path(directory).expanduser()))
+    # every program, not only those over JAX's default of 1 s: a run compiles dozens of
+    # small ones (per task and chunk length), which together take longer than the big ones
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def metadata(spec: JobSpec, seed: int, device: str, **extra: Any) -> dict[str, Any]:
+    """The run's ``metadata.json``: the run, its sequence, schedule, settings and
+    evaluation protocol, the ``device`` it trains on, what its suite adds (MEAL's score
+    normalisers), and ``extra`` (a wing's own keys)."""
+    out = run_metadata(
+        spec.suite.id,
+        spec.sequence,
+        seed=seed,
+        method=spec.method,
+        learner=spec.learner,
+        preset=spec.preset,
+        num_envs=spec.num_envs,
+        env_kwargs=spec.suite_kwargs,
+        description=spec.instance.describe(),
+        schedule=spec.schedule,
+        hyperparameters=spec.hyperparameters(),
+        evaluation={
+            "at_start": spec.options.eval_at_start,
+            "per_task": spec.options.eval_per_task,
+            "deterministic": spec.options.eval_deterministic,
+            "max_episode_steps": spec.options.eval_max_episode_steps,
+        },
+        step_unit=spec.step_unit,
+        device=device,
+        request=dict(spec.request),
+    )
+    out.update(extra)
+    out.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
+    return out
+
+
+def check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
+    """``RunDirConflictError`` naming what differs when the run in ``run_dir`` is not the
+    run described by ``metadata`` (its run keys, its schedule)."""
+    old = read_metadata(run_dir)
+    diffs = [
+        f"{k}: run has {old.get(k)!r}, requested {metadata[k]!r}"
+        for k in RESUME_KEYS
+        if old.get(k) != metadata[k]
+    ]
+    if json.dumps(old.get("schedule")) != json.dumps(metadata["schedule"]):
+        diffs.append("schedule differs (other steps_per_task / cycles / num_envs)")
+    if diffs:
+        raise RunDirConflictError(
+            f"refusing to resume {run_dir}: it is a different run ({'; '.join(diffs)})"
+        )
+
+
+def evaluator(
+    spec: JobSpec, seed: int, run_log: RunLog, run_dir: Path, eval_source: Any
+) -> Evaluator:
+    """The run's evaluator: the suite's cadence (MEAL: per task, no step-0 evaluation),
+    its env source, videos when asked, the evaluation-only episode cap."""
+    job = spec.options
+    return Evaluator(
+        spec.sequence,
+        seed=int(seed),
+        run_log=run_log,
+        # evaluation envs step in this process: workers per (task, split) would multiply
+        vectorization_mode="sync"
+        if job.vectorization_mode == "workers"
+        else job.vectorization_mode,
+        first_eval_step=0 if job.eval_at_start else None,
+        segments=spec.schedule if job.eval_per_task else None,
+        env_source=eval_source,
+        video=video_recorder(run_dir, job, spec.schedule),
+        max_episode_steps=job.eval_max_episode_steps,
+    )
+
+
+def video_recorder(run_dir: Path, job: JobOptions, schedule: Sequence[Any]) -> VideoRecorder | None:
+    """The evaluation videos of ``capture_video`` (per task, or every ``video_every``
+    steps), else ``None``."""
+    if not job.capture_video:
+        return None
+    every = job.video_every
+    end = schedule[-1].end_step
+    if every:
+        boundaries = list(range(0, end + 1, int(every)))
+    else:
+        boundaries = [0] + [s.end_step for s in schedule]
+    return VideoRecorder(run_dir, boundaries, max_frames=job.video_length)
+
+
+def open_run(
+    spec: JobSpec,
+    seed: int,
+    run_dir: Path,
+    resume: bool,
+    initial_step: int,
+    *,
+    device: str,
+    show_progress: bool,
+) -> tuple[RunLog, Evaluator, RunProgress]:
+    """One seed's run directory opened for a learner that logs through the run log only
+    (no SB3 logger): its ``RunLog`` (TensorBoard and W&B from the run log's scalars), its
+    evaluator on the suite's eval source and its ``RunProgress`` (drawn when
+    ``show_progress``)."""
+    job = spec.options
+    run_log = RunLog(
+        run_dir, metadata(spec, seed, device), resume=resume, tensorboard=job.tensorboard
+    )
+    try:
+        track_run_log(run_log, run_dir, {"wandb": job.wandb})  # eval and episode returns
+        source = spec.suite.runtime.eval_source(spec.instance)
+        run_evaluator = evaluator(spec, seed, run_log, run_dir, source)
+        progress = RunProgress(
+            spec.schedule,
+            run_dir=run_dir,
+            show=job.progress and show_progress,
+            unit=spec.suite.step_unit.name,
+            initial_step=initial_step,
+        )
+    except BaseException:
+        run_log.close()
+        raise
+    return run_log, run_evaluator, progress
+
+
+def clean_unstarted(run_dirs: Sequence[Path], resume: bool, train: Callable[[], None]) -> None:
+    """Run ``train()``; when it fails before a run's first step, remove what it wrote to
+    that run's directory (a new run, not a resume), so the same command can start it
+    again."""
+    before = [directory_entries(d) for d in run_dirs]
+    try:
+        train()
+    except BaseException:
+        for run_dir, entries in zip(run_dirs, before, strict=True):
+            progress = read_progress(run_dir) or {}
+            if not resume and not progress.get("total_step"):  # failed before its first step
+                remove_unstarted(run_dir, entries)
+        raise
+
+
+def write_report(run_dir: Path, job: JobOptions, runs: Sequence[Path] | None = None) -> None:
+    """The metrics report of the run in ``run_dir``, or of ``runs`` (the seeds of a
+    ``--seeds`` run, below ``run_dir``), into ``run_dir/report``."""
+    if not job.report:
+        return
+    from cl_suites.metrics.report import build_report
+
+    try:
+        build_report([run_dir] if runs is None else runs, run_dir / "report")
+        print(f"metrics report written to {run_dir / 'report'}")
+    except Exception as e:  # the report must never lose a finished run
+        print(
+            f"note: metrics report failed ({type(e).__name__}: {e}); run it later with "
+            f"`cl-suites report {run_dir}`"
+        )
+
+
+def resume_checked(spec: JobSpec, seed: int, run_dir: Path, device: str) -> bool:
+    """Whether ``run_dir`` holds a run to resume (``RunDirConflictError`` when it holds
+    another run)."""
+    if not (run_dir / METADATA_FILE).exists():
+        return False
+    check_resumable(run_dir, metadata(spec, seed, device))
+    return True
