@@ -6,7 +6,8 @@ imported: top-level and function-level imports alike (a cycle that happens to im
 the right order today is still a cycle), relative imports resolved, ``from pkg import
 name`` counted as importing the submodule ``pkg.name`` when there is one (else ``pkg``),
 ``importlib.import_module("literal")`` counted as an import, imports under
-``if TYPE_CHECKING:`` left out (they never run).
+``if TYPE_CHECKING:`` left out (they never run). The graph builder and the layers live in
+``benchmarks/structure/rooms.py``, which also measures the rooms and arrows (issue 49).
 
 The layers, top to bottom (a module imports its own layer or lower ones only):
 
@@ -27,197 +28,24 @@ from __future__ import annotations
 
 import ast
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 
+from benchmarks.structure.rooms import (
+    BOTTOM,
+    CORE,
+    CORE_NEVER_IMPORTS,
+    PACKAGES,
+    SB3_ROOM,
+    find_cycles,
+    forbidden_reaches,
+    import_graph,
+    layer,
+    layer_violations,
+    outside_imports,
+)
 from tests.helpers import REPO
 
 ROOT = REPO
-PACKAGES = ("cl_suites", "baselines_sb3", "baselines_jax")
-CLI = ("cl_suites.cli", "cl_suites.__main__", "cl_suites.sweep")
-JOB = ("cl_suites.job",)
-FAMILIES = ("baselines_sb3", "baselines_jax")
-CORE = ("cl_suites.core",)
-BOTTOM = ("cl_suites.rundir", "cl_suites.errors")
-SB3_ROOM = "cl_suites.sb3"
-CORE_NEVER_IMPORTS = ("torch", "stable_baselines3")
-
-
-# -- the graph -----------------------------------------------------------------------------
-def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
-    """``{module name: file}`` for every ``.py`` file of ``packages`` under ``root``."""
-    modules = {}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imported_names(
-    module: str, is_package: bool, tree: ast.Module, modules: dict[str, Path]
-) -> Iterable[str]:
-    """The (dotted) names of the modules ``module``'s code imports; ``from pkg import name``
-    gives ``pkg.name`` when that is one of ``modules``, else ``pkg``."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")[: len(module.split(".")) - (not is_package)]
-                base = base[: len(base) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                yield submodule if submodule in modules else source
-        elif (
-            isinstance(node, ast.Call)
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-            and (
-                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                or (isinstance(node.func, ast.Name) and node.func.id == "__import__")
-            )
-        ):
-            yield node.args[0].value
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _imports(root: Path, packages: Iterable[str]) -> tuple[dict[str, Path], dict[str, set[str]]]:
-    """The modules' files and ``{module: every (dotted) name its code imports}``."""
-    files = module_files(root, packages)
-    names = {}
-    for module, path in files.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        names[module] = set(_imported_names(module, path.name == "__init__.py", tree, files))
-    return files, names
-
-
-def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
-    """``{module: modules of the packages it imports}`` (see the module docstring)."""
-    files, imported = _imports(root, packages)
-
-    def known(name: str) -> str | None:
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    return {m: {known(n) for n in names} - {None, m} for m, names in imported.items()}
-
-
-def outside_imports(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
-    """``{module: top-level names of the packages outside ``packages`` it imports}``."""
-    packages = tuple(packages)
-    _, imported = _imports(root, packages)
-    tops = {m: {n.split(".")[0] for n in names if n} for m, names in imported.items()}
-    return {m: {top for top in names if top not in packages} for m, names in tops.items()}
-
-
-def forbidden_reaches(
-    graph: dict[str, set[str]],
-    outside: dict[str, set[str]],
-    prefixes: Iterable[str],
-    forbidden: Iterable[str],
-) -> list[str]:
-    """``"a -> b -> ... -> torch"``: for each module under ``prefixes`` that imports one of
-    the ``forbidden`` packages, directly or through modules of the project it imports, one
-    shortest such chain."""
-    prefixes, forbidden = tuple(prefixes), set(forbidden)
-    chains = []
-    for start in sorted(m for m in graph if m.startswith(prefixes)):
-        paths, queue = {start: [start]}, [start]
-        while queue:
-            v = queue.pop(0)
-            if outside[v] & forbidden:
-                chains.append(" -> ".join([*paths[v], min(outside[v] & forbidden)]))
-                break
-            for w in sorted(graph[v]):
-                if w not in paths:
-                    paths[w] = [*paths[v], w]
-                    queue.append(w)
-    return chains
-
-
-def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """One cycle (``[a, b, ..., a]``) per strongly connected group of modules."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    groups: list[set[str]] = []
-
-    def visit(v: str) -> None:  # Tarjan
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = set()
-            while True:
-                w = stack.pop()
-                group.add(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                groups.append(group)
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    cycles = []
-    for group in groups:
-        start = min(group)
-        paths = {start: [start]}
-        queue = [start]
-        while queue:  # the shortest way from start back to start inside the group
-            v = queue.pop(0)
-            if start in graph[v]:
-                cycles.append([*paths[v], start])
-                break
-            for w in sorted(graph[v] & group):
-                if w not in paths:
-                    paths[w] = [*paths[v], w]
-                    queue.append(w)
-    return cycles
-
-
-def layer(module: str) -> int:
-    """0 the command line, 1 the job layer, 2 a learner family, 3 the rest of cl_suites
-    (the SB3 room included), 4 the env machinery (core), 5 the run directory and errors."""
-    for rank, prefixes in ((0, CLI), (1, JOB), (2, FAMILIES), (4, CORE), (5, BOTTOM)):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return rank
-    return 3
-
-
-def layer_violations(graph: dict[str, set[str]]) -> list[str]:
-    """``"a -> b"`` for every import that goes up the stack or across the families."""
-    bad = []
-    for module, targets in sorted(graph.items()):
-        for target in sorted(targets):
-            across = layer(module) == layer(target) == 2
-            if layer(target) < layer(module) or (
-                across and module.split(".")[0] != target.split(".")[0]
-            ):
-                bad.append(f"{module} -> {target}")
-    return bad
 
 
 def _report(cycles: list[list[str]]) -> str:
