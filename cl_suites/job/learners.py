@@ -190,3 +190,15 @@ def find_learner(name: str | None, suite: SuiteInfo) -> LearnerEntry:
             )
         raise ValueError(f"unknown learner {name!r}; valid: {', '.join(valid)}")
     return load_learner(name)
+
+
+def seed_group_learners() -> str:
+    """The learners that train several seeds in one program and the suites they train, as
+    an error message names them (``a MEAL suite and learner 'ppo-jax'``)."""
+    parts = []
+    for name in REGISTRY:
+        entry = load_learner(name)
+        if entry.seed_groups:
+            families = " or ".join(f.upper() for f in entry.suites)
+            parts.append(f"a {families} suite and learner {name!r}")
+    return " or ".join(parts) or "a learner that trains seed groups (none is registered)"

@@ -204,13 +204,12 @@ def _seed_group_learners(info: Any) -> tuple[str, ...]:
 
 
 def _seeds_error(request: RunRequest) -> ConfigError:
-    from cl_suites.job.learners import REGISTRY, load_learner
+    from cl_suites.job.learners import seed_group_learners
 
-    grouped = ", ".join(n for n in REGISTRY if load_learner(n).seed_groups)
     return ConfigError(
-        f"--seeds trains several seeds in one program with a learner that trains seed groups "
-        f"({grouped}); for --suite {request.suite} --method {request.method} run the seeds "
-        "one by one (cl-suites sweep --seeds 0-4 runs them in parallel)"
+        f"--seeds trains several seeds in one program with {seed_group_learners()}; for "
+        f"--suite {request.suite} --method {request.method} run the seeds one by one "
+        "(cl-suites sweep --seeds 0-4 runs them in parallel)"
     )
 
 

@@ -45,11 +45,11 @@ from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import presets
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Hyperparameters
 from cl_suites.job.learners import (
-    REGISTRY,
     LearnerEntry,
     find_learner,
     learners_for,
     load_learner,
+    seed_group_learners,
 )
 from cl_suites.job.method_options import MethodOption
 from cl_suites.job.option_specs import BOOL, Opt, Option, integer
@@ -277,8 +277,17 @@ OPTION_SPECS: dict[str, Opt] = {
 
 def run_option_specs(entry: LearnerEntry, own: Mapping[str, MethodOption]) -> dict[str, Opt]:
     """What each option of a run of learner ``entry`` must be: :data:`OPTION_SPECS`, the
-    learner's declared options and the own method's (``own``)."""
-    learner = {name: o.check for name, o in entry.options().items() if o.check is not None}
+    learner's declared options and the own method's (``own``). ``ConfigError`` for a
+    learner that declares an option of the job or a common suite option."""
+    declared = entry.options()
+    taken = sorted(set(declared) & set(OPTION_SPECS))
+    if taken:
+        raise ConfigError(
+            f"learner {entry.name!r} declares option(s) {', '.join(map(repr, taken))}, which "
+            "the job or every suite takes first (job options, steps_per_task, ...): the "
+            "learner would never get them; rename them in its entry"
+        )
+    learner = {name: o.check for name, o in declared.items() if o.check is not None}
     return {**OPTION_SPECS, **learner, **{name: o.check for name, o in own.items()}}
 
 
@@ -458,11 +467,10 @@ def resolve(request: RunRequest, *, probe_device: bool = True) -> list[JobSpec]:
     specs = [_resolve_seed(group, s, probe_device) for s in seeds]
     spec = specs[0]
     if not spec.learner_entry.seed_groups:
-        grouped = [n for n in REGISTRY if load_learner(n).seed_groups]
         raise ConfigError(
-            f"several seeds in one program need a learner that trains seed groups "
-            f"({', '.join(grouped)}); got suite {spec.suite.name} with learner "
-            f"{spec.learner!r} (train its seeds one by one, e.g. with cl-suites sweep --seeds)"
+            f"several seeds in one program need {seed_group_learners()}; got suite "
+            f"{spec.suite.name} with learner {spec.learner!r} (train its seeds one by one, "
+            "e.g. with cl-suites sweep --seeds)"
         )
     return specs
 

@@ -15,9 +15,9 @@ import torch as th
 
 from cl_suites.cli import main
 from cl_suites.errors import BadValueError
+from cl_suites.job.run_spec import resolve_job
 from cl_suites.job.torch import checkpoint
 from cl_suites.job.torch.device import devices_present, resolve_device
-from cl_suites.job.run_spec import resolve_job
 from cl_suites.rundir.checkpoint_files import read_checkpoint, write_checkpoint
 from tests.helpers import REPO
 

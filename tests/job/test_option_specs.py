@@ -13,9 +13,9 @@ import pytest
 from cl_suites.cli import main
 from cl_suites.config import MAX_CONFIG_BYTES, ConfigError, load_config_file
 from cl_suites.job import main_job
+from cl_suites.job.learners import load_learner
 from cl_suites.job.main_job import resolve_job
 from cl_suites.job.option_specs import job_size_warnings, size_warnings
-from cl_suites.job.learners import load_learner
 from cl_suites.job.run_spec import JOB_OPTIONS, OPTION_SPECS, run_option_specs
 from cl_suites.job.run_spec import check_option as check_ppo_option
 from cl_suites.sweep.grid import SweepError, load_sweep_file

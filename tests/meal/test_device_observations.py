@@ -19,8 +19,8 @@ import torch as th
 pytest.importorskip("meal")
 
 from baselines_sb3.device_rollout import DeviceObservations
-from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import run_main_job
+from cl_suites.job.torch import checkpoint
 from cl_suites.meal import device_observations
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_run_at

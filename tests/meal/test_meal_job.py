@@ -18,8 +18,8 @@ import torch as th
 pytest.importorskip("meal")
 
 from baselines_sb3 import callbacks
-from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import resolve_job, run_main_job
+from cl_suites.job.torch import checkpoint
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 from tests.helpers.thread_recording import record_threads

@@ -26,8 +26,8 @@ import torch as th
 from cl_suites.cli import main
 from cl_suites.core.env_state import UnsafeEnvStateError, load_env_state, pickled_globals
 from cl_suites.core.evaluation import EvalBatch
-from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import run_main_job
+from cl_suites.job.torch import checkpoint
 from cl_suites.rundir import checkpoint_files
 from cl_suites.rundir.checkpoint_files import (
     CheckpointError,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch as th
 
-from cl_suites.job.torch import checkpoint
 from cl_suites.job.main_job import run_main_job
+from cl_suites.job.torch import checkpoint
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_inside_first_checkpoint, kill_run_at
 
