@@ -12,9 +12,10 @@ shared pieces of this module (run log and metadata, evaluator, progress, resume 
 report), and ``run_seed_group`` trains several seeds of one configuration vmapped in one
 program, one run directory each. What differs between suites comes from the suite's
 catalog entry (``cl_suites.suites.SuiteInfo``), never from "is this MEAL?" tests here:
-its runtime builds the training env and its SB3 view (``MEAL-<N>``: the batched JAX env
-``MealBatchedEnv`` -> ``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing, i.e.
-IPPO) and the evaluator's env source (MEAL: all kitchens in one jitted call); its
+its runtime builds the training env (``MEAL-<N>``: the batched JAX env ``MealBatchedEnv``)
+and the evaluator's env source (MEAL: all kitchens in one jitted call); the torch wing
+builds the SB3 view by the suite's family (``cl_suites.job.torch.sb3_env``; MEAL:
+``MealSB3VecEnv``, one SB3 slot per agent: parameter sharing, i.e. IPPO); its
 instance gives the agents per env and the run metadata (MEAL: score normalisers); its
 fields give the evaluation defaults and the step unit: **env steps** (one joint action
 of all agents) for MEAL, **agent steps** (``env.step`` calls summed over sub-envs) for
@@ -64,6 +65,7 @@ from cl_suites.job.run_spec import (
     resolve_job,  # noqa: F401  (the library's keyword form of resolve)
     rollout_steps,
 )
+from cl_suites.job.torch.sb3_env import observation_location, sb3_env
 from cl_suites.job.tracking import configure_logger, track_run_log
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.request import RunRequest
@@ -450,8 +452,9 @@ def _evaluator(
 
 
 def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
-    """(the env that keeps the schedule, its SB3 view, the evaluator's env source), from
-    the suite's catalog entry (``SequenceVectorEnv``; MEAL: its batched engine)."""
+    """(the env that keeps the schedule, its SB3 view, the evaluator's env source): the
+    env and source from the suite's runtime (``SequenceVectorEnv``; MEAL: its batched
+    engine), the view from the torch wing (``cl_suites.job.torch.sb3_env``)."""
     runtime = spec.suite.runtime
     env, eval_source = runtime.vector_env(
         spec.instance,
@@ -461,7 +464,7 @@ def _training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         env_workers=spec.options.env_workers,
     )
     wanted = spec.options.device_observations
-    return env, runtime.sb3_view(env, spec.device, wanted), eval_source
+    return env, sb3_env(spec.suite, env, spec.device, wanted), eval_source
 
 
 def _video_recorder(
@@ -502,9 +505,8 @@ def _metadata(spec: JobSpec, seed: int, schedule: tuple[Segment, ...]) -> dict[s
         request=dict(spec.request),
     )
     if spec.device is not None:  # a torch learner: its observations on the host or device
-        runtime = spec.suite.runtime
-        metadata["observations"] = runtime.observation_location(
-            spec.instance, spec.device, spec.options.device_observations
+        metadata["observations"] = observation_location(
+            spec.suite, spec.instance, spec.device, spec.options.device_observations
         )
     metadata.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return metadata
