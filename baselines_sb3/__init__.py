@@ -3,29 +3,9 @@ and networks, EWC, online EWC, L2, MAS, P&C, CLEAR, the env wrappers and the eva
 callback. The main job that trains them (``cl-suites run``, ``run_main_job``) is the job
 layer ``cl_suites.job``."""
 
-from cl_suites.errors import point_to_moved_modules, silence_legacy_gym_banner
+from cl_suites.errors import silence_legacy_gym_banner
 
 silence_legacy_gym_banner()  # before stable-baselines3 imports the legacy gym package
-
-MOVED_MODULES: dict[str, str] = {
-    f"baselines_sb3.{name}": f"cl_suites.job.{name}"
-    for name in (
-        "checkpoint",
-        "hyperparameters",
-        "jax_checkpoint",
-        "jax_job",
-        "jax_options",
-        "main_job",
-        "option_specs",
-        "presets",
-        "run_spec",
-        "tracking",
-    )
-}
-"""The main job's modules that moved to the job layer (issue 30): their old names fail
-with one line naming the new place."""
-point_to_moved_modules(MOVED_MODULES)
-
 
 from baselines_sb3.callbacks import ContinualEvalCallback, ProgressBarCallback, make_eval_policy
 from baselines_sb3.cl import METHODS, ContinualMethod, attach_method, make_method

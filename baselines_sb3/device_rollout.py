@@ -1,7 +1,7 @@
 """Rollouts whose observations stay on the learner's device.
 
 An env may hand its observations as torch tensors already on the policy's device (MEAL's
-SB3 view, whose JAX engine shares the device with torch: ``cl_suites.meal.
+SB3 view, whose JAX engine shares the device with torch: ``cl_suites.job.torch.
 device_observations``). SB3 would copy them to the host twice per step (its rollout
 buffer holds numpy arrays) and back to the device for every minibatch. Here:
 

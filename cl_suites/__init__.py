@@ -5,7 +5,7 @@ Importing the package registers every ``CLSuite/*`` id with gymnasium.
 
 from __future__ import annotations
 
-from cl_suites.api import make_env, make_sequence, make_vec, schedule
+from cl_suites.api import SequenceVectorEnv, make_env, make_sequence, make_vec, schedule
 from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.core.task import (
@@ -16,12 +16,10 @@ from cl_suites.core.task import (
     TaskSpec,
     TaskSwitch,
 )
-from cl_suites.core.vector import SequenceVectorEnv, set_sb3_view
 from cl_suites.errors import silence_legacy_gym_banner
 from cl_suites.recorder import Recorder
 from cl_suites.registration import register_all
 from cl_suites.rundir.runlog import RunLog, read_episodes, read_eval, read_metadata
-from cl_suites.sb3 import sb3_view
 from cl_suites.suites import SUITES, find_suite
 
 __version__ = "0.1.0"
@@ -52,7 +50,6 @@ __all__ = [
 
 silence_legacy_gym_banner()  # procgen2 installs the legacy gym, which prints on import
 register_all()
-set_sb3_view(sb3_view)  # SequenceVectorEnv.to_sb3 (core itself never imports SB3)
 
 try:  # MEAL needs the "meal" extra (jax, meal-bench, pettingzoo); imported lazily inside
     from cl_suites.meal import make_parallel

@@ -5,10 +5,29 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from cl_suites.core import vector
 from cl_suites.core.sequence_env import SequenceEnv
 from cl_suites.core.task import Segment, TaskSequence
-from cl_suites.core.vector import SequenceVectorEnv, VectorizationMode
+from cl_suites.core.vector import VectorizationMode
+from cl_suites.sb3 import sb3_view
 from cl_suites.suites import find_suite
+
+
+class SequenceVectorEnv(vector.SequenceVectorEnv):
+    """``num_envs`` copies of a task sequence that switch task together, one call away
+    from stable-baselines3 (:meth:`to_sb3`).
+
+    What ``make_vec`` and ``gymnasium.make_vec("CLSuite/<suite>-v0", num_envs=N)``
+    return, ``cl_suites.SequenceVectorEnv``: the env machinery's
+    :class:`cl_suites.core.vector.SequenceVectorEnv` (its docstring has the budget,
+    autoreset, infos, checkpoints and arguments) with :meth:`to_sb3` added here, above
+    the env machinery, which imports no SB3.
+    """
+
+    def to_sb3(self) -> Any:
+        """This env as a stable-baselines3 ``VecEnv``: ``cl_suites.SB3VecEnv(self)`` (SB3
+        takes no gymnasium ``VectorEnv``; needs the ``baselines`` extra)."""
+        return sb3_view(self)
 
 
 def make_sequence(id: str, **kwargs: Any) -> TaskSequence:

@@ -44,11 +44,7 @@ True
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import sys
-from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
 
 
 class CLSuitesError(Exception):
@@ -151,23 +147,3 @@ def silence_legacy_gym_banner() -> None:
         return
     with contextlib.redirect_stderr(io.StringIO()):
         importlib.import_module("gym")
-
-
-class _MovedModules(importlib.abc.MetaPathFinder):
-    """First on ``sys.meta_path``: importing the old name of a module that moved fails with
-    one line naming its new place (before any finder could load a stale copy of it)."""
-
-    def __init__(self, moved: Mapping[str, str]):
-        self.moved = dict(moved)
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname in self.moved:
-            # no ``name=``: ``from package import old`` must not swallow the message
-            raise ModuleNotFoundError(f"{fullname} moved to {self.moved[fullname]}")
-        return None
-
-
-def point_to_moved_modules(moved: Mapping[str, str]) -> None:
-    """Importing a module of ``moved`` (old name -> new name) raises a
-    ``ModuleNotFoundError`` that names the new place."""
-    sys.meta_path.insert(0, _MovedModules(moved))

@@ -1,4 +1,4 @@
-"""CORA's side of the update-for-update cases (``tests/helpers/cora_cases.py``); CORA's
+"""CORA's side of the update-for-update cases (``cora_cases.py``, beside this file); CORA's
 interpreter only.
 
 For a case, CORA's own policy class is built from CORA's own config file (over its config
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from baselines_sb3.cora_weights import cora_state_dict
-from tests.helpers import cora_cases as cc
-from tests.helpers.cora_ours import OurSide
+from benchmarks.parity import cora_cases as cc
+from benchmarks.parity.cora_ours import OurSide
 
 CORA_KEYS = (
     "frame",

@@ -34,9 +34,9 @@ each task::
         --out /tmp/cora_runs/ours_ft_s0
     .venv/bin/python -m benchmarks.parity.parity_cora compare --root /tmp/cora_runs
 
-``update`` (issue 28 items 2 and 5) plays every case of ``tests/helpers/cora_cases.py``
-on CORA's side (``cora_side.py``: CORA's policy classes from its configs,
-``Monobeast.learn``) and ours (``tests/helpers/cora_ours.py``), each of our updates from
+``update`` (issue 28 items 2 and 5) plays every case of ``cora_cases.py`` (beside this
+file) on CORA's side (``cora_side.py``: CORA's policy classes from its configs,
+``Monobeast.learn``) and ours (``cora_ours.py``), each of our updates from
 CORA's state before it, and every observation case (CORA's env stacks and ours, same seed
 and actions); prints one table of each and exits 1 on any difference beyond
 ``cora_cases.TOLERANCES`` (or from the values the CI pins). ``--write-pins PATH`` stores
@@ -55,6 +55,9 @@ import signal
 import sys
 from pathlib import Path
 
+# the cases live in benchmarks/, not tests/: once CORA's checkout is on sys.path, its own
+# top-level ``tests`` package would shadow ours
+from benchmarks.parity import cora_cases
 from benchmarks.parity.cora_reference import (
     CORA_COMMIT,
     CoraSetupError,
@@ -63,9 +66,6 @@ from benchmarks.parity.cora_reference import (
     install_shims,
     stop_children,
 )
-
-# imported before CORA's checkout goes on sys.path: its own ``tests`` package would shadow ours
-from tests.helpers import cora_cases
 
 MINIHACK_PAIRS = (
     ("Room-Random-5x5-v0", "Room-Random-15x15-v0"),
@@ -294,8 +294,8 @@ def run_update_case(
 ) -> tuple[list[dict], list[dict], list[dict]]:
     """CORA's records of ``case``, ours with every update starting from CORA's state before
     it (parameters, RMSProp's state), and ours run freely (what the CI test runs)."""
+    from benchmarks.parity.cora_ours import OurSide
     from benchmarks.parity.cora_side import CoraSide
-    from tests.helpers.cora_ours import OurSide
 
     with _quiet(log):
         cora = CoraSide(case, repo, workdir, OurSide(case)).run()
@@ -304,8 +304,8 @@ def run_update_case(
 
 def run_observation_case(case, log) -> tuple[dict, dict]:
     """Our observation stream and CORA's for ``case`` (same seed and actions)."""
+    from benchmarks.parity.cora_ours import our_observation_stream
     from benchmarks.parity.cora_side import cora_observation_stream
-    from tests.helpers.cora_ours import our_observation_stream
 
     ours = our_observation_stream(case)
     with _quiet(log):

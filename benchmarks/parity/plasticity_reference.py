@@ -14,8 +14,8 @@ The script exports the files it needs (``plasticine_metrics/``, ``plasticine/uti
 ``gin`` only for its ``@gin.configurable`` decorator: when gin is not installed a stub
 whose ``configurable`` returns the class unchanged is put in ``sys.modules``.
 
-Compared, per case of ``tests/helpers/plasticity_cases.py`` (a hand-worked MLP, a random ReLU MLP
-with shifted biases, a ReLU CNN, a tanh MLP):
+Compared, per case of ``plasticity_cases.py`` (beside this file: a hand-worked MLP, a random
+ReLU MLP with shifted biases, a ReLU CNN, a tanh MLP):
 
 * Plasticine (``plasticine_metrics``): ``compute_dormant_units`` (their pooling: the mean
   of the layers' ratios; ours with ``pooling="plasticine"``) at tau 0.025 and 0.1,
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from tests.helpers.plasticity_cases import (
+from benchmarks.parity.plasticity_cases import (
     CASES,
     TAUS,
     build,

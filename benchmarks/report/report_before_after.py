@@ -1,13 +1,14 @@
 """The report of this checkout next to the report of an earlier commit, on the same runs.
 
 Builds one set of run directories (``report_screenshot.py``'s Procgen6 + MEAL-20 runs with
-experts and videos, plus the hostile-name runs of ``tests/metrics``: ``<img onerror>``,
-``$x^$``, LaTeX and spreadsheet-formula method and task names), extracts ``--base`` with
-``git archive``, and builds the report ``--reps`` times with each source tree (fresh
-interpreters, alternating). Then checks that both reports hold the same files, every file
-byte for byte except ``report.html``, which must match after whitespace is normalised and
-the two spellings of an escaped quote (``&quot;``/``&#34;``, ``&#x27;``/``&#39;``) are made
-one. Prints both build times and their ratio (this checkout / base).
+experts and videos, plus hostile-name runs written as the metrics tests write theirs,
+``synthetic_runs.py``: ``<img onerror>``, ``$x^$``, LaTeX and spreadsheet-formula method
+and task names), extracts ``--base`` with ``git archive``, and builds the report ``--reps``
+times with each source tree (fresh interpreters, alternating). Then checks that both
+reports hold the same files, every file byte for byte except ``report.html``, which must
+match after whitespace is normalised and the two spellings of an escaped quote
+(``&quot;``/``&#34;``, ``&#x27;``/``&#39;``) are made one. Prints both build times and
+their ratio (this checkout / base).
 
 Run from the repository root:
 ``python -m benchmarks.report.report_before_after --base ce64ab3 [--reps 3] [--out DIR]
@@ -47,7 +48,7 @@ print(time.perf_counter() - t0, time.process_time() - c0)
 def make_runs(root: Path) -> list[dict]:
     """Two groups of run directories: the realistic set and the hostile-name set."""
     from benchmarks.report.report_screenshot import build_runs
-    from tests.metrics.conftest import HAND, write_run
+    from benchmarks.report.synthetic_runs import HAND, write_run
 
     realistic = [str(p) for p in build_runs(root / "realistic")]
     hostile = [

@@ -34,7 +34,7 @@ compile time is reported apart:
 default (``ours`` here sets ``device_observations=true``, on the CPU too) the torch
 learner on MEAL takes the engine's observation arrays on the device
 (``torch.from_dlpack``) into a device-side rollout buffer
-(``cl_suites.meal.device_observations``); ``ours-host`` forces the numpy path SB3 takes
+(``cl_suites.job.torch.device_observations``); ``ours-host`` forces the numpy path SB3 takes
 otherwise (a device_get and a copy into SB3's numpy buffer per step), so ``--sides
 ours-host ours`` measures the difference (pin cores with ``taskset``)::
 
@@ -151,7 +151,7 @@ def run_ours(
 
     from baselines_sb3 import learners
     from cl_suites.job.main_job import run_main_job
-    from cl_suites.meal import device_observations
+    from cl_suites.job.torch import device_observations
 
     if host:
         device_observations.observation_device = lambda *args: None
@@ -439,7 +439,7 @@ def bench_sb3(layout: str, num_envs: int, steps: int) -> float:
 
     from cl_suites.meal import build_suite
     from cl_suites.meal.batched import MealBatchedEnv
-    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+    from cl_suites.sb3.meal import MealSB3VecEnv
 
     suite = build_suite(1, strategy="ordered", layout_names=[layout], steps_per_task=10**9)
     vec = MealSB3VecEnv(MealBatchedEnv(suite, num_envs))

@@ -24,7 +24,7 @@ from cl_suites.cli.arguments import (
 from cl_suites.cli.errors import EXIT_OK
 from cl_suites.cli.run import cmd_run
 from cl_suites.request import RunRequest
-from cl_suites.suites import SUITE_TEMPLATES, SUITES, find_suite
+from cl_suites.suites import SUITE_TEMPLATES, SUITES, find_suite, suite_template
 from cl_suites.sweep import cli as sweep_cli
 
 
@@ -62,8 +62,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"cycle{'s' if sequence.cycles != 1 else ''}, eval every "
             f"{sequence.eval_every:,}\n{names}",
         )
-    for suite_id, entry in SUITE_TEMPLATES.items():
-        suite = entry(1)
+    for suite_id in SUITE_TEMPLATES:
+        suite = suite_template(suite_id)(1)
         table.add_row(
             f"[bold]{escape(suite_id)}[/bold]\n{status(suite.extra, suite.installed)}",
             f"{suite.step_unit.text}\n{escape(suite.description)}",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -40,18 +39,6 @@ from cl_suites.core.workers import WorkerVectorEnv, usable_cores
 
 VectorizationMode = Literal["sync", "async", "workers"]
 VECTORIZATION_MODES: tuple[str, ...] = ("sync", "async", "workers")
-
-_sb3_view: Callable[[VectorEnv], Any] | None = None
-
-
-def set_sb3_view(build: Callable[[VectorEnv], Any]) -> None:
-    """Set how :meth:`SequenceVectorEnv.to_sb3` builds stable-baselines3's view of a
-    vector env. The package sets it once (``cl_suites/__init__.py``: the SB3 room's
-    :func:`cl_suites.sb3.sb3_view`); the SB3 room sits above core, so core reaches it
-    through this hook only and never imports stable-baselines3 itself."""
-    global _sb3_view
-    _sb3_view = build
-
 
 STATE_FORMAT = 1
 """Version of ``SequenceVectorEnv.state_dict()``'s layout."""
@@ -181,6 +168,10 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
     ``load_state_dict()`` save and restore the position, the running episodes and, where
     the simulator allows it (``exact_resume``), the task env itself.
 
+    The package's ``cl_suites.SequenceVectorEnv`` (what ``make_vec`` returns) is this
+    class with ``to_sb3()``, stable-baselines3's view, added above the env machinery
+    (``cl_suites.api``): core imports no SB3.
+
     Args:
         sequence: the task sequence.
         num_envs: number of sub-envs (or give ``schedule``).
@@ -280,13 +271,6 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             truncations,
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
-
-    def to_sb3(self) -> Any:
-        """This env as a stable-baselines3 ``VecEnv``: ``cl_suites.SB3VecEnv(self)`` (SB3
-        takes no gymnasium ``VectorEnv``; needs the ``baselines`` extra)."""
-        if _sb3_view is None:  # only while the package itself is being imported
-            raise RuntimeError("to_sb3() needs the cl_suites package imported first")
-        return _sb3_view(self)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One frame per sub-env (``uint8 (H, W, 3)`` each) of the task being played, as

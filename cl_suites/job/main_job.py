@@ -6,7 +6,7 @@ One job serves every suite and every learner. ``run_main_job`` resolves the run
 (``cl_suites.job.torch``: ``ppo``, ``vtrace``) or the JAX wing (``cl_suites.job.jax``:
 ``ppo-jax``, several seeds vmapped in one program, ``run_seed_group``). Both wings build
 the run directory, its log and metadata, the evaluator, progress, resume checks and the
-report with the same pieces (``cl_suites.job.run``). What differs between suites comes
+report with the same pieces (``cl_suites.job.shared``). What differs between suites comes
 from the suite's catalog entry (``cl_suites.suites.SuiteInfo``), never from "is this
 MEAL?" tests here: budgets and cadences are **env steps** (one joint action of all agents)
 for MEAL, **agent steps** (``env.step`` calls summed over sub-envs) for every other suite.

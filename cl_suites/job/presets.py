@@ -63,7 +63,7 @@ CORA_VTRACE: dict[str, Any] = {  # configs/atari/impala_atari.json over ImpalaPo
     "normalize_reward": False,
     # CORA's actors act with parameters one or more updates old (monobeast.py:445); ours: the
     # update of rollout k runs while rollout k+1 is collected (exactly one update of lag).
-    # ``small`` keeps lockstep (0), as do the update-parity checks (tests/helpers/cora_ours.py)
+    # ``small`` keeps lockstep (0), as do the update-parity checks (benchmarks/parity/cora_ours.py)
     "policy_lag": 1,
 }
 CORA_NUM_ENVS = 32  # batch size 32 unrolls (64 asynchronous actors in CORA)

@@ -325,7 +325,7 @@ class JobSpec:
         learner_config: the learner's checked configuration (``ppo-jax``: its
             ``IPPOConfig``; ``None`` for the torch learners, whose keywords are
             ``hp.learner``).
-        device: the torch device the run trains on (``cl_suites.job.device``: ``cpu``
+        device: the torch device the run trains on (``cl_suites.job.torch.device``: ``cpu``
             or ``cuda:N``, decided here from the job option ``device``; ``None`` for
             ``ppo-jax``, where JAX picks its platform).
     """
@@ -448,7 +448,7 @@ def resolve(request: RunRequest, *, probe_device: bool = True) -> list[JobSpec]:
     ``steps_per_task // (n_steps * num_envs)`` updates. ``None`` values in the overrides
     mean "the default".
 
-    The torch device is decided here (``cl_suites.job.device.resolve_device``);
+    The torch device is decided here (``cl_suites.job.torch.device.resolve_device``);
     ``probe_device=False`` only checks the value (a sweep's driver: its runs may train
     on other machines).
 

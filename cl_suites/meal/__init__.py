@@ -23,7 +23,7 @@ from cl_suites.meal.layouts import (
     preset_names,
 )
 from cl_suites.meal.options import MealOptions
-from cl_suites.meal.runtime import meal_suite  # registers MEAL-<N> into the suite catalog
+from cl_suites.meal.runtime import meal_suite
 from cl_suites.meal.suite import MealSuite, build_suite, build_suite_from, parse_meal_id
 
 __all__ = [
@@ -75,8 +75,10 @@ def make_batched(
 
 
 def make_sb3_vec_env(id_or_n: str | int | MealSuite, num_envs: int, **kwargs: Any):
-    """SB3 ``VecEnv`` over ``num_envs`` MEAL envs: ``num_envs * num_agents`` slots."""
-    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+    """SB3 ``VecEnv`` over ``num_envs`` MEAL envs: ``num_envs * num_agents`` slots
+    (``cl_suites.sb3.meal.MealSB3VecEnv``, the SB3 room's view; needs the ``baselines``
+    extra)."""
+    from cl_suites.sb3.meal import MealSB3VecEnv
 
     suite = id_or_n if isinstance(id_or_n, MealSuite) else build_suite(id_or_n, **kwargs)
     return MealSB3VecEnv(make_batched(suite, num_envs))

@@ -98,9 +98,9 @@ class MealBatchedEnv(ScheduleAccessors):
     and ``reset()`` must be called to go on (the ParallelEnv's mode).
 
     With ``device_observations=True`` (set by an SB3 view whose learner shares JAX's
-    device, see ``cl_suites.meal.device_observations``) ``reset`` and ``step`` return the
-    observations (and ``final_obs``) as the engine's JAX arrays, on its device, instead of
-    host numpy arrays; rewards and infos stay numpy.
+    device, see ``cl_suites.job.torch.device_observations``) ``reset`` and ``step``
+    return the observations (and ``final_obs``) as the engine's JAX arrays, on its device,
+    instead of host numpy arrays; rewards and infos stay numpy.
 
     ``infos``: the schedule keys ``task_id, task_name, cycle, task_step, total_step,
     task_switched, sequence_done`` as scalars shared by all envs (after a switch they

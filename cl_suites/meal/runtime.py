@@ -1,14 +1,14 @@
 """MEAL's catalog entry (``cl_suites.suites.find_suite("MEAL-20")``) and its run-time pieces.
 
-:func:`meal_suite` is the entry of ``MEAL-<N>``, registered into the catalog's
-``SUITE_TEMPLATES`` when this module is imported (``cl_suites`` imports it).
+:func:`meal_suite` is the entry of ``MEAL-<N>``: the catalog names it in
+``SUITE_TEMPLATES`` (``"cl_suites.meal.runtime:meal_suite"``) and imports this module
+when a MEAL id is looked up, as it imports a suite's builder when the suite is built.
 
 The main job, the recorder and ``cl-suites info`` build MEAL through its runtime
 (:class:`MealRuntime`) like any suite (see ``cl_suites.suites.runtime``): the instance
-is a ``MealSuite``, the training env MEAL's batched JAX engine (``MealBatchedEnv``; SB3
-view ``MealSB3VecEnv``: one slot per agent, parameter sharing, i.e. IPPO), evaluation
-MEAL's ``MealEvalSource`` (every kitchen in one jitted call). Steps are **env steps**
-(one joint action of all agents).
+is a ``MealSuite``, the training env MEAL's batched JAX engine (``MealBatchedEnv``),
+evaluation MEAL's ``MealEvalSource`` (every kitchen in one jitted call). Steps are
+**env steps** (one joint action of all agents).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cl_suites.core.task import Schedule, check_positive_int
 from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
-from cl_suites.suites import MEAL_ID, SUITE_TEMPLATES, SuiteInfo
+from cl_suites.suites import SuiteInfo
 from cl_suites.suites.runtime import ENV_STEPS, EvalDefaults
 
 if TYPE_CHECKING:
@@ -99,28 +99,6 @@ class MealRuntime:
         batched = MealBatchedEnv(instance, schedule=schedule, rollout_steps=rollout_steps or 1)
         return batched, MealEvalSource(instance, batched.engine)
 
-    def sb3_view(
-        self, env: Any, device: str | None = None, device_observations: bool | None = None
-    ) -> Any:
-        """One SB3 slot per agent per env; full 400-step episodes (terminal in
-        ``baselines_sb3.factory.wrap_env``). With the torch learner's ``device`` the
-        observations stay on it where JAX shares it (``observation_location``)."""
-        from cl_suites.meal.device_observations import observation_device
-        from cl_suites.meal.sb3_vec import MealSB3VecEnv
-
-        space = env.sequence.observation_space
-        return MealSB3VecEnv(env, observation_device(device, space, device_observations))
-
-    def observation_location(
-        self, instance: MealSuite, device: str | None, device_observations: bool | None = None
-    ) -> str:
-        """``"device"`` when the torch learner on ``device`` takes the engine's observations
-        without a host copy, else ``"host"`` (``cl_suites.meal.device_observations``)."""
-        from cl_suites.meal.device_observations import observation_location
-
-        space = instance.sequence.observation_space
-        return observation_location(device, space, device_observations)
-
     def eval_source(self, instance: MealSuite) -> Any:
         from cl_suites.meal.evaluation import MealEvalSource
 
@@ -146,6 +124,3 @@ def meal_suite(num_tasks: int) -> SuiteInfo:
         preset_name="MEAL",
         runtime=MealRuntime(num_tasks),
     )
-
-
-SUITE_TEMPLATES[MEAL_ID] = meal_suite

@@ -3,7 +3,7 @@
 Each entry (:class:`SuiteInfo`) names the module function that builds the suite's
 ``TaskSequence``; nothing here imports a simulator, so the catalog can be listed on any
 machine. ``MEAL-<N>`` (any ``N >= 1``) is an entry like every other suite
-(``cl_suites.meal.runtime.meal_suite``, listed once in ``SUITE_TEMPLATES``): what makes
+(``cl_suites.meal.runtime:meal_suite``, named once in ``SUITE_TEMPLATES``): what makes
 MEAL different is held in its fields, never in "is this MEAL?" branches of the code that
 runs it:
 
@@ -22,13 +22,14 @@ field                single-agent suites              ``MEAL-<N>``
 
 The runtime (``cl_suites.suites.runtime``) builds the suite's *instance* (its sequence,
 agents per env, description and run metadata: MEAL's score normalisers and kitchens),
-the training env, its SB3 view and the evaluator's env source.
+the training env and the evaluator's env source.
 
 The catalog stands at the bottom: it imports no suite's code. Builders are named by
-``"module:function"`` and imported when a suite is built; ids with a parameter register
-their entry into :data:`SUITE_TEMPLATES` from their runtime's module (``MEAL-<N>``:
-``cl_suites.meal.runtime``, imported with ``cl_suites``). :func:`parse_suite_id`, the one
-parser of suite ids, lives in the leaf module ``cl_suites.suites.ids``.
+``"module:function"`` and imported when a suite is built; so are the entry functions of
+ids with a parameter in :data:`SUITE_TEMPLATES` (``MEAL-<N>``:
+``"cl_suites.meal.runtime:meal_suite"``), imported when such an id is looked up
+(:func:`suite_template`). :func:`parse_suite_id`, the one parser of suite ids, lives in
+the leaf module ``cl_suites.suites.ids``.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class SuiteInfo:
         methods: the CL methods it supports (``None``: all of ``baselines_sb3.cl``).
         preset_key: the suite key of ``cl_suites.job.presets`` (``None``: ``name``;
             every ``MEAL-<N>`` shares ``"MEAL"``).
-        runtime: builds its instance, training env, SB3 view and evaluation source
+        runtime: builds its instance, training env and evaluation source
             (``cl_suites.suites.runtime``).
     """
 
@@ -143,8 +144,7 @@ class SuiteInfo:
         return builder(**kwargs)
 
     def builder_function(self) -> Any:
-        module_name, func_name = self.builder.split(":")
-        return getattr(importlib.import_module(module_name), func_name)
+        return _entry_point(self.builder)
 
     def check_options(self, builder: Any, kwargs: dict[str, Any]) -> None:
         """``UnknownOptionError`` (a ``TypeError``) naming each keyword the builder does
@@ -225,12 +225,25 @@ def find_suite(suite: str) -> SuiteInfo:
     name = parse_suite_id(suite)
     if name in SUITES:
         return SUITES[name]
-    return SUITE_TEMPLATES[MEAL_ID](int(name.removeprefix("MEAL-")))
+    return suite_template(MEAL_ID)(int(name.removeprefix("MEAL-")))
 
 
-SUITE_TEMPLATES: dict[str, Callable[[int], SuiteInfo]] = {}
-"""Ids with a parameter: one catalog entry per value, registered by the runtime's module
-(``MEAL-<N>``: ``cl_suites.meal.runtime.meal_suite(N)``)."""
+SUITE_TEMPLATES: dict[str, str] = {MEAL_ID: "cl_suites.meal.runtime:meal_suite"}
+"""Ids with a parameter: ``"module:function"`` of the function that gives the catalog
+entry of each value (``MEAL-<N>``: ``meal_suite(N)``), imported when one is looked up."""
+
+
+def suite_template(suite_id: str) -> Callable[[int], SuiteInfo]:
+    """The entry function of the parametrised id ``suite_id`` (a key of
+    :data:`SUITE_TEMPLATES`), its module imported now."""
+    return _entry_point(SUITE_TEMPLATES[suite_id])
+
+
+def _entry_point(name: str) -> Any:
+    """The function a ``"module:function"`` string names, its module imported now."""
+    module_name, func_name = name.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
 
 __all__ = [
     "COMMON_KWARGS",
@@ -243,4 +256,5 @@ __all__ = [
     "find_suite",
     "parse_suite_id",
     "short_name",
+    "suite_template",
 ]

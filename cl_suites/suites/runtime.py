@@ -4,14 +4,16 @@ A catalog entry (:class:`cl_suites.suites.SuiteInfo`) carries, besides its data 
 a *runtime*: the object that builds the suite's run-time pieces. Two exist:
 
 * :class:`VectorRuntime` (every single-agent gymnasium suite: CORA's, Diagnostic): the
-  instance is the ``TaskSequence``, the training env a ``SequenceVectorEnv`` (SB3 view:
-  ``SB3VecEnv``), evaluation builds envs from the tasks' factories.
+  instance is the ``TaskSequence``, the training env a ``SequenceVectorEnv``, evaluation
+  builds envs from the tasks' factories.
 * ``cl_suites.meal.runtime.MealRuntime`` (``MEAL-<N>``): the instance is a ``MealSuite``
-  (kitchens, agents), the training env MEAL's batched JAX engine (SB3 view: one slot per
-  agent, IPPO), evaluation MEAL's own eval source, the run seed picks the kitchens.
+  (kitchens, agents), the training env MEAL's batched JAX engine, evaluation MEAL's own
+  eval source, the run seed picks the kitchens.
 
 Code that runs a suite asks the entry (``info.runtime``, ``info.step_unit``,
-``info.evaluation``, ``instance.num_agents``) instead of asking "is this MEAL?".
+``info.evaluation``, ``instance.num_agents``) instead of asking "is this MEAL?". The
+suites know no learner: how a learner sees the training env (the torch learner's SB3
+view and where its observations live) is the job layer's (``cl_suites.job.torch.sb3_env``).
 """
 
 from __future__ import annotations
@@ -141,21 +143,6 @@ class SuiteRuntime(Protocol):
         ``vectorization_mode="workers"``."""
         ...
 
-    def sb3_view(
-        self, env: Any, device: str | None = None, device_observations: bool | None = None
-    ) -> Any:
-        """``env`` as a stable-baselines3 ``VecEnv`` (MEAL: one slot per agent).
-        ``device``: the torch learner's; a runtime may hand observations on it (the job
-        option ``device_observations``)."""
-        ...
-
-    def observation_location(
-        self, instance: SuiteInstance, device: str | None, device_observations: bool | None = None
-    ) -> str:
-        """Where the training observations live between the env and a torch learner on
-        ``device``: ``"host"`` (numpy) or ``"device"`` (torch tensors on it; MEAL)."""
-        ...
-
     def eval_source(self, instance: SuiteInstance) -> Any:
         """The evaluator's env source without a training env (the JAX learner's job)."""
         ...
@@ -195,18 +182,6 @@ class VectorRuntime:
             schedule=schedule,
         )
         return env, None
-
-    def sb3_view(
-        self, env: Any, device: str | None = None, device_observations: bool | None = None
-    ) -> Any:
-        from cl_suites.sb3.adapter import SB3VecEnv
-
-        return SB3VecEnv(env)
-
-    def observation_location(
-        self, instance: SuiteInstance, device: str | None, device_observations: bool | None = None
-    ) -> str:
-        return "host"
 
     def eval_source(self, instance: SuiteInstance) -> None:
         return None

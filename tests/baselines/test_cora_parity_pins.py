@@ -1,7 +1,7 @@
 """Our V-trace learner and CL methods give, update for update, the values CORA's own code
 computed on the same inputs (issue 28 item 5) - no CORA checkout needed.
 
-``tests/golden/cora_parity.json`` holds, for every case of ``tests/helpers/cora_cases.py``
+``tests/golden/cora_parity.json`` holds, for every case of ``benchmarks/parity/cora_cases.py``
 (a network family x IMPALA / EWC / online EWC / P&C / CLEAR, each a short schedule of
 rollouts and task switches), what CORA's ``Monobeast.learn`` (``AGI-Labs/continual_rl``
 at f2754bb) computed from the case's parameters and rollouts: learning rates, losses,
@@ -10,7 +10,7 @@ update, of every Fisher and anchor, and the running reward moments. Its ``proven
 names CORA's functions, the commit and the command that regenerates it
 (``python -m benchmarks.parity.parity_cora ... update --write-pins``), which also checks
 that our side passes this test. The cases' inputs come from numpy seeds, so our side
-(``tests/helpers/cora_ours.py``) rebuilds them here.
+(``benchmarks/parity/cora_ours.py``) rebuilds them here.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import os
 
 import pytest
 
-from benchmarks.parity import cora_reference, parity_cora
-from tests.helpers import cora_cases, cora_ours
+from benchmarks.parity import cora_cases, cora_ours, cora_reference, parity_cora
 
 PINS = cora_cases.load_pins()
 

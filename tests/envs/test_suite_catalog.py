@@ -18,6 +18,7 @@ from cl_suites.suites import (
     SUITES,
     find_suite,
     parse_suite_id,
+    suite_template,
 )
 from cl_suites.suites.runtime import AGENT_STEPS, ENV_STEPS, VECTOR_RUNTIME
 
@@ -139,9 +140,10 @@ def test_single_agent_instance():
 
 def test_the_id_parser_names_exactly_the_catalog_entries():
     """``cl_suites.suites.ids`` (a leaf: MEAL's suite builder parses ids without the
-    catalog) names the catalog's entries, in order; MEAL's entry is registered by its
-    runtime's module."""
+    catalog) names the catalog's entries, in order; MEAL's entry function is named in the
+    catalog as ``"module:function"``, like the builders, and imported when looked up."""
     from cl_suites.suites.ids import SUITE_NAMES
 
     assert tuple(SUITES) == SUITE_NAMES
-    assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] is meal_suite
+    assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] == "cl_suites.meal.runtime:meal_suite"
+    assert suite_template("CLSuite/MEAL-<N>-v0") is meal_suite

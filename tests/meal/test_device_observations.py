@@ -20,8 +20,7 @@ pytest.importorskip("meal")
 
 from baselines_sb3.device_rollout import DeviceObservations
 from cl_suites.job.main_job import run_main_job
-from cl_suites.job.torch import checkpoint
-from cl_suites.meal import device_observations
+from cl_suites.job.torch import checkpoint, device_observations
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
 from tests.helpers.kill_drills import kill_run_at
 from tests.helpers.meal_learner import meal_ft_learner
@@ -143,12 +142,13 @@ def _learn(steps: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:
     the host copies of observations counted meanwhile."""
     import stable_baselines3.common.buffers as sb3_buffers
 
-    from cl_suites.meal import batched, sb3_vec
+    from cl_suites.meal import batched
+    from cl_suites.sb3 import meal as sb3_meal
 
     model, env = meal_ft_learner(JOB, {**OVERRIDES, "episode_len": 20})
     copies = _HostCopies(model.observation_space["obs"].shape)
     with monkeypatch.context() as patch:
-        copies.watch(patch, batched, sb3_vec, sb3_buffers)
+        copies.watch(patch, batched, sb3_meal, sb3_buffers)
         model.learn(total_timesteps=steps * env.num_envs)
     return model, copies.count
 

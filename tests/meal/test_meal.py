@@ -295,7 +295,7 @@ def test_bad_actions(penv):
 
 # -- fast path --------------------------------------------------------------------------
 def test_batched_and_sb3_agree_with_parallel_env(suite, engine, penv):
-    from cl_suites.meal.sb3_vec import MealSB3VecEnv
+    from cl_suites.sb3.meal import MealSB3VecEnv
 
     m = 3
     vec = MealSB3VecEnv(MealBatchedEnv(suite, m, engine=engine))

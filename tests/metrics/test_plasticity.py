@@ -36,8 +36,8 @@ from cl_suites.metrics.plasticity_tracker import (
 
 th = pytest.importorskip("torch")
 from baselines_sb3.plasticity import TorchNetwork, TorchProbe  # noqa: E402
+from benchmarks.parity.plasticity_cases import build  # noqa: E402
 from tests.helpers import TESTS  # noqa: E402
-from tests.helpers.plasticity_cases import build  # noqa: E402
 
 X = build("hand")[1]
 
@@ -337,7 +337,7 @@ def test_reference_pins():
     (``python -m benchmarks.parity.plasticity_reference --pin``; commits in the pin file)."""
     import json
 
-    from tests.helpers.plasticity_cases import CASES, our_diagnostics
+    from benchmarks.parity.plasticity_cases import CASES, our_diagnostics
 
     pins = json.loads((TESTS / "golden" / "plasticity_reference.json").read_text())
     assert set(pins["cases"]) == set(CASES)

@@ -95,6 +95,14 @@ def test_the_sb3_room_wraps_the_env_machinery_only():
     assert imported and all(layer(t) >= 4 or t.startswith(SB3_ROOM) for t in imported)
 
 
+def test_the_benchmarks_import_the_package_never_the_tests():
+    """What a benchmark shares with the tests (the CORA parity cases, the plasticity
+    cases, the synthetic run writer) lives in ``benchmarks/``; the tests import it there."""
+    outside = outside_imports(ROOT, ["benchmarks"])
+    assert len(outside) > 20
+    assert not sorted(m for m, tops in outside.items() if "tests" in tops)
+
+
 def _package(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name

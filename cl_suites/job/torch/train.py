@@ -39,6 +39,7 @@ from cl_suites.job.torch.checkpoint import (
     load_resume_state,
     truncate_logs,
 )
+from cl_suites.job.torch.sb3_env import observation_location, sb3_env
 from cl_suites.job.torch.tracking import configure_logger
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress, plan_text
@@ -77,9 +78,8 @@ def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
 def torch_metadata(spec: JobSpec, seed: int) -> dict[str, Any]:
     """The run's ``metadata.json``, with where its observations live between the env and
     the learner (``observations``: ``host`` or ``device``)."""
-    runtime = spec.suite.runtime
-    where = runtime.observation_location(
-        spec.instance, spec.device, spec.options.device_observations
+    where = observation_location(
+        spec.suite, spec.instance, spec.device, spec.options.device_observations
     )
     return shared.metadata(spec, seed, str(spec.device), observations=where)
 
@@ -238,8 +238,9 @@ def _plasticity_callback(
 
 
 def training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
-    """(the env that keeps the schedule, its SB3 view, the evaluator's env source), from
-    the suite's catalog entry (``SequenceVectorEnv``; MEAL: its batched engine)."""
+    """(the env that keeps the schedule, its SB3 view, the evaluator's env source): the
+    env and source from the suite's runtime (``SequenceVectorEnv``; MEAL: its batched
+    engine), the view from this wing (``cl_suites.job.torch.sb3_env``)."""
     runtime = spec.suite.runtime
     env, eval_source = runtime.vector_env(
         spec.instance,
@@ -249,4 +250,4 @@ def training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         env_workers=spec.options.env_workers,
     )
     wanted = spec.options.device_observations
-    return env, runtime.sb3_view(env, spec.device, wanted), eval_source
+    return env, sb3_env(spec.suite, env, spec.device, wanted), eval_source

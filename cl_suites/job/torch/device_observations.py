@@ -1,11 +1,13 @@
 """Whether MEAL's torch learner takes its observations on the device, decided once per run.
 
-MEAL's kitchens step in JAX (``MealBatchedEnv``); the torch learner (``--learner ppo``)
-reads their observations through the SB3 view (``MealSB3VecEnv``). When JAX and torch
-hold their arrays on the same device (both on the CPU, or both on CUDA device ``N``), the
-view hands the engine's observation arrays to torch with ``torch.from_dlpack`` (no copy)
-and the learner keeps them in a device-side rollout buffer
-(``baselines_sb3.device_rollout``): no observation passes through host memory per step.
+The torch learner's choice, so it lives in the torch wing of the job layer (the suites
+know no learner; ``cl_suites.job.torch.sb3_env`` applies it). MEAL's kitchens step in JAX
+(``MealBatchedEnv``); the torch learner (``--learner ppo``) reads their observations
+through the SB3 view (``cl_suites.sb3.meal.MealSB3VecEnv``). When JAX and torch hold
+their arrays on the same device (both on the CPU, or both on CUDA device ``N``), the view
+hands the engine's observation arrays to torch with ``torch.from_dlpack`` (no copy) and
+the learner keeps them in a device-side rollout buffer (``baselines_sb3.device_rollout``):
+no observation passes through host memory per step.
 The values are the same ``uint8`` either way, so training is bit-identical to the host
 path (``tests/meal/test_device_observations.py``).
 
@@ -50,7 +52,7 @@ def observation_device(
 ) -> str | None:
     """The torch device (``"cpu"``, ``"cuda:N"``) MEAL's SB3 view hands observations on,
     or ``None`` for host numpy arrays. ``torch_device``: the run's resolved device
-    (``cl_suites.job.device.resolve_device``), ``None`` outside a torch learner's job;
+    (``cl_suites.job.torch.device.resolve_device``), ``None`` outside a torch learner's job;
     ``wanted``: the job option ``device_observations`` (see the module docstring)."""
     if torch_device is None or wanted is False or _transposed_by_sb3(observation_space):
         return None

@@ -1,8 +1,8 @@
 """The CORA parity cases: what both sides play, how they are compared, what the CI pins.
 
 No CORA code is imported here. ``benchmarks/parity/parity_cora.py update`` (in CORA's
-interpreter) plays every case on CORA's side (``benchmarks/parity/cora_side.py``) and on
-ours (``cora_ours.py``, beside this file) and compares;
+interpreter) plays every case on CORA's side (``cora_side.py``) and on ours
+(``cora_ours.py``), both beside this file, and compares;
 the CI test ``tests/baselines/test_cora_parity_pins.py`` plays our side against the values
 CORA's code computed, stored with their provenance in ``tests/golden/cora_parity.json``.
 
@@ -41,10 +41,10 @@ import numpy as np
 import torch as th
 
 from cl_suites.core.task import Segment
-from tests.helpers import TESTS
 
-PINS_PATH = TESTS / "golden" / "cora_parity.json"
-"""The values CORA's code computed for every case (``parity_cora.py update --write-pins``)."""
+PINS_PATH = Path(__file__).resolve().parents[2] / "tests" / "golden" / "cora_parity.json"
+"""The values CORA's code computed for every case (``parity_cora.py update --write-pins``),
+pinned by the CI test."""
 
 
 # ------------------------------------------------------------------------------ families

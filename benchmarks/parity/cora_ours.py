@@ -27,9 +27,9 @@ from baselines_sb3.cl import attach_method, make_method
 from baselines_sb3.cl.base import rollout_from_buffer
 from baselines_sb3.cora_weights import cora_names
 from baselines_sb3.factory import build_model, wrap_env
+from benchmarks.parity import cora_cases as cc
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters
-from tests.helpers import cora_cases as cc
 
 
 class _Cursor(SimpleNamespace):

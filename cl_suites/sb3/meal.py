@@ -5,20 +5,27 @@ agent (parameter sharing: IPPO). The whole batch is stepped by one jitted call; 
 adapter only reshapes arrays and builds SB3's per-slot info dicts.
 
 With ``observation_device`` set, observations come as torch tensors on that device, taken
-from the engine's JAX arrays with ``torch.from_dlpack`` (no copy; see
-``cl_suites.meal.device_observations``).
+from the engine's JAX arrays with ``torch.from_dlpack`` (no copy; the torch learner's job
+decides it: ``cl_suites.job.torch.device_observations``).
+
+The view reads the batched env through its attributes only (``MealBatchedEnv``'s
+``reset``/``step``, ``cursor``, ``suite``, ``sequence``, ``num_agents``, ``num_envs``,
+``autoreset``, ``device_observations``), so this room imports no MEAL module (the env
+machinery and the errors only); ``cl_suites.meal.make_sb3_vec_env`` builds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cl_suites.core.task import TASK_EPISODE_KEY, Segment, TaskSwitchCallback
 from cl_suites.errors import require
-from cl_suites.meal.batched import MealBatchedEnv
+
+if TYPE_CHECKING:
+    from cl_suites.meal.batched import MealBatchedEnv
 
 require("stable_baselines3", extra="baselines")
 
@@ -55,7 +62,7 @@ class MealSB3VecEnv(ForwardingVecEnv):
     Rewards are returned per slot (shared team reward by default).
 
     ``observation_device`` (``"cpu"``, ``"cuda:N"``: the device of the engine's arrays,
-    ``cl_suites.meal.device_observations.observation_device``): observations are torch
+    ``cl_suites.job.torch.device_observations.observation_device``): observations are torch
     tensors on it, shared with the engine's arrays (``torch.from_dlpack``); terminal
     observations in the infos stay numpy (one host copy per episode end). ``None``: numpy.
     """
