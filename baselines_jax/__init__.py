@@ -6,11 +6,11 @@ flax network). The parameter converter between this family and the torch policie
 (``params_from_torch``) is ``cl_suites.job.convert``, above both families.
 """
 
-from baselines_jax.config import CL_METHODS, IPPOConfig
+from baselines_jax.config import IPPOConfig
 from baselines_jax.learner import JaxIPPO, Metrics, TrainState
 from baselines_jax.network import ActorCritic
 from cl_suites.errors import point_to_moved_modules
 
 point_to_moved_modules({"baselines_jax.convert": "cl_suites.job.convert"})
 
-__all__ = ["CL_METHODS", "ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]
+__all__ = ["ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]

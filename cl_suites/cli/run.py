@@ -12,11 +12,13 @@ from typing import Any
 from rich.markup import escape
 
 from cl_suites.cli import output
-from cl_suites.cli.arguments import JOB_FLAGS, LEARNERS, PRESETS, suite_overrides
+from cl_suites.cli.arguments import JOB_FLAGS, suite_overrides
 from cl_suites.cli.errors import EXIT_OK
 from cl_suites.config import ConfigError, RunConfig, load_config_file, merge
 from cl_suites.core.interrupts import sigterm_as_interrupt
+from cl_suites.declarations import LEARNERS
 from cl_suites.errors import CLIError, RunInterrupted
+from cl_suites.job.presets import PRESETS
 from cl_suites.job.run_kinds import run_kind
 from cl_suites.rundir import layout
 from cl_suites.suites import parse_suite_id

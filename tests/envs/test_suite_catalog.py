@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from baselines_sb3.factory import LEARNERS
+from cl_suites.declarations import MEAL_METHODS
 from cl_suites.errors import ConfigError, UnknownSuiteError
 from cl_suites.job import hyperparameters, presets
 from cl_suites.job.learners import LEARNER_ENTRIES
@@ -86,7 +87,7 @@ def test_meal_is_a_catalog_entry_with_its_differences_as_fields():
     assert info.step_unit is ENV_STEPS
     assert (info.evaluation.at_start, info.evaluation.per_task) == (False, True)
     assert info.learners == ("ppo-jax", "ppo") and set(info.learners) <= set(LEARNER_ENTRIES)
-    assert info.methods == ("ft", "ewc", "online-ewc", "mas", "l2")
+    assert info.methods == MEAL_METHODS
     assert set(info.methods) == set(presets.MEAL_METHOD_VALUES) == set(presets.SMALL_MEAL_METHODS)
     assert type(info.runtime).__name__ == "MealRuntime" and info.runtime.num_tasks == 20
     assert find_suite("MEAL-20") == meal_suite(20)  # equal entries for one id

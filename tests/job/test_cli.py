@@ -70,16 +70,18 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
 
 def test_the_declared_names_have_their_classes_and_parse_without_torch():
     """Methods and learners are declared once (``cl_suites.declarations``); the families'
-    registries hold a class for each name, and parsing imports no torch."""
+    registries hold a class for each name (MEAL's methods: a ``meal`` variant), and parsing
+    imports no torch."""
     import subprocess
     import sys
 
     from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS as TORCH
-    from cl_suites.declarations import CL_METHODS, LEARNERS, TORCH_LEARNERS
+    from cl_suites.declarations import CL_METHODS, LEARNERS, MEAL_METHODS, TORCH_LEARNERS
     from cl_suites.job.learners import LEARNER_ENTRIES
 
     assert tuple(METHODS) == CL_METHODS
+    assert {name for name, variants in METHODS.items() if "meal" in variants} == set(MEAL_METHODS)
     assert tuple(LEARNER_ENTRIES) == LEARNERS and TORCH is TORCH_LEARNERS
     code = (
         "import sys; from cl_suites.cli import build_parser; build_parser(); "
