@@ -101,7 +101,7 @@ def test_single_agent_entries():
         assert info.learners == LEARNERS and info.methods is None
         assert info.preset_key == info.name and info.api == "gymnasium"
     assert SUITES["Diagnostic"].family == "diagnostic"
-    assert {SUITES[n].family for n in presets.CORA_SUITES} == {"cora"}
+    assert [name for name, info in SUITES.items() if info.family != "cora"] == ["Diagnostic"]
 
 
 @pytest.mark.parametrize("suite", [*SUITES, "MEAL-2", "CLSuite/MEAL-10-v0"])
@@ -139,10 +139,21 @@ def test_single_agent_instance():
 
 
 def test_the_id_parser_names_exactly_the_catalog_entries():
-    """``cl_suites.suites.ids`` (a leaf: MEAL's suite builder parses ids without the
-    catalog) names the catalog's entries, in order; MEAL's entry is registered by its
-    runtime's module."""
-    from cl_suites.suites.ids import SUITE_NAMES
+    """The catalog's entries are the one declaration of the suites' names: the one parser
+    accepts each entry's name and id, lists exactly them when it refuses one, and the leaf
+    ``cl_suites.suites.ids`` (MEAL's suite builder reads MEAL's ids without the catalog)
+    knows no fixed suite; MEAL's entry is registered by its runtime's module."""
+    from cl_suites.suites import ids
 
-    assert tuple(SUITES) == SUITE_NAMES
+    for name, info in SUITES.items():
+        assert parse_suite_id(name) == parse_suite_id(info.id) == info.name == name
+        assert ids.meal_name(info.id) is None
+    assert ids.meal_name("CLSuite/MEAL-020-v0") == "MEAL-20"
+    with pytest.raises(UnknownSuiteError) as refused:
+        parse_suite_id("Nope")
+    listed = str(refused.value).split("available: ")[1].removesuffix("'")
+    assert (
+        listed
+        == ", ".join(info.id for info in SUITES.values()) + " and CLSuite/MEAL-<N>-v0 (N >= 1)"
+    )
     assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] is meal_suite
