@@ -6,8 +6,8 @@ flax network). The parameter converter between this family and the torch policie
 (``params_from_torch``) is ``cl_suites.job.convert``, above both families.
 """
 
-from baselines_jax.config import CL_METHODS, IPPOConfig
+from baselines_jax.config import IPPOConfig
 from baselines_jax.learner import JaxIPPO, Metrics, TrainState
 from baselines_jax.network import ActorCritic
 
-__all__ = ["CL_METHODS", "ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]
+__all__ = ["ActorCritic", "IPPOConfig", "JaxIPPO", "Metrics", "TrainState"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cl_suites.declarations import MEAL_METHODS as CL_METHODS
+from cl_suites.declarations import MEAL_METHODS
 
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh")
 ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch-biased", "none")
@@ -87,9 +87,9 @@ class IPPOConfig:
     """Also regularise the actor/critic heads (Table 4: No)."""
 
     def __post_init__(self) -> None:
-        if self.cl_method not in CL_METHODS:
+        if self.cl_method not in MEAL_METHODS:
             raise ValueError(
-                f"unknown cl_method {self.cl_method!r}; valid: {', '.join(CL_METHODS)}"
+                f"unknown cl_method {self.cl_method!r}; valid: {', '.join(MEAL_METHODS)}"
             )
         if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
             raise ValueError(

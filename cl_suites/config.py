@@ -1,14 +1,12 @@
 """Run configurations of ``cl-suites run``: config files, ``--set`` overrides, precedence.
 
-A configuration is one flat mapping. The *run keys* choose what runs::
-
-    suite, method, learner, preset, seed, seeds, run_dir, num_envs
-
-and every other key is an *option*: a suite keyword (``steps_per_task``, ``eval_every``,
-``distribution_mode``, ...), a job option (``device``, ``checkpoint_every``,
-``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a learner / method hyperparameter
-(``learning_rate``, ``lam``, ``buffer_size``, ...); ``cl_suites.job.run_spec.resolve``
-declares each once and sends it to its place. A TOML file::
+A configuration is one flat mapping. The *run keys* choose what runs (the fields of
+``cl_suites.request.RunRequest``: ``suite``, ``method``, ``learner``, ``seed``, ...),
+``run_dir`` where it writes, and every other key is an *option*: a suite keyword
+(``steps_per_task``, ``eval_every``, ``distribution_mode``, ...), a job option
+(``device``, ``checkpoint_every``, ``replay_on_disk``, ``tensorboard``, ``wandb``, ...) or a
+learner / method hyperparameter (``learning_rate``, ``lam``, ``buffer_size``, ...);
+``cl_suites.job.run_spec.resolve`` declares each once and sends it to its place. A TOML file::
 
     suite = "Procgen6"
     method = "clear"
@@ -37,43 +35,29 @@ import inspect
 import re
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from cl_suites.errors import ConfigError, UnknownOptionError
-from cl_suites.request import RunRequest
+from cl_suites.request import RUN_KEYS, RunRequest
 
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-RUN_KEYS: tuple[str, ...] = (
-    "suite",
-    "method",
-    "learner",
-    "preset",
-    "seed",
-    "seeds",
-    "run_dir",
-    "num_envs",
-)
-"""Keys that choose what runs; every other key is an option (see the module docstring)."""
-
 RUN_DEFAULTS: dict[str, Any] = {
-    "suite": None,
-    "method": "ft",
-    "learner": None,
-    "preset": "paper",
-    "seed": 0,
-    "seeds": None,
+    **{
+        f.name: None if f.default is MISSING else f.default
+        for f in fields(RunRequest)
+        if f.name in RUN_KEYS
+    },
     "run_dir": None,
-    "num_envs": None,
 }
-"""Defaults of the run keys (``learner=None``: the suite's default learner under the preset;
-``num_envs=None``: the preset's; ``run_dir=None``: ``runs/<suite>-<method>-s<seed>``;
-``seeds``: several run seeds trained in one program, MEAL with ``ppo-jax`` only)."""
+"""The keys a configuration must or may leave out, with their defaults: the run keys
+(:class:`~cl_suites.request.RunRequest`'s defaults; ``suite``: none) and ``run_dir``
+(``None``: ``runs/<suite>-<method>-s<seed>``)."""
 
 MAX_SEED = 2**32 - 1
 """Largest run seed (numpy's legacy seeding, which SB3 uses, takes 32-bit seeds)."""
@@ -87,32 +71,20 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """A resolved ``cl-suites run`` configuration.
 
     Attributes:
-        suite / method / learner / preset / seed / run_dir / num_envs: the run keys.
-        seeds: several run seeds trained in one program (``None``: one run, ``seed``).
-        options: every other key (suite kwargs, job options, hyperparameters).
-        sources: where each key's value came from (``"default"``, ``"config"``,
-            ``"--set"`` or ``"flag"``).
+        request: the run its run keys and options ask for.
+        run_dir: where it writes (``None``: the run's default directory).
+        sources: where each key's value came from (``"default"``, ``"run-dir"``,
+            ``"config"``, ``"--set"`` or ``"flag"``).
     """
 
-    suite: str
-    method: str
-    learner: str | None
-    preset: str
-    seed: int
+    request: RunRequest
     run_dir: str | None
-    num_envs: int | None
-    options: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    seeds: list[int] | None = None
-
-    def request(self) -> RunRequest:
-        """The run request these keys and options describe (built here, once)."""
-        return RunRequest.of(self, self.options)
+    sources: dict[str, str]
 
 
 def check_seed(value: Any) -> int:
@@ -300,23 +272,19 @@ def merge(
                 continue
             merged[key] = value
             sources[key] = source
-    run = {k: merged.pop(k, RUN_DEFAULTS[k]) for k in RUN_KEYS}
+    run = {k: merged.pop(k, default) for k, default in RUN_DEFAULTS.items()}
     if not run["suite"]:
         raise ConfigError("no suite given: pass --suite NAME or set suite in the --config file")
     for key in ("suite", "method", "preset"):
         if not isinstance(run[key], str):
             raise ConfigError(f"{key} must be a string, got {run[key]!r}")
+    run["seed"] = check_seed(run["seed"])
+    for key, check in (("num_envs", check_num_envs), ("seeds", check_seeds)):
+        if run[key] is not None:
+            run[key] = check(run[key])
+    run_dir = run.pop("run_dir")
     return RunConfig(
-        suite=run["suite"],
-        method=run["method"],
-        learner=run["learner"],
-        preset=run["preset"],
-        seed=check_seed(run["seed"]),
-        run_dir=None if run["run_dir"] is None else str(run["run_dir"]),
-        num_envs=None if run["num_envs"] is None else check_num_envs(run["num_envs"]),
-        options=merged,
-        sources=sources,
-        seeds=None if run["seeds"] is None else check_seeds(run["seeds"]),
+        RunRequest(**run, overrides=merged), None if run_dir is None else str(run_dir), sources
     )
 
 

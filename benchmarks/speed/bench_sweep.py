@@ -21,6 +21,7 @@ Prints both wall times and the ratio sweep / one-after-another (target <= 0.65 o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -42,7 +43,7 @@ def one_after_another(spec: SweepSpec, out: Path, threads: int) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
     start = time.perf_counter()
     for run in spec.runs():
-        kwargs = run.job_kwargs()
+        kwargs = dataclasses.asdict(run.request)
         kwargs["overrides"] = {**JOB_OPTIONS, **kwargs["overrides"]}
         code = (
             "import json, sys, torch; from cl_suites.job.main_job import run_main_job; "

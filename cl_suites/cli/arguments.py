@@ -20,14 +20,12 @@ from cl_suites.declarations import CL_METHODS, RANDOM_METHOD
 from cl_suites.job.presets import PRESETS
 from cl_suites.suites import COMMON_KWARGS
 
-METHODS: tuple[str, ...] = (RANDOM_METHOD, *CL_METHODS)
-"""The built-in ``--method`` names: the random agent and the CL methods. ``--method`` also
-takes an own method: ``package.module:Class`` or an entry point of the
-``cl_suites.methods`` group (checked when the run is resolved)."""
 METHOD_HELP = (
-    f"{', '.join(METHODS)}, or an own ContinualMethod as "
+    f"{', '.join((RANDOM_METHOD, *CL_METHODS))}, or an own ContinualMethod as "
     "package.module:Class or an installed cl_suites.methods entry point"
 )
+"""What ``--method`` takes: the built-in names (the random agent and the CL methods of
+``cl_suites.declarations``) or an own method (checked when the run is resolved)."""
 
 
 # -- argument types ------------------------------------------------------------------------

@@ -12,13 +12,15 @@ from typing import Any
 from rich.markup import escape
 
 from cl_suites.cli import output
-from cl_suites.cli.arguments import JOB_FLAGS, PRESETS, suite_overrides
+from cl_suites.cli.arguments import JOB_FLAGS, suite_overrides
 from cl_suites.cli.errors import EXIT_OK
-from cl_suites.config import ConfigError, RunConfig, load_config_file, merge
+from cl_suites.config import RUN_DEFAULTS, ConfigError, RunConfig, load_config_file, merge
 from cl_suites.core.interrupts import sigterm_as_interrupt
 from cl_suites.errors import CLIError, RunInterrupted
 from cl_suites.job.learners import REGISTRY
+from cl_suites.job.presets import PRESETS
 from cl_suites.job.run_kinds import run_kind
+from cl_suites.request import METADATA_RUN_KEYS
 from cl_suites.rundir import layout
 from cl_suites.suites import parse_suite_id
 
@@ -27,14 +29,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     """The run's configuration: defaults < preset < --config < --set < explicit flags."""
     file_config = load_config_file(args.config) if args.config else None
     flags: dict[str, Any] = {
-        "suite": args.suite,
-        "method": args.method,
-        "learner": args.learner,
-        "preset": args.preset,
-        "seed": args.seed,
-        "seeds": args.seeds,
-        "run_dir": args.run_dir,
-        "num_envs": args.num_envs,
+        **{key: getattr(args, key) for key in RUN_DEFAULTS},  # the run keys and run_dir
         "vectorization_mode": args.vectorization_mode,
         **suite_overrides(args),
         **{key: getattr(args, key) for _, key, _ in JOB_FLAGS},
@@ -43,17 +38,21 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     if args.resume:
         run_dir = args.run_dir or (file_config or {}).get("run_dir")
         suite_given = args.suite is not None or "suite" in (file_config or {})
-        stored = layout.stored_request(Path(run_dir), suite_given) if run_dir else {}
+        stored = {}
+        if run_dir:
+            stored = layout.stored_request(Path(run_dir), suite_given, METADATA_RUN_KEYS)
     config = merge(file_config, args.set, flags, stored)
+    request = config.request
     for key, valid in (("learner", tuple(REGISTRY)), ("preset", PRESETS)):
-        value = getattr(config, key)
+        value = getattr(request, key)
         if value is not None and value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
-    if config.seeds is not None and config.sources.get("seed", "default") != "default":
+    if request.seeds is not None and config.sources.get("seed", "default") != "default":
         raise ConfigError(
-            f"give --seed ({config.seed}) or --seeds ({' '.join(map(str, config.seeds))}), not both"
+            f"give --seed ({request.seed}) or --seeds ({' '.join(map(str, request.seeds))}), "
+            "not both"
         )
-    run_kind(config.method).check(config.request())
+    run_kind(request.method).check(request)
     return config
 
 
@@ -61,11 +60,12 @@ def run_dir_of(config: RunConfig) -> Path:
     """``--run-dir``, or the run's default directory."""
     if config.run_dir:
         return Path(config.run_dir)
+    request = config.request
     return layout.default_run_dir(
-        parse_suite_id(config.suite),
-        config.method,
-        config.seed,
-        several_seeds=config.seeds is not None,
+        parse_suite_id(request.suite),
+        request.method,
+        request.seed,
+        several_seeds=request.seeds is not None,
     )
 
 
@@ -81,11 +81,12 @@ def resume_command(argv: list[str], run_dir: Path) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = run_config(args)
-    kind, request = run_kind(config.method), config.request()
+    request = config.request
+    kind = run_kind(request.method)
     run_dir = run_dir_of(config)
     run_dirs = layout.run_dirs(run_dir, request.seeds)
     if args.print_config:
-        head: dict[str, Any] = {"seed": config.seed, "run_dir": str(run_dir)}
+        head: dict[str, Any] = {"seed": request.seed, "run_dir": str(run_dir)}
         if request.seeds is not None:
             head = {"seeds": list(request.seeds), "run_dirs": [str(d) for d in run_dirs]}
         described = kind.describe(kind.resolve(request, progress=True), head)

@@ -25,7 +25,7 @@ from typing import Any
 from cl_suites.declarations import CL_METHODS, MEAL_METHODS
 from cl_suites.errors import UnknownSuiteError
 from cl_suites.job import presets
-from cl_suites.suites import find_suite, parse_suite_id
+from cl_suites.suites import SUITES, find_suite, parse_suite_id
 
 Values = dict[str, Any]
 """Values by name: a run's options, or :func:`preset_settings`'s settings (``learner``, ``method``,
@@ -56,8 +56,9 @@ def suite_family(suite: str) -> str:
     try:
         return find_suite(suite).family
     except UnknownSuiteError:
+        cora = [name for name, info in SUITES.items() if info.family == "cora"]
         raise UnknownSuiteError(
-            f"no preset for suite {suite!r}; presets exist for {', '.join(presets.CORA_SUITES)}, "
+            f"no preset for suite {suite!r}; presets exist for {', '.join(cora)}, "
             "Diagnostic, MEAL and MEAL-<N>"
         ) from None
 

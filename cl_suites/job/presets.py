@@ -38,15 +38,6 @@ PRESETS: tuple[str, ...] = ("paper", "small", "meal-authors")
 PRESET_FAMILIES: dict[str, tuple[str, ...]] = {"meal-authors": ("meal",)}
 """The suite families (``SuiteInfo.family``) a preset is for; a preset not named here is for
 every family."""
-CORA_SUITES: tuple[str, ...] = (
-    "Atari6",
-    "Procgen6",
-    "MiniHack15",
-    "CHORES-VaryRoom",
-    "CHORES-VaryTask",
-    "CHORES-VaryObject",
-    "CHORES-MultiTraj",
-)
 
 # ----------------------------------------------------------------- CORA, IMPALA / V-trace
 CORA_VTRACE: dict[str, Any] = {  # configs/atari/impala_atari.json over ImpalaPolicyConfig

@@ -23,12 +23,13 @@ from cl_suites.errors import RunDirConflictError
 from cl_suites.job.option_specs import job_size_warnings
 from cl_suites.job.run_spec import JobOptions, JobSpec
 from cl_suites.job.tracking import track_run_log
+from cl_suites.request import METADATA_RUN_KEYS
 from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
 from cl_suites.rundir.progress import RunProgress, read_progress
 from cl_suites.rundir.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.training import run_metadata
 
-RESUME_KEYS: tuple[str, ...] = ("suite", "method", "learner", "preset", "seed", "num_envs")
+RESUME_KEYS: tuple[str, ...] = METADATA_RUN_KEYS
 """The metadata keys a resumed run must share with the run in its directory."""
 
 

@@ -21,7 +21,7 @@ from cl_suites.core.task import TaskSequence, TaskSpec
 from cl_suites.errors import UnknownSuiteError, require
 from cl_suites.meal.layouts import REWARD_PER_SOUP, MealLayout, build_layouts
 from cl_suites.meal.options import MealOptions, option_docs
-from cl_suites.suites.ids import parse_suite_id
+from cl_suites.suites.ids import meal_name
 
 NUM_ACTIONS = 6
 """meal-bench's actions: up, down, right, left, stay, interact."""
@@ -29,18 +29,18 @@ NUM_ACTIONS = 6
 
 def parse_meal_id(id_or_n: str | int) -> int:
     """The number of tasks of ``"CLSuite/MEAL-20-v0"``, ``"MEAL-20"`` or ``20`` (ids are
-    parsed by ``cl_suites.suites.ids.parse_suite_id``); ``UnknownSuiteError`` (a
-    ``ValueError``) otherwise."""
+    read by ``cl_suites.suites.ids.meal_name``); ``UnknownSuiteError`` (a ``ValueError``)
+    otherwise."""
     if isinstance(id_or_n, (int, np.integer)) and not isinstance(id_or_n, bool):
         n = int(id_or_n)
         if n < 1:
             raise UnknownSuiteError(f"a MEAL sequence needs N >= 1 tasks, got {n}")
         return n
     try:
-        name = parse_suite_id(id_or_n)
+        name = meal_name(id_or_n)
     except UnknownSuiteError:
-        name = ""
-    if not name.startswith("MEAL-"):
+        name = None
+    if name is None:
         raise UnknownSuiteError(
             f"{id_or_n!r} is not a MEAL id; use 'CLSuite/MEAL-<N>-v0', 'MEAL-<N>' or N (int >= 1)"
         )

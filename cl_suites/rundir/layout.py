@@ -17,9 +17,6 @@ from cl_suites.errors import RunDirConflictError
 from cl_suites.rundir.runlock import LOCK_FILE
 from cl_suites.rundir.runlog import METADATA_FILE, read_metadata
 
-STORED_RUN_KEYS = ("method", "learner", "preset", "seed", "num_envs")
-"""The run keys a resumed run takes from its ``metadata.json`` (with ``suite_id``)."""
-
 
 def method_label(method: str) -> str:
     """``method`` as a file name: an own method's ``package.module:Class`` as
@@ -104,21 +101,23 @@ def check_run_dirs(dirs: list[Path], resume: bool) -> None:
         check_run_dir(run_dir, run_dir in started)
 
 
-def stored_request(run_dir: Path, suite_given: bool) -> dict[str, Any]:
+def stored_request(run_dir: Path, suite_given: bool, run_keys: Sequence[str]) -> dict[str, Any]:
     """The run keys and options of the run in ``run_dir`` that ``--resume`` continues, from
     its ``metadata.json``, or, for a several-seed run's directory, from its seeds' (with
     ``seeds``: every ``seed-<s>`` directory in it). ``{}`` when it holds no run yet;
-    without ``suite_given``, a directory with nothing to resume is refused, saying why."""
+    without ``suite_given``, a directory with nothing to resume is refused, saying why.
+    ``run_keys``: the run keys ``metadata.json`` holds at its top level
+    (``cl_suites.request.METADATA_RUN_KEYS``); the suite is taken as its ``suite_id``."""
     run_dir = Path(run_dir)
     if not (run_dir / METADATA_FILE).is_file():
         seeds = seeds_in(run_dir)
         started = [s for s in seeds if holds_run(run_dir / f"seed-{s}")]
         if started:
-            return _stored_seeds(run_dir, seeds, started)
+            return _stored_seeds(run_dir, seeds, started, run_keys)
         if not suite_given:
             check_run_dir(run_dir, resume=True)  # says why there is nothing to resume
         return {}
-    return _stored(run_dir)
+    return _stored(run_dir, run_keys)
 
 
 def seeds_in(run_dir: Path) -> list[int]:
@@ -130,22 +129,24 @@ def seeds_in(run_dir: Path) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit() and str(int(n)) == n)
 
 
-def _stored(run_dir: Path) -> dict[str, Any]:
+def _stored(run_dir: Path, run_keys: Sequence[str]) -> dict[str, Any]:
     try:
         metadata = read_metadata(run_dir)
     except Exception:  # an unreadable file is refused with its own message later
         return {}
     if not isinstance(metadata, dict) or "suite_id" not in metadata:
         return {}
-    keys = {k: metadata[k] for k in STORED_RUN_KEYS if k in metadata}
+    keys = {k: metadata[k] for k in run_keys if k in metadata}
     request = metadata.get("request") or {}
-    return {**dict(request.get("overrides") or {}), "suite": metadata["suite_id"], **keys}
+    return {**dict(request.get("overrides") or {}), **keys, "suite": metadata["suite_id"]}
 
 
-def _stored_seeds(run_dir: Path, seeds: list[int], started: list[int]) -> dict[str, Any]:
+def _stored_seeds(
+    run_dir: Path, seeds: list[int], started: list[int], run_keys: Sequence[str]
+) -> dict[str, Any]:
     """The request of a several-seed run from the seeds that started (they agree on
     everything but the seed; a seed killed before its first file starts over)."""
-    first, *others = [(s, _stored(run_dir / f"seed-{s}")) for s in started]
+    first, *others = [(s, _stored(run_dir / f"seed-{s}", run_keys)) for s in started]
     request = {k: v for k, v in first[1].items() if k != "seed"}
     for seed, stored in others:
         mine = {k: v for k, v in stored.items() if k != "seed"}

@@ -28,8 +28,9 @@ The catalog stands at the bottom: it imports no suite's code. Builders are named
 ``"module:function"`` and imported when a suite is built; so are the entry functions of
 ids with a parameter in :data:`SUITE_TEMPLATES` (``MEAL-<N>``:
 ``"cl_suites.meal.runtime:meal_suite"``), imported when such an id is looked up
-(:func:`suite_template`). :func:`parse_suite_id`, the one parser of suite ids, lives in
-the leaf module ``cl_suites.suites.ids``.
+(:func:`suite_template`). The entries of :data:`SUITES` are the one declaration of the
+suites' names: :func:`parse_suite_id`, the one parser of suite ids, reads them there (the
+form of an id and MEAL's ids are the leaf module ``cl_suites.suites.ids``).
 """
 
 from __future__ import annotations
@@ -43,14 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cl_suites.core.task import TaskSequence, check_positive_int
-from cl_suites.errors import UnknownOptionError
-from cl_suites.suites.ids import (
-    MEAL_ID,
-    NAMESPACE,
-    SUITE_NAMES,
-    parse_suite_id,
-    short_name,
-)
+from cl_suites.errors import UnknownOptionError, UnknownSuiteError
+from cl_suites.suites.ids import MEAL_ID, NAMESPACE, bare_name, meal_name
 from cl_suites.suites.runtime import (
     AGENT_STEPS,
     EVAL_FROM_START,
@@ -219,6 +214,47 @@ SUITES: dict[str, SuiteInfo] = {
 }
 
 
+def parse_suite_id(suite: object) -> str:
+    """The catalog name of a suite id: the one suite-id parser of the package.
+
+    Accepts the short name (``"Procgen6"``, ``"MEAL-20"``), the gymnasium id
+    (``"CLSuite/Procgen6-v0"``, ``"CLSuite/MEAL-20-v0"``) and gymnasium's module-qualified
+    form (``"cl_suites:CLSuite/Procgen6-v0"``). ``MEAL-<N>`` is any ``N >= 1``
+    (``"MEAL-020"`` -> ``"MEAL-20"``). Anything else raises ``UnknownSuiteError`` (a
+    ``KeyError`` and a ``ValueError``) listing the valid ids.
+    """
+    name = bare_name(suite)
+    if name in SUITES:
+        return name
+    meal = meal_name(suite)
+    if meal is not None:
+        return meal
+    raise UnknownSuiteError(
+        f"unknown suite {suite!r}{_did_you_mean(name)}; available: "
+        f"{', '.join(info.id for info in SUITES.values())} and {MEAL_ID} (N >= 1)"
+    )
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean 'Procgen6'?)`` for the catalog name closest to ``name`` (case
+    and a missing number forgiven), or ``""``."""
+    by_lower = {n.lower(): n for n in SUITES}
+    lowered = name.lower()
+    hits = [by_lower[lowered]] if lowered in by_lower else []
+    hits = hits or [n for n in SUITES if n.lower().startswith(lowered) and lowered]
+    hits = hits or [by_lower[m] for m in difflib.get_close_matches(lowered, list(by_lower), n=1)]
+    return f" (did you mean {hits[0]!r}?)" if len(hits) >= 1 and hits[0] != name else ""
+
+
+def short_name(suite: object) -> str:
+    """The catalog name of ``suite`` (:func:`parse_suite_id`), or its text as given when
+    the catalog does not know it (an own loop's suite; a name a later check reports)."""
+    try:
+        return parse_suite_id(suite)
+    except UnknownSuiteError:
+        return str(suite)
+
+
 def find_suite(suite: str) -> SuiteInfo:
     """The catalog entry of ``suite`` (any id :func:`parse_suite_id` accepts, MEAL-N
     included); ``UnknownSuiteError`` (a ``KeyError``) lists the valid ids otherwise."""
@@ -250,7 +286,6 @@ __all__ = [
     "MEAL_ID",
     "NAMESPACE",
     "SUITES",
-    "SUITE_NAMES",
     "SUITE_TEMPLATES",
     "SuiteInfo",
     "find_suite",

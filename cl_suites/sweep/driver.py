@@ -33,7 +33,7 @@ from cl_suites.sweep.cluster import (
     import_ray,
     parallel_runs,
 )
-from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, seed_groups
+from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, group_request, seed_groups
 from cl_suites.sweep.live import ProgressReader, render_table
 from cl_suites.sweep.sweep_dir import SweepDir, now_iso, write_json
 from cl_suites.sweep.worker import execute_group, runs_a_sweep_task
@@ -84,7 +84,7 @@ def preflight(runs: list[RunSpec]) -> None:
     problems: dict[str, list[str]] = {}
     seen: set[tuple[Any, ...]] = set()
     for run in runs:
-        key = (run.suite, run.method, run.learner)
+        key = (run.request.suite, run.request.method, run.request.learner)
         if key in seen:
             continue
         seen.add(key)
@@ -110,7 +110,7 @@ def _check_run(run: RunSpec) -> None:
     """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
     from cl_suites.job.run_spec import resolve
 
-    resolve(run.request(), probe_device=False)  # a run's device: checked where it runs
+    resolve(run.request, probe_device=False)  # a run's device: checked where it runs
 
 
 def run_sweep(
@@ -243,10 +243,9 @@ def _execute(
                 rows[run.name] = {"state": "queued", "attempt": attempts, "note": note}
         if all(rows[run.name]["state"] == "skipped" for run in group):
             continue
-        seeds = [run.seed for run in group] if len(group) > 1 else None
         names = [run.name for run in group]
         ref = task.options(name=f"cl-suites-sweep:{names[0]}").remote(
-            group[0].job_kwargs(), seeds, str(sdir.path), names, invocation, cpus, gpus
+            group_request(group), str(sdir.path), names, invocation, cpus, gpus
         )
         pending[ref] = group
 

@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,36 +54,20 @@ class SweepError(ConfigError):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a sweep: the arguments of ``run_main_job`` except ``run_dir``/``resume``.
+    """One run of a sweep: its request (what the worker resolves and runs) and its name.
 
-    ``suite`` is the short suite name (``"Procgen6"``, ``"MEAL-20"``); ``learner`` is
-    resolved (never ``None``) so that the name says what ran.
+    The request's ``suite`` is the short suite name (``"Procgen6"``, ``"MEAL-20"``) and its
+    ``learner`` is resolved (never ``None``) so that the name says what ran.
     """
 
-    suite: str
-    method: str
-    learner: str
-    seed: int
-    preset: str
-    num_envs: int | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
+    request: RunRequest
 
     @property
     def name(self) -> str:
         """The run directory's name: ``<suite>-<method>-<learner>-s<seed>`` (an own
         method's ``package.module:Class`` as ``package.module.Class``)."""
-        return f"{self.suite}-{self.method.replace(':', '.')}-{self.learner}-s{self.seed}"
-
-    def request(self) -> RunRequest:
-        """The run's request (what ``cl_suites.job.run_spec.resolve`` takes)."""
-        return RunRequest.of(self, self.overrides)
-
-    def job_kwargs(self) -> dict[str, Any]:
-        """:meth:`request` as keyword arguments of ``run_main_job``, JSON-ready for the
-        workers (without ``run_dir`` and ``resume``)."""
-        kwargs = dataclasses.asdict(self.request())
-        del kwargs["seeds"]
-        return kwargs
+        run = self.request
+        return f"{run.suite}-{run.method.replace(':', '.')}-{run.learner}-s{run.seed}"
 
 
 @dataclass(frozen=True)
@@ -130,15 +114,16 @@ class SweepSpec:
             self.suites, self.methods, self.learners, self.seeds
         ):
             name = short_name(suite)
-            run = RunSpec(
+            request = RunRequest(
                 suite=name,
                 method=method,
                 learner=learner or default_learner(name),
                 seed=int(seed),
                 preset=self.preset,
                 num_envs=self.num_envs,
-                overrides=dict(self.overrides),
+                overrides=self.overrides,
             )
+            run = RunSpec(request)
             runs.setdefault(run.name, run)
         return list(runs.values())
 
@@ -185,20 +170,30 @@ class SweepSpec:
 def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
     """The runs as they train: the seeds of one MEAL configuration with learner
     ``ppo-jax`` whose kitchens the overrides fix (``layout_seed``) train vmapped in one
-    program (``cl_suites.job.main_job.run_seed_group``); every other run trains alone
+    program (one request with ``seeds``: :func:`group_request`); every other run trains alone
     (MEAL's kitchens otherwise follow each run's seed, and seeds on different kitchens
     cannot share one program). Groups keep the grid's order."""
-    groups: dict[tuple[Any, ...], list[RunSpec]] = {}
+    groups: dict[str, list[RunSpec]] = {}
     for run in runs:
+        request = run.request
         together = (
-            run.learner == JAX_LEARNER and "layout_seed" in run.overrides  # ppo-jax: MEAL only
+            request.learner == JAX_LEARNER and "layout_seed" in request.overrides  # MEAL only
         )
-        key: tuple[Any, ...] = (run.name,)
-        if together:
-            options = json.dumps(dict(run.overrides), sort_keys=True, default=str)
-            key = (run.suite, run.method, run.learner, run.preset, run.num_envs, options)
+        key = run.name
+        if together:  # every run key and option but the seed
+            configuration = dataclasses.asdict(dataclasses.replace(request, seed=0))
+            key = json.dumps(configuration, sort_keys=True, default=str)
         groups.setdefault(key, []).append(run)
     return [tuple(group) for group in groups.values()]
+
+
+def group_request(group: Sequence[RunSpec]) -> RunRequest:
+    """What the worker of a group of :func:`seed_groups` runs: its one run's request, or
+    the request of its seeds trained in one program (``seeds``, one per run, in order)."""
+    first = group[0].request
+    if len(group) == 1:
+        return first
+    return dataclasses.replace(first, seeds=tuple(run.request.seed for run in group))
 
 
 def _as_list(value: Any, key: str, default: list[Any] | None = None) -> list[Any]:

@@ -6,16 +6,19 @@ earlier run (the job seeds every RNG it uses and sets its torch threads, so resu
 not depend on the process), GPU runs get a fresh one (``max_calls=1``: the process exits
 and frees the GPU). It sends the process's output to the run's log while it runs and
 records each attempt in
-``SWEEP_DIR/status/<run>.json``. An attempt whose run directory already holds a run (a
-retry after the worker or node died, or ``cl-suites sweep --resume``) continues it with
-``run_main_job(resume=True)``: the log rows written after the last checkpoint are cut and
-re-run, so no eval record is lost or duplicated. An exception is a deterministic failure:
-it is recorded with its message and returned, never raised, so Ray does not retry it.
+``SWEEP_DIR/status/<run>.json``. The driver hands it the run's ``RunRequest`` (Ray pickles
+it), which it resolves and runs as ``run_main_job`` does. An attempt whose run directory
+already holds a run (a retry after the worker or node died, or ``cl-suites sweep
+--resume``) continues it (``resume=True``): the log rows written after the last checkpoint
+are cut and re-run, so no eval record is lost or duplicated. An exception is a
+deterministic failure: it is recorded with its message and returned, never raised, so Ray
+does not retry it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import sys
@@ -25,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cl_suites.request import RunRequest
 from cl_suites.sweep.sweep_dir import SweepDir, now_iso, read_json, write_json
 
 PREVIOUS_ATTEMPT_WAIT_S = 60.0
@@ -33,7 +37,7 @@ same host (a worker of a killed driver that Ray has not reaped yet)."""
 
 
 def execute_run(
-    job: dict[str, Any],
+    request: RunRequest,
     sweep_dir: str,
     name: str,
     invocation: str,
@@ -43,7 +47,7 @@ def execute_run(
     """Run (or continue) one run of a sweep; the body of the sweep's Ray task.
 
     Args:
-        job: ``RunSpec.job_kwargs()`` (``run_main_job`` keywords without the directory).
+        request: the run's request (``RunSpec.request``).
         sweep_dir: the sweep directory (on a filesystem every node sees).
         name: the run's name (its directory is ``SWEEP_DIR/runs/<name>``).
         invocation: id of the driver invocation that submitted it (``--resume`` starts a
@@ -53,22 +57,21 @@ def execute_run(
     Returns:
         ``{"name", "state": "finished" | "failed", "error", "attempt"}``.
     """
-    return execute_group(job, None, sweep_dir, [name], invocation, cpus, gpus)[0]
+    return execute_group(request, sweep_dir, [name], invocation, cpus, gpus)[0]
 
 
 def execute_group(
-    job: dict[str, Any],
-    seeds: list[int] | None,
+    request: RunRequest,
     sweep_dir: str,
     names: list[str],
     invocation: str,
     cpus: float,
     gpus: float,
 ) -> list[dict[str, Any]]:
-    """Run (or continue) several seeds of one MEAL configuration in one program
-    (``run_seed_group``), each in its own run directory ``SWEEP_DIR/runs/<name>``; with
-    ``seeds=None``, the one run ``names[0]`` (``run_main_job``). ``job`` is a
-    ``RunSpec.job_kwargs()`` (its ``seed`` is ignored for a group). The group's output
+    """Run (or continue) the several seeds of one MEAL configuration in one program
+    (``request.seeds``: one name per seed, in order), each in its own run directory
+    ``SWEEP_DIR/runs/<name>``; a request without ``seeds``: the one run ``names[0]``.
+    ``request`` is a group's (``cl_suites.sweep.grid.group_request``). The group's output
     goes to the first run's log; the others' logs say so. Returns one
     :func:`execute_run` result per name."""
     sdir = SweepDir(Path(sweep_dir))
@@ -79,12 +82,11 @@ def execute_group(
             f.write(f"=== {now_iso()} {other}: trains in one program with {names[0]}; "
                     f"its output is in {log_path}\n")  # fmt: skip
     with _output_to(log_path):
-        return _attempt(job, seeds, sdir, names, invocation, cpus, gpus)
+        return _attempt(request, sdir, names, invocation, cpus, gpus)
 
 
 def _attempt(
-    job: dict[str, Any],
-    seeds: list[int] | None,
+    request: RunRequest,
     sdir: SweepDir,
     names: list[str],
     invocation: str,
@@ -118,22 +120,18 @@ def _attempt(
     error = None
     try:
         from cl_suites.job.learners import load_learner
-        from cl_suites.job.main_job import run_main_job, run_seed_group
+        from cl_suites.job.main_job import run_resolved
+        from cl_suites.job.run_spec import resolve
 
         _configure_resources(cpus, gpus)
-        overrides = {"progress": False, "report": False, **job.get("overrides", {})}
-        refused = load_learner(job["learner"]).refused_job_options  # JAX: JAX_PLATFORMS
+        overrides = {"progress": False, "report": False, **request.overrides}
+        refused = load_learner(request.learner).refused_job_options  # JAX: JAX_PLATFORMS
         if "torch_threads" not in refused:
             overrides.setdefault("torch_threads", max(1, int(cpus)))  # the run's whole CPUs
         if gpus <= 0 and "device" not in refused:
             overrides.setdefault("device", "cpu")
-        if seeds is None:
-            run_main_job(**{**job, "overrides": overrides}, run_dir=run_dirs[0], resume=resume)
-        else:
-            group = {k: v for k, v in job.items() if k != "seed"}
-            run_seed_group(
-                **{**group, "overrides": overrides}, seeds=seeds, run_dirs=run_dirs, resume=resume
-            )
+        specs = resolve(dataclasses.replace(request, overrides=overrides))
+        run_resolved(specs, request.run_seeds, run_dirs, resume)
     except (Exception, SystemExit) as e:  # the job's own error: deterministic, not retried
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         error = f"{type(e).__name__}: {message}"

@@ -28,6 +28,7 @@ from cl_suites.api import make_vec
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.job import hyperparameters, presets
 from cl_suites.sb3.adapter import SB3VecEnv
+from cl_suites.suites import SUITES
 
 
 def _diag_env(n_envs=4, steps=400, n_tasks=2):
@@ -864,11 +865,15 @@ def test_clear_defaults_pinned():
 
 
 # --------------------------------------------------------------------------- presets
+CORA_SUITES = [name for name, info in SUITES.items() if info.family == "cora"]
+"""The CORA suites: the catalog's entries of CORA's family."""
+
+
 def test_default_learner_per_suite():
     """The default learner is the catalog's (one declaration), the same under every preset."""
     from cl_suites.suites import find_suite
 
-    for suite in presets.CORA_SUITES:
+    for suite in CORA_SUITES:
         assert find_suite(suite).default_learner == "vtrace"
     assert find_suite("MEAL-20").default_learner == "ppo-jax"
     assert find_suite("CLSuite/Diagnostic-v0").default_learner == "ppo"
@@ -924,7 +929,7 @@ def test_cora_presets_per_suite():
     assert chores_ewc["method"]["min_task_steps"] == 20_000_000
     pnc = {
         s: hyperparameters.preset_settings(s, "vtrace", "pnc", "paper")["method"]
-        for s in presets.CORA_SUITES
+        for s in CORA_SUITES
     }
     assert pnc["Atari6"]["progress_updates"] == 39_063
     assert pnc["Procgen6"]["progress_updates"] == 3_906

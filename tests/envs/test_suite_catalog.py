@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from cl_suites.declarations import MEAL_METHODS
 from cl_suites.errors import ConfigError, UnknownSuiteError
 from cl_suites.job import hyperparameters, presets
 from cl_suites.job.learners import learners_for
@@ -87,7 +88,7 @@ def test_meal_is_a_catalog_entry_with_its_differences_as_fields():
     assert (info.evaluation.at_start, info.evaluation.per_task) == (False, True)
     assert learners_for(info) == ("ppo-jax", "ppo")  # the learners' entries declare MEAL
     assert info.default_learner == "ppo-jax"
-    assert info.methods == ("ft", "ewc", "online-ewc", "mas", "l2")
+    assert info.methods == MEAL_METHODS
     assert set(info.methods) == set(presets.MEAL_METHOD_VALUES) == set(presets.SMALL_MEAL_METHODS)
     assert type(info.runtime).__name__ == "MealRuntime" and info.runtime.num_tasks == 20
     assert find_suite("MEAL-20") == meal_suite(20)  # equal entries for one id
@@ -101,7 +102,7 @@ def test_single_agent_entries():
         assert learners_for(info) == ("ppo", "vtrace") and info.methods is None
         assert info.preset_key == info.name and info.api == "gymnasium"
     assert SUITES["Diagnostic"].family == "diagnostic"
-    assert {SUITES[n].family for n in presets.CORA_SUITES} == {"cora"}
+    assert [name for name, info in SUITES.items() if info.family != "cora"] == ["Diagnostic"]
 
 
 @pytest.mark.parametrize("suite", [*SUITES, "MEAL-2", "CLSuite/MEAL-10-v0"])
@@ -139,11 +140,23 @@ def test_single_agent_instance():
 
 
 def test_the_id_parser_names_exactly_the_catalog_entries():
-    """``cl_suites.suites.ids`` (a leaf: MEAL's suite builder parses ids without the
-    catalog) names the catalog's entries, in order; MEAL's entry function is named in the
-    catalog as ``"module:function"``, like the builders, and imported when looked up."""
-    from cl_suites.suites.ids import SUITE_NAMES
+    """The catalog's entries are the one declaration of the suites' names: the one parser
+    accepts each entry's name and id, lists exactly them when it refuses one, and the leaf
+    ``cl_suites.suites.ids`` (MEAL's suite builder reads MEAL's ids without the catalog)
+    knows no fixed suite; MEAL's entry function is named in the catalog as
+    ``"module:function"``, like the builders, and imported when looked up."""
+    from cl_suites.suites import ids
 
-    assert tuple(SUITES) == SUITE_NAMES
+    for name, info in SUITES.items():
+        assert parse_suite_id(name) == parse_suite_id(info.id) == info.name == name
+        assert ids.meal_name(info.id) is None
+    assert ids.meal_name("CLSuite/MEAL-020-v0") == "MEAL-20"
+    with pytest.raises(UnknownSuiteError) as refused:
+        parse_suite_id("Nope")
+    listed = str(refused.value).split("available: ")[1].removesuffix("'")
+    assert (
+        listed
+        == ", ".join(info.id for info in SUITES.values()) + " and CLSuite/MEAL-<N>-v0 (N >= 1)"
+    )
     assert SUITE_TEMPLATES["CLSuite/MEAL-<N>-v0"] == "cl_suites.meal.runtime:meal_suite"
     assert suite_template("CLSuite/MEAL-<N>-v0") is meal_suite

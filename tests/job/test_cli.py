@@ -12,17 +12,11 @@ from tests.helpers import REPO
 
 
 def test_list_shows_every_suite_and_install_status(capsys):
+    from cl_suites.suites import MEAL_ID, SUITES
+
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for suite_id in (
-        "CLSuite/Atari6-v0",
-        "CLSuite/Procgen6-v0",
-        "CLSuite/MiniHack15-v0",
-        "CLSuite/CHORES-VaryRoom-v0",
-        "CLSuite/CHORES-MultiTraj-v0",
-        "CLSuite/Diagnostic-v0",
-        "CLSuite/MEAL-<N>-v0",
-    ):
+    for suite_id in (*(info.id for info in SUITES.values()), MEAL_ID):
         assert suite_id in out
     assert "0-climber" in out and "5,000,000" in out
 
@@ -70,17 +64,18 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
 
 def test_the_declared_names_have_their_classes_and_parse_without_torch():
     """Methods are declared once (``cl_suites.declarations``), learners once (the
-    registry, ``cl_suites.job.learners``); the families hold a class for each name, and
-    parsing imports no torch."""
+    registry, ``cl_suites.job.learners``); the families hold a class for each name
+    (MEAL's methods: a ``meal`` variant), and parsing imports no torch."""
     import subprocess
     import sys
 
     from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS as TORCH
-    from cl_suites.declarations import CL_METHODS
+    from cl_suites.declarations import CL_METHODS, MEAL_METHODS
     from cl_suites.job.learners import REGISTRY, load_learner
 
     assert tuple(METHODS) == CL_METHODS
+    assert {name for name, variants in METHODS.items() if "meal" in variants} == set(MEAL_METHODS)
     assert tuple(REGISTRY) == ("ppo-jax", "ppo", "vtrace")
     assert {n for n in REGISTRY if load_learner(n).own_methods} == set(TORCH)
     code = (
@@ -89,6 +84,28 @@ def test_the_declared_names_have_their_classes_and_parse_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_run_key_has_a_flag_and_a_row_in_the_docs():
+    """The run keys are declared once, as ``RunRequest``'s fields: ``cl-suites run`` has a
+    flag for each (and ``--run-dir``), ``docs/configuration.md``'s table a row for each,
+    and its ``method`` row names every built-in method."""
+    from cl_suites.cli import build_parser
+    from cl_suites.config import RUN_DEFAULTS
+    from cl_suites.declarations import CL_METHODS, RANDOM_METHOD
+    from cl_suites.request import RUN_KEYS
+
+    assert set(RUN_KEYS) | {"run_dir"} == set(RUN_DEFAULTS)
+    args = vars(build_parser().parse_args(["run"]))
+    rows = {
+        line.split("|")[1]: line
+        for line in (REPO / "docs" / "configuration.md").read_text().splitlines()
+        if line.startswith("| `")
+    }
+    for key in RUN_DEFAULTS:
+        assert key in args and any(f"`{key}`" in head for head in rows), key
+    method_row = rows[" `method` "]
+    assert all(f"`{name}`" in method_row for name in (RANDOM_METHOD, *CL_METHODS))
 
 
 def test_every_place_that_lists_the_presets_names_each(capsys):

@@ -56,14 +56,14 @@ def _resolved(spec, key):
 
 def _run_spec(argv):
     config = run_config(cli.build_parser().parse_args(["run", *argv]))
-    return resolve(config.request())[0]
+    return resolve(config.request)[0]
 
 
 def _sweep_spec(argv):
     args = cli.build_parser().parse_args(["sweep", *argv])
     base = load_sweep_file(args.config)[0] if args.config else {}
     (run,) = sweep_cli.spec_from_args(args, base).runs()
-    return resolve_job(**run.job_kwargs())
+    return resolve(run.request)[0]
 
 
 @pytest.mark.parametrize(("key", "text", "value"), SAME_TEXT)
@@ -267,9 +267,9 @@ def test_the_sweep_resolves_every_run_as_the_golden_file_records():
         for preset in presets_for(find_suite(suite).family):
             grid = SweepSpec(suites=(suite,), methods=("ft", "ewc"), seeds=(0,), preset=preset)
             for run in grid.runs():
-                expected = golden[f"{suite}|default|{run.method}|{preset}"]
-                got = json.loads(json.dumps(_jsonable(resolve_job(**run.job_kwargs()).config())))
-                assert got == expected, (suite, run.method, preset)
+                expected = golden[f"{suite}|default|{run.request.method}|{preset}"]
+                got = json.loads(json.dumps(_jsonable(resolve(run.request)[0].config())))
+                assert got == expected, (suite, run.request.method, preset)
                 checked += 1
     assert checked == 4 * (len(SUITES) + len(MEAL_SUITES)) + 2 * len(MEAL_SUITES)  # meal-authors
 

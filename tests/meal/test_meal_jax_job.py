@@ -9,6 +9,7 @@ Every run shares one tiny configuration (MEAL-2, two generated easy kitchens, 4 
 from __future__ import annotations
 
 import json
+import pickle
 import re
 
 import numpy as np
@@ -435,29 +436,33 @@ def test_eval_policy_acts_per_task_and_samples_from_its_own_keys():
 def test_sweep_worker_runs_a_seed_group_once_and_records_every_run(tmp_path, monkeypatch):
     from cl_suites.job import main_job
     from cl_suites.sweep import worker
-    from cl_suites.sweep.grid import SweepSpec, seed_groups
+    from cl_suites.sweep.grid import SweepSpec, group_request, seed_groups
     from cl_suites.sweep.sweep_dir import SweepDir
     from cl_suites.sweep.worker import execute_group
 
     calls = []
 
-    def fake_group(**kwargs):
-        calls.append(kwargs)
-        for d in kwargs["run_dirs"]:
+    def fake_run(specs, seeds, run_dirs, resume):
+        calls.append((specs, seeds, run_dirs, resume))
+        for d in run_dirs:
             d.mkdir(parents=True)
 
-    monkeypatch.setattr(main_job, "run_seed_group", fake_group)
+    monkeypatch.setattr(main_job, "run_resolved", fake_run)
     monkeypatch.setattr(worker, "_ray_context", lambda: {})  # no Ray import here
     spec = SweepSpec(suites=("MEAL-2",), methods=("ft",), seeds=(4, 1), preset="small",
                      overrides={"layout_seed": 0})  # fmt: skip
     (group,) = seed_groups(spec.runs())
     names = [r.name for r in group]
-    out = execute_group(group[0].job_kwargs(), [4, 1], str(tmp_path), names, "inv", 1.0, 0.0)
+    request = group_request(group)
+    assert request.seeds == (4, 1)  # the request, pickled to the worker as it is
+    assert pickle.loads(pickle.dumps(request)) == request
+    out = execute_group(request, str(tmp_path), names, "inv", 1.0, 0.0)
     assert [o["state"] for o in out] == ["finished", "finished"]
-    (call,) = calls  # one program for both seeds
-    assert call["seeds"] == [4, 1] and "seed" not in call and call["resume"] is False
-    assert call["run_dirs"] == [tmp_path / "runs" / n for n in names]
-    assert "device" not in call["overrides"]  # a torch option; JAX runs on JAX_PLATFORMS
+    ((specs, seeds, run_dirs, resume),) = calls  # one program for both seeds
+    assert seeds == (4, 1) and len(specs) == 2 and resume is False
+    assert run_dirs == [tmp_path / "runs" / n for n in names]
+    # a torch option; JAX runs on JAX_PLATFORMS
+    assert "device" not in specs[0].request["overrides"]
     sdir = SweepDir(tmp_path)
     assert [sdir.read_status(n)["state"] for n in names] == ["finished", "finished"]
     assert names[0] in sdir.log_file(names[1]).read_text()  # points at the group's log
