@@ -2,12 +2,13 @@
 
 The layer between the command line (``cl_suites.cli``, ``cl_suites.sweep``) and the
 learner families (``baselines_sb3``: SB3/torch; ``baselines_jax``: MEAL's JAX IPPO): the
-run specification and its resolution (``run_spec``, ``learners``: one entry per learner,
-``hyperparameters``, ``presets``, ``option_specs``), the kinds of run the command line
-starts (``run_kinds``: a trained baseline, the random agent), the job of each family
-(``main_job``, ``jax_job``), their checkpoints (``checkpoint``, ``jax_checkpoint``),
-tracking (``tracking``) and the parameter converter between the two families
-(``convert``).
+run specification and its resolution (``run_spec``, ``hyperparameters``, ``presets``,
+``option_specs``), the learner registry (``learners``: one entry per ``--learner``, named
+by a ``"module:attr"`` entry point), the kinds of run the command line starts
+(``run_kinds``: a trained baseline, the random agent), the job's entry (``main_job``),
+the run pieces both wings share (``shared``), tracking (``tracking``), the parameter
+converter between the two families (``convert``), and the two wings: ``torch`` (the
+entries, options and job of ``ppo`` and ``vtrace``) and ``jax`` (those of ``ppo-jax``).
 
 The names below are imported on first use, so that a module of the layer that needs no
 learner family (``run_kinds`` for the random agent, ``presets``) imports no torch.

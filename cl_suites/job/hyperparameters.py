@@ -278,8 +278,9 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class PolicyOptions:
-    """The policy and env-wrapper options of a torch-learner run (``OPTIONS``'s ``policy``
-    section documents each; the preset's values after the run's overrides)."""
+    """The policy and env-wrapper options of a torch-learner run
+    (``cl_suites.job.torch.options.OPTIONS``' ``policy`` section documents each; the
+    preset's values after the run's overrides)."""
 
     network: str
     net_arch: list[int]

@@ -417,7 +417,7 @@ class JobSpec:
 
 def _check_own_options(method: str, own: Mapping[str, MethodOption], info: SuiteInfo) -> None:
     """Refuse an own method's option named like an option of this run's suite: the run
-    gives a method its options before the suite (``hyperparameters.route_overrides``), so
+    gives a method its options before the suite (``LearnerEntry.settings``), so
     the suite would never get the value (``reserved_option_names`` covers every suite's
     common options; this, the suite's own)."""
     suite = suite_options(info) or {}

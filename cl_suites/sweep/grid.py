@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_suites.declarations import JAX_LEARNER
 from cl_suites.errors import ConfigError, UnknownSuiteError
+from cl_suites.job.learners import load_learner
 from cl_suites.request import RunRequest
 from cl_suites.suites import find_suite, short_name
 
@@ -168,16 +168,18 @@ class SweepSpec:
 
 
 def seed_groups(runs: list[RunSpec]) -> list[tuple[RunSpec, ...]]:
-    """The runs as they train: the seeds of one MEAL configuration with learner
-    ``ppo-jax`` whose kitchens the overrides fix (``layout_seed``) train vmapped in one
-    program (one request with ``seeds``: :func:`group_request`); every other run trains alone
-    (MEAL's kitchens otherwise follow each run's seed, and seeds on different kitchens
-    cannot share one program). Groups keep the grid's order."""
+    """The runs as they train: the seeds of one configuration whose learner trains seed
+    groups (``LearnerEntry.seed_groups``: ``ppo-jax``) and whose overrides fix what the run
+    seed would decide about the suite (MEAL: its kitchens, ``layout_seed``) train vmapped in
+    one program (one request with ``seeds``: :func:`group_request`); every other run trains
+    alone (seeds on different kitchens cannot share one program). Groups keep the grid's
+    order."""
     groups: dict[str, list[RunSpec]] = {}
     for run in runs:
         request = run.request
-        together = (
-            request.learner == JAX_LEARNER and "layout_seed" in request.overrides  # MEAL only
+        seeded = find_suite(request.suite).runtime.seeded_kwargs({}, 0)  # MEAL: layout_seed
+        together = load_learner(request.learner).seed_groups and all(
+            key in request.overrides for key in seeded
         )
         key = run.name
         if together:  # every run key and option but the seed

@@ -79,14 +79,15 @@ def test_an_entry_point_that_names_another_learner_is_one_line():
 
 
 def test_resolving_and_running_ppo_jax_imports_neither_torch_nor_sb3(tmp_path):
-    """A MEAL run with the JAX learner, resolved and trained in a fresh interpreter:
-    neither torch nor stable-baselines3 (nor the torch wing's family) is ever imported."""
+    """A MEAL run with the JAX learner, resolved and trained in a fresh interpreter, then
+    its report: neither torch nor stable-baselines3 (nor the torch family) is imported."""
+    run_dir, out_dir = str(tmp_path / "run"), str(tmp_path / "report")
     code = f"""
 import sys
 from cl_suites.cli import main
 code = main(["run", "--suite", "MEAL-2", "--method", "ewc", "--preset", "small",
-             "--steps-per-task", "256", "--set", "report=false", "--set", "plasticity=false",
-             "--run-dir", {str(tmp_path / "run")!r}])
+             "--steps-per-task", "256", "--set", "report=false", "--run-dir", {run_dir!r}])
+code += main(["report", {run_dir!r}, "--out", {out_dir!r}])
 loaded = sorted(m for m in ("torch", "stable_baselines3", "baselines_sb3") if m in sys.modules)
 print(code, loaded)
 """
@@ -94,6 +95,7 @@ print(code, loaded)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "0 []"
     assert read_metadata(tmp_path / "run")["learner"] == "ppo-jax"
+    assert (tmp_path / "report" / "report.html").exists()
 
 
 @pytest.mark.parametrize("command", [["list"], ["options", "--suite", "MEAL-2"]])
