@@ -48,7 +48,6 @@ from cl_suites.job.jax.checkpoint import (
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
-from cl_suites.job.jax.entry import jax_api
 from cl_suites.job.run_spec import JobSpec
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress
@@ -196,9 +195,10 @@ def _train(
 ) -> None:
     """The training of :func:`run_jax`: the learner, its state (or the checkpoint's), one
     ``JaxRun`` per seed, the loop."""
+    from baselines_jax import JaxIPPO  # JAX starts here, when a run trains
+
     spec = specs[0]
-    api = jax_api()
-    learner = api.JaxIPPO(spec.meal, spec.learner_config, list(seeds))
+    learner = JaxIPPO(spec.meal, spec.learner_config, list(seeds))
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None
