@@ -256,7 +256,21 @@ def check_installed(table: Table) -> None:
 
 # ----------------------------------------------------------------- overrides and protocol
 def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    """Whether an override's value is the run's own (``10000`` is ``10000.0``; a list is
+    the tuple it sets)."""
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, bool) or x is None or isinstance(x, str):
+            return x
+        if isinstance(x, int | float):
+            return float(x)
+        if isinstance(x, list | tuple):
+            return [plain(v) for v in x]
+        if isinstance(x, Mapping):
+            return {str(k): plain(v) for k, v in x.items()}
+        return str(x)
+
+    return json.dumps(plain(a), sort_keys=True) == json.dumps(plain(b), sort_keys=True)
 
 
 def _defaults(part: Part, method: str) -> dict[str, tuple[str, Any]]:
@@ -288,7 +302,6 @@ def protocol_changes(table: Table, overrides: Mapping[str, Any]) -> list[str]:
     out = []
     for key, value in overrides.items():
         hit: dict[str, list[str]] = {}
-        was: Any = None
         for part in table.parts:
             for method in part.spec.methods:
                 section, default = _defaults(part, method).get(key, (None, None))
@@ -298,17 +311,17 @@ def protocol_changes(table: Table, overrides: Mapping[str, Any]) -> list[str]:
                     continue
                 if _same(value, default):
                     continue
-                was = default if not hit else was
                 for suite in part.spec.suites:
-                    hit[f"{suite} {method}"] = published_rows(part, method, suite)
+                    hit[f"{suite} {method} ({key} {default!r})"] = published_rows(
+                        part, method, suite
+                    )
         if hit:
             rows = "; ".join(
                 f"{run}: {', '.join(rows) or 'no published row'}" for run, rows in hit.items()
             )
             out.append(
-                f"--set {key}={value!r} changes the protocol of {table.name} ({key} is "
-                f"{was!r} there); it would no longer reproduce {rows}. Run a changed grid "
-                "with cl-suites sweep"
+                f"--set {key}={value!r} changes the protocol of {table.name}: it would no "
+                f"longer reproduce {rows}. Run a changed grid with cl-suites sweep"
             )
     return out
 
