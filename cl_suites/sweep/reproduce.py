@@ -403,7 +403,9 @@ def paper_protocols(table: Table) -> list[str]:
         found = protocol(suite)
         if found is not None:
             paper, proto = found
-            text = ", ".join(f"{k} {v}" for k, v in proto.items())
+            text = ", ".join(
+                f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in proto.items()
+            )
             lines.append(f"{paper} {suite}: {text}")
     sources = {f"{table.paper} {s}" for s in table.sources}
     for source, note in _notes(table):
