@@ -191,8 +191,10 @@ def _report(rep: Any, table: Any, parts: Any, run_dirs: list[Path], out: Path) -
         sources = {f"{table.paper} {s}" for s in table.sources}
         flat = flat[flat["source"].isin(sources) & flat["suite"].isin(table.suites)]
         title = f"{table.name}: ours beside {table.paper} {', '.join(table.sources)}"
-        shown = flat.drop(columns=["protocol differences", "paper protocol"], errors="ignore")
-        output.print_frame(rich_table(shown.set_index(["suite", "method"]), title), shown, title)
+        shown = flat.drop(
+            columns=["protocol differences", "paper protocol", "task"], errors="ignore"
+        ).set_index(["suite", "method", "metric"])
+        output.print_frame(rich_table(shown, title), shown, title)
         for (suite, method), grp in flat.groupby(["suite", "method"], sort=False):
             text = grp["protocol differences"].iloc[0]
             print(f"protocol differences {suite}/{method}: {text}")

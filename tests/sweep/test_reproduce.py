@@ -195,3 +195,46 @@ def test_the_shipped_rates_are_the_benchmarks_measurements():
     assert round(costs.rate("Atari6", 16, True).steps_per_s) == 4596
     assert round(costs.rate("Atari6", 2, False).steps_per_s) == 1023
     assert costs.rate("CHORES-VaryRoom", 16, True) is None
+
+
+def test_the_report_puts_our_rows_beside_the_published_ones(capsys, monkeypatch, tmp_path):
+    """After the sweeps, the finished runs' report (stubbed here) is printed for the table's
+    published rows only, with our protocol's differences and the published protocol."""
+    _needs("meal-table2")
+    import pandas as pd
+
+    from cl_suites.metrics.published import COMPARISON_COLUMNS
+
+    def row(suite, source, ours):
+        cells = dict.fromkeys(COMPARISON_COLUMNS, "-")
+        cells.update(suite=suite, method="ft", metric="A", source=source, paper="0.048 ± 0.00")
+        cells.update(ours=ours, agreement="differs")
+        cells["protocol differences"] = "steps/task 1,000 vs paper 10,000,000"
+        return cells
+
+    frame = pd.DataFrame(
+        [row("MEAL-20", "MEAL Table 2", "0.510 ± 0.020"), row("MEAL-10", "MEAL Table 3", "x")]
+    ).set_index(["suite", "method", "metric"])
+    run_dir = tmp_path / "MEAL-20-ft-ppo-jax-s1"
+    finished = types.SimpleNamespace(state="finished", name=run_dir.name, run_dir=run_dir)
+    monkeypatch.setattr(
+        "cl_suites.sweep.driver.run_sweep",
+        lambda spec, sweep_dir, **kw: types.SimpleNamespace(outcomes=[finished]),
+    )
+    built = []
+
+    def fake_report(run_dirs, out, **kw):
+        built.append((list(run_dirs), out))
+        return types.SimpleNamespace(tables={"Published": frame})
+
+    monkeypatch.setattr("cl_suites.metrics.report.build_report", fake_report)
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, err = _cli(capsys, "meal-table2", "--sweep-dir", str(tmp_path))
+    assert code == 0, err
+    assert built == [([run_dir], tmp_path / "report")]
+    text = " ".join(out.split())
+    assert "0.510 ± 0.020" in text and "0.048 ± 0.00" in text
+    assert "MEAL Table 3" not in text  # another table's row
+    assert "protocol differences MEAL-20/ft: steps/task 1,000 vs paper 10,000,000" in text
+    assert "our protocol: preset paper" in text
+    assert "published protocol, MEAL Table 2: The paper states" in text
