@@ -216,11 +216,6 @@ TABLES: dict[str, Table] = {
             ),
             "MEAL section 5.6: FT on a Level-1 10-task sequence repeated 3 or 10 times, "
             "1e7 env steps per task, every repetition trained",
-            notes=(
-                "the authors name no other protocol for Table 3's budgets; a later trainer of "
-                "theirs trained only the first 10 tasks of a repeated sequence "
-                "(TTomilin/MEAL#11), cl-suites trains every repetition",
-            ),
         ),
     )
 }
