@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.speed.bench_cora import BENCHES, _Stop, child_result, train_until_stopped
+from cl_suites.sweep.costs import predict, predict_gpu  # the model, shared with the package
 
 CORA_REPORTED_HOURS = {"minihack": "45 h", "procgen": "54 h", "atari": "4-10 days"}
 CORES = (1, 2, 4, 8, 16, 32)
@@ -126,35 +127,6 @@ def costs(suite: str, updates: int) -> dict[str, float]:
     one = _child(suite, updates, "sync", "0")
     worker = _child(suite, updates, "workers", "0,1")
     return {**one, "ipc": max(worker["env"] - one["env"], 0.0)}
-
-
-def predict(
-    c: dict[str, float], cores: int, lag: int, workers: int | None, gpu_factor: float | None
-) -> float:
-    """Agent steps per second on ``cores`` cores (see the module docstring); ``workers``: env
-    worker processes (0: the envs step in the learner's process; ``None``: ``cores - 2``)."""
-    update, forward = c["update"], c["forward"]
-    if gpu_factor is not None:
-        update, forward = update * gpu_factor, forward * gpu_factor
-    env, loop, ipc = c["env"], c["loop"], c["ipc"]
-    if workers is None:
-        workers = max(cores - 2, 1)
-    total = update + forward + loop + env + (ipc if workers else 0.0)
-    if workers:
-        acting, envs = forward + loop + ipc, min(workers, cores) / (env + ipc)
-    else:
-        acting, envs = forward + loop + env, float("inf")
-    if not lag:  # one thing at a time, the env chunks in parallel
-        stepping = env / min(workers, cores) + ipc if workers else env
-        return min(1.0 / (update + forward + loop + stepping), cores / total)
-    return min(1.0 / update, 1.0 / acting, envs, cores / total)
-
-
-def predict_gpu(fit: dict[str, float], cores: int, workers: int | None = None) -> float:
-    """Agent steps per second with a GPU from a fitted ``serial + env / W`` (see the module
-    docstring); ``workers``: ``None`` for ``cores - 2``."""
-    w = max(cores - 2, 1) if workers is None else max(workers, 1)
-    return 1.0 / (fit["serial"] + fit["env"] / w)
 
 
 def fit_gpu(rates: dict[str, float]) -> dict[str, float]:

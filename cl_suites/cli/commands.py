@@ -1,5 +1,5 @@
-"""The subcommands of ``cl-suites``: ``list``, ``info``, ``run``, ``options``, ``report`` and
-``sweep``, one :class:`Command` each in :data:`COMMANDS`."""
+"""The subcommands of ``cl-suites``: ``list``, ``info``, ``run``, ``options``, ``report``,
+``sweep`` and ``reproduce``, one :class:`Command` each in :data:`COMMANDS`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cl_suites.cli import output
+from cl_suites.cli import reproduce as reproduce_cli
 from cl_suites.cli.arguments import (
     info_arguments,
     options_arguments,
@@ -180,6 +181,12 @@ COMMANDS: dict[str, Command] = {
     ),
     "sweep": Command(
         sweep_cli.HELP, sweep_cli.add_arguments, sweep_cli.run, description=sweep_cli.DESCRIPTION
+    ),
+    "reproduce": Command(
+        reproduce_cli.HELP,
+        reproduce_cli.add_arguments,
+        reproduce_cli.run,
+        description=reproduce_cli.DESCRIPTION,
     ),
 }
 """The subcommands, in ``--help`` order. A new one is one entry here."""

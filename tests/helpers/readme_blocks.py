@@ -162,7 +162,7 @@ def _check_rule(lang: str, rule: str | None, arg: str) -> str:
 def _needs_rule(lang: str, rule: str | None, code: str) -> str:
     """Commands that must not run as written in an unannotated bash block: installs (they
     would change the test's environment), ``make`` (it builds a venv) and paper-preset
-    training (days)."""
+    training (days; ``cl-suites reproduce`` without ``--dry-run`` too)."""
     if lang != "bash" or rule is not None:
         return ""
     for _, _, text in commands(code):
@@ -179,6 +179,10 @@ def _needs_rule(lang: str, rule: str | None, code: str) -> str:
                 f"{text!r} trains for days: add <!-- readme-test: print-config --> "
                 "(cl-suites run) or <!-- readme-test: skip REASON -->"
             )
+        if words[:2] == ["cl-suites", "reproduce"] and not {"--dry-run", "--list", "--help"} & {
+            *words
+        }:
+            return f"{text!r} trains for days: add <!-- readme-test: skip REASON -->"
     return ""
 
 

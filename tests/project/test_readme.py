@@ -297,6 +297,7 @@ def test_annotations_and_unknown_blocks_are_reported():
         ("cl-suites run --suite Procgen6 --method ft --preset paper", "print-config"),
         ("cl-suites run --suite MEAL-20 --method ft --preset meal-authors", "print-config"),
         ("cl-suites sweep --suite Procgen6 --methods ft \\\n  --preset=paper", "skip"),
+        ("cl-suites reproduce meal-table2 --address auto", "skip"),
     ],
 )
 def test_commands_that_must_not_run_need_a_rule(command, rule):
