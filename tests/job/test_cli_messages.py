@@ -36,3 +36,35 @@ def test_a_method_in_the_wrong_case_gets_a_did_you_mean(given, meant, capsys):
     assert main(["run", "--suite", "Procgen6", "--method", given, "--print-config"]) == 2
     line = one_line_error(capsys)
     assert f"unknown method {given!r} (did you mean {meant!r}?); valid: ft, ewc" in line
+
+
+def suite_rows(capsys) -> list[str]:
+    """The option names of ``cl-suites options``' suite section (plain output)."""
+    out = capsys.readouterr().out
+    section = out.split("\nsuite options\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in section.splitlines()[1:] if line.strip()]
+
+
+@pytest.mark.parametrize(
+    ("suite", "method", "names"),
+    [
+        ("MiniHack15", "ft", {"pairs", "crop", "steps_per_task", "cycles"}),
+        ("MiniHack15", "random", {"pairs", "crop", "eval_episodes"}),
+        ("Atari6", "ft", {"games", "noop_max"}),
+        ("Procgen6", "ft", {"games", "distribution_mode", "num_train_levels"}),
+        ("CHORES-MultiTraj", "ft", {"max_steps", "render_size", "alfred_data_dir"}),
+    ],
+)
+def test_options_lists_the_suites_keywords(suite, method, names, capsys):
+    """A builder that forwards any keyword to its simulator (MiniHack15, CHORES) still
+    has its named keywords listed."""
+    assert main(["options", "--suite", suite, "--method", method]) == 0
+    assert names <= set(suite_rows(capsys))
+
+
+def test_a_suite_option_is_not_documented_by_a_method_option_of_its_name(capsys):
+    """CHORES' ``max_steps`` (its episode cap) is not MEAL's importance ``max_steps``."""
+    assert main(["options", "--suite", "CHORES-MultiTraj", "--method", "ft"]) == 0
+    out = capsys.readouterr().out.split("\nsuite options\n", 1)[1]
+    row = next(line for line in out.splitlines() if line.startswith("max_steps "))
+    assert "importance" not in row
