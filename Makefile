@@ -6,15 +6,19 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pip's extra index for torch==2.13.0 (empty: pip's own; docker/Dockerfile gives the CPU
+# wheels' index, docker/Dockerfile.cuda the CUDA 12.6 wheels'), and the extras installed
+TORCH_INDEX ?=
+EXTRAS ?= dev
 
-.PHONY: install test demo lint docs bench clean
+.PHONY: install test demo lint docs bench clean container container-cuda
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
-	# torch: this machine's CPU wheel (a bare `torch` pulls a multi-GB CUDA build)
-	$(BIN)/python -m pip install --quiet -c constraints.txt "torch==2.13.0" "numpy<2" "setuptools<81"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	# torch: this machine's CPU wheel, or TORCH_INDEX's build (a bare `torch` pulls a multi-GB CUDA build)
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "torch==2.13.0" "numpy<2" "setuptools<81"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -34,6 +38,13 @@ docs: install
 
 bench: install
 	$(BIN)/python -m benchmarks.speed.bench_procgen
+
+# the container images (docs/install.md, "In a container"); they run `make install` inside
+container:
+	docker build -f docker/Dockerfile -t cl-suites:cpu .
+
+container-cuda:
+	docker build -f docker/Dockerfile.cuda -t cl-suites:cuda .
 
 clean:
 	rm -rf $(VENV) runs report site

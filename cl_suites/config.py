@@ -314,6 +314,13 @@ def keyword_defaults(
     params = inspect.signature(func).parameters.values()
     if not refuses_others and any(p.kind is p.VAR_KEYWORD for p in params):
         return None
+    return declared_keywords(func, skip)
+
+
+def declared_keywords(func: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keywords ``func`` names and their defaults (``None`` for none), without those
+    in ``skip``; the other keywords a ``**kwargs`` of it may take are not listed."""
+    params = inspect.signature(func).parameters.values()
     return {
         p.name: None if p.default is p.empty else p.default
         for p in params

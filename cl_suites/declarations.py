@@ -37,13 +37,24 @@ def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def closest_name(name: str, known: tuple[str, ...]) -> str | None:
+    """The name of ``known`` that ``name`` most likely meant: the same name in another
+    case first, then the closest spelling (case ignored), or ``None``."""
+    by_lower = {k.lower(): k for k in known}
+    lowered = name.lower()
+    if lowered in by_lower:
+        return by_lower[lowered]
+    close = difflib.get_close_matches(lowered, list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
+
+
 def unknown_method_error(name: str, builtin: tuple[str, ...]) -> MethodPluginError:
     """The error for a ``--method`` that is neither built in nor a plug-in: the valid
     names, a did-you-mean, and how to name an own method."""
     installed = tuple(installed_plugins())
     known = (*builtin, *installed)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_name(name, known)
+    hint = f" (did you mean {close!r}?)" if close else ""
     own = f"; installed plug-ins: {', '.join(installed)}" if installed else ""
     return MethodPluginError(
         f"unknown method {name!r}{hint}; valid: {', '.join(builtin)}{own}, or an own "

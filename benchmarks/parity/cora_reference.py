@@ -56,6 +56,15 @@ MARKER_FILES = (
 )
 
 
+def cora_thread_env(threads: int = 1) -> dict[str, str]:
+    """The variables of a process that runs CORA's ``Monobeast``, set before torch is
+    imported: ``OMP_NUM_THREADS`` (1 unless told: CORA's ``Monobeast.setup`` asks for it;
+    its actors fork after torch started OpenMP, and with a thread pool they hang at their
+    first step, "Steps 0 @ 0.0 SPS"). ``parity_cora train-cora`` and
+    ``bench_cora``'s CORA child both take it from here."""
+    return {"OMP_NUM_THREADS": str(threads)}
+
+
 class CoraSetupError(RuntimeError):
     """CORA's checkout or the interpreter it needs is missing or wrong (one line)."""
 

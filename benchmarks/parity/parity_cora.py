@@ -20,6 +20,8 @@ CORA's own output (``0/``: logs, TensorBoard events, ``model.tar``), a parameter
 every ``--snapshot-every`` steps (``snapshots/task<k>_step<s>.tar``), and every training
 episode's return (``episodes.jsonl``: task, task step, returns). A run that is stopped
 resumes where CORA's last save left it with the same command (CORA's ``resume_id``).
+It runs with ``OMP_NUM_THREADS=1`` (``cora_reference.cora_thread_env``; the command
+starts itself again with it when it is not set, as CORA's forked actors hang otherwise).
 
 ``compare`` (issue 28 item 3, the project's interpreter, no CORA import) pairs the runs
 under ``--root``: CORA's ``cora_<policy>_s<k>`` (``train-cora --out``) with ours
@@ -62,6 +64,7 @@ from benchmarks.parity.cora_reference import (
     CORA_COMMIT,
     CoraSetupError,
     check_cora_repo,
+    cora_thread_env,
     import_cora,
     install_shims,
     stop_children,
@@ -529,7 +532,24 @@ def compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def rerun_with_cora_threads(argv: list[str]) -> None:
+    """Replace this process (same pid, so signals reach it as before) by the same command
+    with :func:`cora_thread_env` set, unless it is set already: torch, imported with this
+    module, read ``OMP_NUM_THREADS`` when it started, so setting it here is too late for
+    this process and for the actors CORA forks from it."""
+    wanted = cora_thread_env()
+    if all(os.environ.get(k) == v for k, v in wanted.items()):
+        return
+    root = str(Path(__file__).resolve().parents[2])  # the benchmarks package, from any cwd
+    pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, **wanted, "PYTHONPATH": pythonpath}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "benchmarks.parity.parity_cora", *argv], env)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cora-repo", help="checkout of AGI-Labs/continual_rl at f2754bb")
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -572,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     upd.add_argument("--cases", nargs="+", help="case names (default: all)")
     upd.add_argument("--write-pins", help="write CORA's values for the CI test to this JSON")
     args = parser.parse_args(argv)
+    if args.mode == "train-cora":  # CORA's actors fork: one OpenMP thread from the start
+        rerun_with_cora_threads(argv)
 
     def on_term(signum, frame):
         stop_children()

@@ -71,7 +71,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.parity.cora_reference import CORA_PYTHON, CoraSetupError, check_cora_repo
+from benchmarks.parity.cora_reference import (
+    CORA_PYTHON,
+    CoraSetupError,
+    check_cora_repo,
+    cora_thread_env,
+)
 from benchmarks.speed.busy import busy_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -322,7 +327,7 @@ def _child(args: argparse.Namespace, suite: str, side: str, count: int) -> dict[
         command += ["--ours-threads", str(count)]
         command += [x for kv in args.ours_set for x in ("--ours-set", kv)]
     threads = args.cora_threads if side == "cora" else 1  # ours: --set torch_threads
-    return child_result(command, f"the {side} run on {suite}", root, OMP_NUM_THREADS=str(threads))
+    return child_result(command, f"the {side} run on {suite}", root, **cora_thread_env(threads))
 
 
 def _label(side: str, count: int) -> str:

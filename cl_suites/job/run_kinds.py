@@ -172,8 +172,10 @@ class RandomAgent:
         )
 
     def options(self, request: RunRequest) -> tuple[str, Sections]:
+        from cl_suites.job.run_spec import declared_suite_options
+
         info = find_suite(request.suite)
-        suite = keyword_defaults(info.builder_function()) or {}
+        suite = declared_suite_options(info)
         docs = argument_docs(info.builder_function())
         sections = {
             "job": [(k, default, doc) for k, (default, doc) in RANDOM_JOB_OPTIONS.items()],

@@ -37,7 +37,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from cl_suites.config import argument_docs, check_names, check_seeds, keyword_defaults
+from cl_suites.config import (
+    argument_docs,
+    check_names,
+    check_seeds,
+    declared_keywords,
+    keyword_defaults,
+)
 from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.declarations import CL_METHODS, check_method_name
@@ -420,7 +426,7 @@ def _check_own_options(method: str, own: Mapping[str, MethodOption], info: Suite
     gives a method its options before the suite (``LearnerEntry.settings``), so
     the suite would never get the value (``reserved_option_names`` covers every suite's
     common options; this, the suite's own)."""
-    suite = suite_options(info) or {}
+    suite = declared_suite_options(info)
     for name in own:
         if name in suite:
             raise MethodPluginError(
@@ -567,14 +573,23 @@ def suite_options(info: SuiteInfo) -> dict[str, Any] | None:
     return keyword_defaults(builder)
 
 
+def declared_suite_options(info: SuiteInfo) -> dict[str, Any]:
+    """The keywords the suite's builder names and their defaults: :func:`suite_options`,
+    or, for a builder that also forwards any other keyword to its simulator (MiniHack15,
+    CHORES), the ones it names (what ``cl-suites options`` lists)."""
+    options = suite_options(info)
+    return declared_keywords(info.builder_function()) if options is None else options
+
+
 def valid_options(
     info: SuiteInfo, learner: LearnerEntry, method: str, hp: Mapping[str, Any]
 ) -> dict[str, tuple[str, ...]]:
     """The option names a run takes, by section (``job``, ``learner``, ``method``,
-    ``policy``, ``suite``); ``suite`` is empty for a builder that takes any keyword."""
+    ``policy``, ``suite``); ``suite``: the keywords the builder names, also where it
+    forwards any other keyword (:func:`declared_suite_options`)."""
     job_owned = ("cl_method", "policy_kwargs", "seed", "device", "disk_dir", "storage")
     names = learner.option_names(method, hp, JOB_OPTIONS)
-    suite = suite_options(info) or {}
+    suite = declared_suite_options(info)
     seeded = info.runtime.seeded_kwargs({}, 0)  # MEAL: the run seed decides the kitchens
     return {
         "job": tuple(n for n in JOB_OPTIONS if n not in learner.refused_job_options),
@@ -612,7 +627,7 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         name: o.doc for name, o in entry.own_method_options(spec.method, spec.suite).items()
     }
     docs = {name: o.doc for name, o in {**SUITE_OPTIONS, **entry.options()}.items()}
-    suite_defaults = {**(suite_options(spec.suite) or {}), **spec.suite_kwargs}
+    suite_defaults = {**declared_suite_options(spec.suite), **spec.suite_kwargs}
     suite_docs = argument_docs(spec.suite.builder_function())
     sources = {
         "job": dataclasses.asdict(spec.options),
@@ -627,8 +642,8 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
         for name in names:
             if section == "job":
                 doc = JOB_FIELDS[name].metadata["doc"]
-            elif section == "suite" and name in suite_docs:
-                doc = suite_docs[name]
+            elif section == "suite":  # the builder's doc, never a learner's same name
+                doc = suite_docs.get(name) or (o.doc if (o := SUITE_OPTIONS.get(name)) else "")
             elif section == "method" and name in own_docs:
                 doc = own_docs[name]
             else:

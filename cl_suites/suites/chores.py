@@ -22,6 +22,7 @@ constructed (see ``cl_suites.envs.chores.ChoresEnv``).
 
 from __future__ import annotations
 
+import inspect
 import os
 from functools import partial
 from typing import Any
@@ -147,3 +148,14 @@ def build_varyobject(**kwargs: Any) -> TaskSequence:
 def build_multitraj(**kwargs: Any) -> TaskSequence:
     """CHORES-MultiTraj: cool-then-sink tasks with held-out test demonstrations."""
     return build_sequence("MultiTraj", **kwargs)
+
+
+def _forwarded_signature() -> inspect.Signature:
+    """:func:`build_sequence`'s keywords, which every builder above forwards (so that
+    ``cl-suites options`` lists them)."""
+    sig = inspect.signature(build_sequence)
+    return sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "variant"])
+
+
+for _builder in (build_varyroom, build_varytask, build_varyobject, build_multitraj):
+    _builder.__signature__ = _forwarded_signature()  # type: ignore[attr-defined]

@@ -115,6 +115,37 @@ def _quiet(loggers: tuple[str, ...]) -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
+def check_local_gpus(gpus_per_run: float) -> None:
+    """Before a new local Ray instance starts: refuse ``gpus_per_run`` this machine cannot
+    give (Ray counts the CUDA devices this process sees, as torch does here, without
+    starting CUDA). ``SweepError`` naming the value and the devices present."""
+    if gpus_per_run <= 0:
+        return
+    from cl_suites.job.torch.device import devices_present
+
+    present = devices_present()
+    gpus = len(present) - 1  # the CPU first
+    where = f"(devices present: {', '.join(present)})"
+    if gpus == 0:
+        raise SweepError(
+            f"--gpus-per-run {gpus_per_run:g} asks for GPUs, but this machine has none "
+            f"{where}; use --gpus-per-run 0, or --address to join a cluster with GPUs"
+        )
+    if gpus_per_run > gpus:
+        raise SweepError(f"--gpus-per-run {gpus_per_run:g}: this machine has {gpus:g} {where}")
+
+
+def check_cuda_runs(total: dict[str, Any], devices: set[Any], where: str) -> None:
+    """Refuse runs that ask for a CUDA device (``devices``: the runs' checked ``device``
+    values) on a cluster without any GPU (``total``: :func:`check_cluster`'s)."""
+    cuda = sorted(str(d) for d in devices if str(d).startswith("cuda"))
+    if cuda and total["GPU"] == 0:
+        raise SweepError(
+            f"device {cuda[0]!r} cannot be used: {where} has no GPU ({total['nodes']} "
+            f"node(s), {total['CPU']:g} CPUs); use --set device=cpu or a cluster with GPUs"
+        )
+
+
 def check_cluster(ray: ModuleType, address: str, cpus_per_run: float, gpus_per_run: float) -> dict:
     """Refuse runs that no alive node can host. Returns the cluster's total resources."""
     nodes = [n for n in ray.nodes() if n.get("Alive")]

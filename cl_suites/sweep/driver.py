@@ -28,6 +28,8 @@ from cl_suites.errors import CLSuitesError
 from cl_suites.sweep.cluster import (
     Connection,
     check_cluster,
+    check_cuda_runs,
+    check_local_gpus,
     check_run_resources,
     connect,
     import_ray,
@@ -78,18 +80,24 @@ class SweepResult:
         return {o.name: o for o in self.outcomes}
 
 
-def preflight(runs: list[RunSpec]) -> None:
+def preflight(runs: list[RunSpec], probe_device: bool = False) -> set[Any]:
     """Resolve every run's configuration as its worker will (no simulator is started);
-    raise one ``SweepError`` listing every bad value before anything runs."""
+    raise one ``SweepError`` listing every bad value before anything runs. Returns the
+    runs' devices (``JobSpec.device``).
+
+    ``probe_device``: the runs train on this machine (the sweep's own local Ray
+    instance), so a device it does not have is refused here (starting no CUDA context);
+    otherwise only the value is checked (a cluster's nodes may have other devices)."""
     problems: dict[str, list[str]] = {}
     seen: set[tuple[Any, ...]] = set()
+    devices: set[Any] = set()
     for run in runs:
         key = (run.request.suite, run.request.method, run.request.learner)
         if key in seen:
             continue
         seen.add(key)
         try:
-            _check_run(run)
+            devices.update(spec.device for spec in _check_run(run, probe_device))
         except (CLSuitesError, KeyError, ValueError, ImportError) as e:  # bad input, by class
             message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             problems.setdefault(str(message), []).append(run.name)
@@ -99,6 +107,7 @@ def preflight(runs: list[RunSpec]) -> None:
             for i, (msg, names) in enumerate(problems.items(), 1)
         ]
         raise SweepError("bad sweep grid, nothing was started:\n" + "\n".join(lines))
+    return devices
 
 
 def _some_runs(names: list[str], shown: int = 3) -> str:
@@ -106,11 +115,12 @@ def _some_runs(names: list[str], shown: int = 3) -> str:
     return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:shown])}{more}"
 
 
-def _check_run(run: RunSpec) -> None:
-    """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing."""
+def _check_run(run: RunSpec, probe_device: bool) -> list[Any]:
+    """Resolve ``run`` as the main job would (every suite, MEAL included), building nothing;
+    its ``JobSpec``s."""
     from cl_suites.job.run_spec import resolve
 
-    resolve(run.request, probe_device=False)  # a run's device: checked where it runs
+    return resolve(run.request, probe_device=probe_device)
 
 
 def run_sweep(
@@ -180,19 +190,23 @@ def run_sweep(
         raise SweepError(f"--max-retries must be >= 0, got {execution['max_retries']}")
     cpus, gpus = float(execution["cpus_per_run"]), float(execution["gpus_per_run"])
     check_run_resources(cpus, gpus)
+    # the sweep's own local instance: its runs train on this machine, checked here first
+    local = not execution["address"] and not import_ray().is_initialized()
+    if local:
+        check_local_gpus(gpus)
     runs = spec.runs()
-    if check:
-        preflight(runs)
+    devices = preflight(runs, probe_device=local) if check else set()
 
     connection = connect(execution["address"], execution["num_cpus"])
     try:
         total = check_cluster(connection.ray, execution["address"] or "", cpus, gpus)
-        sdir.write_identity(spec, execution)
         where = (
             "a new local Ray instance"
             if connection.owned and not execution["address"]
             else f"the Ray cluster at {connection.address}"
         )
+        check_cuda_runs(total, devices, where)  # a cluster's nodes: known once joined
+        sdir.write_identity(spec, execution)
         console.print(
             f"sweep of {len(runs)} runs in [bold]{sdir.path}[/bold] on {where} "
             f"({total['nodes']} node(s), {total['CPU']:g} CPUs, {total['GPU']:g} GPUs): up to "

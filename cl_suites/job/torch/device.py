@@ -39,6 +39,13 @@ def devices_present() -> tuple[str, ...]:
     return ("cpu", *(f"cuda:{i}" for i in range(count)))
 
 
+def _current_index() -> int:
+    """torch's current CUDA device, without starting CUDA where it has not started (0 in
+    a process that never chose one): a sweep's driver probes its local runs' devices and
+    keeps no CUDA context on a GPU its runs use."""
+    return th.cuda.current_device() if th.cuda.is_initialized() else 0
+
+
 def _refuse(value: str, why: str) -> BadValueError:
     present = ", ".join(devices_present())
     return BadValueError(f"device {value!r} cannot be used: {why} (devices present: {present})")
@@ -55,7 +62,7 @@ def resolve_device(value: str, convolutional: bool, *, probe: bool = True) -> st
         if not probe:
             return AUTO
         cuda = convolutional and th.cuda.is_available()
-        return f"cuda:{th.cuda.current_device()}" if cuda else "cpu"
+        return f"cuda:{_current_index()}" if cuda else "cpu"
     try:
         device = th.device(text)
     except (RuntimeError, ValueError, TypeError):
@@ -69,7 +76,7 @@ def resolve_device(value: str, convolutional: bool, *, probe: bool = True) -> st
         return text
     if not th.cuda.is_available():
         raise _refuse(value, "CUDA is not available here")
-    index = th.cuda.current_device() if device.index is None else device.index
+    index = _current_index() if device.index is None else device.index
     if index >= th.cuda.device_count():
         raise _refuse(value, f"there is no CUDA device {index}")
     return f"cuda:{index}"

@@ -159,6 +159,28 @@ JOB_OWNED: tuple[str, ...] = ("cl_method", "policy_kwargs", "seed", "device")
 """Constructor keywords the job sets itself (never a run's option)."""
 
 
+def _foreign_owners(learner: str, method: str) -> dict[str, str]:
+    """Each option of the other learners and methods, with every one of them that takes
+    it (``learner 'vtrace'``, ``methods 'ewc', 'pnc'``), in declaration order."""
+    owners: dict[str, dict[str, list[str]]] = {}
+    for other, options in LEARNER_OPTIONS.items():
+        if other != learner:
+            for k in options:
+                owners.setdefault(k, {}).setdefault("learner", []).append(other)
+    for other, classes in METHODS.items():
+        if other == method:
+            continue
+        for k in dict.fromkeys(k for cls in classes.values() for k in accepted_options(cls)):
+            owners.setdefault(k, {}).setdefault("method", []).append(other)
+    return {
+        key: " and ".join(
+            f"{kind}{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}"
+            for kind, names in by_kind.items()
+        )
+        for key, by_kind in owners.items()
+    }
+
+
 def route_overrides(
     hp: dict[str, Any], learner: str, method: str, overrides: dict[str, Any]
 ) -> dict[str, Any]:
@@ -172,14 +194,7 @@ def route_overrides(
     learner_opts = LEARNER_OPTIONS[learner]
     method_cls = method_class(method, hp["method"].get("variant"))
     method_opts = set(accepted_options(method_cls)) | ({"variant"} if is_builtin(method) else set())
-    foreign: dict[str, str] = {}
-    for other, options in LEARNER_OPTIONS.items():
-        if other != learner:
-            foreign.update({k: f"learner {other!r}" for k in options})
-    for other, classes in METHODS.items():
-        for cls in classes.values():
-            if other != method:
-                foreign.update({k: f"method {other!r}" for k in accepted_options(cls)})
+    foreign = _foreign_owners(learner, method)
     learner_opts = tuple(k for k in learner_opts if k not in JOB_OWNED)
     method_opts -= set(JOB_OWNED)
     rest: dict[str, Any] = {}
