@@ -147,3 +147,25 @@ def silence_legacy_gym_banner() -> None:
         return
     with contextlib.redirect_stderr(io.StringIO()):
         importlib.import_module("gym")
+
+
+class PluginHookError(CLSuitesError):
+    """An own CL method's hook raised during a run: the message names the plug-in, its
+    class, the hook and the exception (the job adds how to resume). CLI exit 1.
+
+    Attributes:
+        plugin: the method's name (``package.module:Class`` or its entry point).
+        hook: the hook that raised (``on_task_switch``, ``penalty``, ...).
+    """
+
+    def __init__(self, message: str, plugin: str = "", hook: str = ""):
+        super().__init__(message)
+        self.plugin, self.hook = plugin, hook
+
+    def with_run_dir(self, run_dir: object) -> PluginHookError:
+        """The same error with how to resume the run in ``run_dir`` once it is fixed."""
+        return PluginHookError(
+            f"{self}; fix it and resume with `cl-suites run --resume --run-dir {run_dir}`",
+            self.plugin,
+            self.hook,
+        )

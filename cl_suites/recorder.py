@@ -30,6 +30,16 @@ with ``parallel=True``, the PettingZoo ``MealParallelEnv`` of ``cl_suites.make_p
         if not rec.envs.agents and not rec.done:  # an episode ended
             obs, infos = rec.envs.reset()
 
+An own env works too: ``Recorder(..., env=env)`` takes the training env the loop built
+and wrapped itself (``gym.make("CLSuite/<suite>-v0", ...)`` under single-env wrappers such
+as ``FrameStackObservation``, or ``gymnasium.make_vec`` / ``cl_suites.make_vec`` under
+vector wrappers), and the evaluator plays through the same wrappers
+(``cl_suites.core.evaluation.WrappedEnvSource``): an agent that stacks frames gets
+stacked frames at evaluation too::
+
+    env = FrameStackObservation(gym.make("CLSuite/Diagnostic-v0", steps_per_task=2000), 4)
+    rec = Recorder("runs/mine", "Diagnostic", env=env, method="my-dqn", steps_per_task=2000)
+
 A recorder that fails before its first step (while it is built, or in a ``with`` block)
 removes what it wrote, so the same run directory can be used again.
 """
@@ -44,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from cl_suites.core.evaluation import Evaluator, Policy
+from cl_suites.core.evaluation import Evaluator, Policy, WrappedEnvSource
 from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.task import TASK_EPISODE_KEY
 from cl_suites.core.vector import VectorizationMode
@@ -88,6 +98,12 @@ class Recorder:
             current ones) and an apply function. Pass the observations to :meth:`step`
             (``obs=``) to fill its probe batch. ``None``: no diagnostics.
         plasticity_settings: their ``PlasticitySettings`` (default: the job's defaults).
+        env: the loop's own training env (``None``: the recorder builds the suite's):
+            a wrapped ``gym.make("CLSuite/<suite>-v0", ...)`` or a wrapped vector env of
+            the suite, made with the same suite options as ``env_kwargs`` (a different
+            schedule is refused). ``envs`` is then this env, and evaluation plays through
+            its wrappers (``WrappedEnvSource``; a wrapper gymnasium cannot rebuild is
+            refused). ``num_envs`` is taken from it.
         **env_kwargs: suite options (``steps_per_task``, ``cycles``, ``eval_every``, ...).
 
     Attributes:
@@ -114,10 +130,15 @@ class Recorder:
         parallel: bool = False,
         plasticity: NetworkProbe | None = None,
         plasticity_settings: PlasticitySettings | None = None,
+        env: Any = None,
         **env_kwargs: Any,
     ):
         self.run_dir = Path(run_dir)
         info = find_suite(suite)
+        if env is not None:
+            if parallel:
+                raise ValueError("Recorder takes env= or parallel=True, not both")
+            num_envs = int(getattr(env, "num_envs", 1))
         if parallel and (info.api != "pettingzoo" or num_envs != 1):
             raise ValueError(
                 f"parallel=True gives one PettingZoo env of a multi-agent suite (MEAL-<N>, "
@@ -128,7 +149,9 @@ class Recorder:
         sequence = instance.sequence
         schedule = sequence.schedule(num_envs)
         self.envs: Any
-        if parallel:
+        if env is not None:
+            self.envs, source = env, _own_env_source(env, sequence, schedule, vectorization_mode)
+        elif parallel:
             from cl_suites.meal import make_parallel
 
             self.envs, source = make_parallel(instance), sequence.eval_source()
@@ -261,12 +284,43 @@ class Recorder:
         self.close(exc)
 
 
+def _own_env_source(
+    env: Any, sequence: Any, schedule: Any, vectorization_mode: VectorizationMode
+) -> WrappedEnvSource:
+    """The evaluation source of an own training env: its wrappers around the eval envs.
+    ``ValueError`` when the env is not one of the suite's or keeps another schedule."""
+    base = getattr(env, "unwrapped", env)
+    theirs = getattr(base, "schedule", None)
+    if not callable(theirs):
+        raise ValueError(
+            f"Recorder(env=...) takes a (wrapped) env of a cl-suites suite "
+            f"(gym.make('CLSuite/<suite>-v0') or make_vec); got {type(base).__name__}"
+        )
+    if tuple(theirs()) != tuple(schedule):
+        raise ValueError(
+            "Recorder(env=...): the env keeps another schedule than the recorder's suite "
+            "options; pass the options the env was made with (steps_per_task, cycles, ...)"
+        )
+    return WrappedEnvSource(sequence, sequence.eval_episodes, env, vectorization_mode)
+
+
 def _vector_infos(infos: Mapping[str, Any]) -> Mapping[str, Any]:
     """``infos`` as a vector env gives them: a PettingZoo parallel env's per-agent infos
-    (``{agent: info}``) become agent 0's, its finished episode as a one-env batch;
-    ``ValueError`` naming both forms for anything else."""
+    (``{agent: info}``) become agent 0's, its finished episode as a one-env batch; a
+    single env's infos (``gym.make``) a one-env batch; ``ValueError`` naming the forms
+    for anything else."""
     if "total_step" in infos:
-        return infos
+        episode = infos.get(TASK_EPISODE_KEY)
+        if episode is None or "_" + TASK_EPISODE_KEY in infos:
+            return infos
+        flat = dict(infos)  # one env's finished episode: a one-env batch
+        flat[TASK_EPISODE_KEY] = {
+            "r": np.array([episode["r"]]),
+            "l": np.array([episode["l"]]),
+            "task_id": episode["task_id"],
+        }
+        flat["_" + TASK_EPISODE_KEY] = np.array([True])
+        return flat
     per_agent = [v for v in infos.values() if isinstance(v, Mapping) and "total_step" in v]
     if not per_agent or len(per_agent) != len(infos):
         raise ValueError(

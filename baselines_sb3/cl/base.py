@@ -137,12 +137,20 @@ class ContinualMethod:
         keeps_replay: the method stores observations in a replay buffer placed by the
             memory guard (its constructor takes ``disk_dir`` and ``storage``;
             ``baselines_sb3.cl.storage``).
+        switch_inside_step: ``on_task_switch`` is called inside the env step that ends
+            the task, before the learner's update of that rollout and before the task's
+            end is evaluated (the built-in methods: their hooks only read the network,
+            and count steps from there). ``False`` (the default, own methods): it is
+            called after the evaluation and plasticity diagnostics of the task's end
+            (and after the update when the task ends with a rollout), so a hook that
+            changes the network (a head reset) never changes the end-of-task rows.
     """
 
     name = "ft"
     needs_task_boundaries = False
     needs_fresh_episodes = False
     keeps_replay = False
+    switch_inside_step = False
 
     def __init__(self) -> None:
         self.policy: ActorCriticPolicy | None = None
@@ -303,19 +311,50 @@ def find_task_switch_source(env: Any) -> Any | None:
 
 
 class ContinualMethodCallback(BaseCallback):
-    """Feeds rollouts to the method, and task switches when the env only reports them in
-    ``info["task_switched"]`` (no ``on_task_switch`` to subscribe to)."""
+    """Feeds rollouts to the method, task switches when the env only reports them in
+    ``info["task_switched"]`` (no ``on_task_switch`` to subscribe to), and the env's task
+    switches to a method that hears them after the task's end is evaluated
+    (``switch_inside_step = False``): put it after ``ContinualEvalCallback`` and
+    ``PlasticityCallback`` in the callback list. Such a switch is delivered at the step
+    where the evaluation callback evaluates the task's end: at the switch step when it
+    falls inside a rollout, else after that rollout's update, at the next rollout's start
+    (or at the end of training)."""
 
     def __init__(self, method: ContinualMethod, switches_from_infos: bool = False):
         super().__init__()
         self.method = method
         self.switches_from_infos = switches_from_infos
         self._rollout_start = 0
+        self._pending: list[TaskSwitch] = []
+
+    def switch(self, event: TaskSwitch) -> None:
+        """The env's task switch (subscribed by :func:`attach_method`): to the method now,
+        or after the evaluation of the task's end (``switch_inside_step``)."""
+        if self.method.switch_inside_step:
+            self.method.on_task_switch(event)
+        else:
+            self._pending.append(event)
+
+    def _deliver(self) -> None:
+        if not self._pending:
+            return
+        wait = getattr(self.model, "wait_for_update", None)
+        if wait is not None:  # policy_lag=1: never change the network under its update
+            wait()
+        events, self._pending = self._pending, []
+        for event in events:
+            self.method.on_task_switch(event)
 
     def _on_rollout_start(self) -> None:
+        self._deliver()  # a switch at the previous rollout's end, evaluated after its update
         self._rollout_start = self.num_timesteps
 
+    def _on_training_end(self) -> None:
+        self._deliver()
+
     def _on_step(self) -> bool:
+        if self._pending and self.locals.get("n_steps", -2) + 1 < self.model.n_steps:
+            self._deliver()  # inside the rollout: the evaluation at this step came first
         if self.switches_from_infos:
             infos = self.locals.get("infos", [])
             if infos and infos[0].get("task_switched"):
@@ -363,7 +402,9 @@ def attach_method(
     env: VecEnv | None = None,
 ) -> ContinualMethodCallback:
     """Wire ``method`` into ``model``: bind it, install the loss hook, subscribe it to the
-    env's task switches; returns the callback to pass to ``model.learn``.
+    env's task switches; returns the callback to pass to ``model.learn`` (after the
+    evaluation callbacks: a method that hears switches after the task's end is evaluated
+    gets them from it, see :class:`ContinualMethodCallback`).
 
     Raises ``ValueError`` when the method needs task boundaries and the env gives none.
     """
@@ -371,14 +412,14 @@ def attach_method(
     method.bind(model.policy, model)
     install_loss_hook(model, method)
     source = find_task_switch_source(env)
-    switches_from_infos = False
+    callback = ContinualMethodCallback(method)
     if source is not None:
-        source.on_task_switch(method.on_task_switch)
+        source.on_task_switch(callback.switch)
         current = getattr(source, "current_task", None)
         method.set_current_segment(current if isinstance(current, Segment) else None)
     elif method.needs_task_boundaries:
         if getattr(method, "accepts_info_switches", False):
-            switches_from_infos = True
+            callback.switches_from_infos = True
         else:
             raise ValueError(
                 f"method {method.name!r} needs task boundaries, but the env "
@@ -386,7 +427,7 @@ def attach_method(
                 "use a cl_suites sequence env (SequenceVectorEnv wrapped in SB3VecEnv) or a "
                 "task-agnostic method (ft, clear)"
             )
-    return ContinualMethodCallback(method, switches_from_infos)
+    return callback
 
 
 def latest_step_segment(cursor: Any) -> tuple[Segment, int]:

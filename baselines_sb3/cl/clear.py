@@ -316,6 +316,8 @@ class CLEAR(ContinualMethod):
         seed: reservoir / sampling seed.
     """
 
+    switch_inside_step = True  # the hook reads the network only (ContinualMethod)
+
     name = "clear"
     keeps_replay = True
     needs_task_boundaries = False

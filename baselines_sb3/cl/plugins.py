@@ -18,6 +18,7 @@ constructor.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -30,7 +31,7 @@ from cl_suites.declarations import (
     is_plugin_spec,
     unknown_method_error,
 )
-from cl_suites.errors import MethodPluginError
+from cl_suites.errors import CLSuitesError, MethodPluginError, PluginHookError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -105,3 +106,51 @@ def _import_attribute(name: str, module_name: str, attr: str) -> object:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
+
+
+HOOKS: tuple[str, ...] = (
+    "bind",
+    "set_current_segment",
+    "set_episode_source",
+    "plan_storage",
+    "load_state_dict",
+    "on_rollout_end",
+    "on_task_switch",
+    "start_update",
+    "end_update",
+    "penalty",
+    "penalty_grad_",
+    "extra_loss",
+    "extra_rewards",
+    "custom_update",
+    "eval_policy_module",
+    "state_dict",
+)
+"""The ``ContinualMethod`` hooks the job calls (``docs/own-method.md``)."""
+
+
+def guard_hooks(method: ContinualMethod, name: str) -> ContinualMethod:
+    """Make every hook of the plug-in ``method`` (named ``name`` on the command line)
+    raise ``PluginHookError`` naming the plug-in, its class, the hook and the exception
+    when it fails (cl-suites' own errors and interrupts pass through unchanged)."""
+    for hook in HOOKS:
+        bound = getattr(method, hook, None)
+        if bound is None:
+            continue
+
+        @functools.wraps(bound)
+        def guarded(*args, __hook=hook, __bound=bound, **kwargs):
+            try:
+                return __bound(*args, **kwargs)
+            except CLSuitesError:
+                raise
+            except Exception as e:
+                raise PluginHookError(
+                    f"method plug-in {name} ({type(method).__qualname__}) failed in its "
+                    f"{__hook} hook: {type(e).__name__}: {_one_line(e)}",
+                    name,
+                    __hook,
+                ) from e
+
+        setattr(method, hook, guarded)
+    return method

@@ -96,6 +96,8 @@ class ProgressCompress(GuardedUnrollBuffers, ContinualMethod):
         seed: sampling seed.
     """
 
+    switch_inside_step = True  # the hook reads the network only (ContinualMethod)
+
     name = "pnc"
     keeps_replay = True
     needs_task_boundaries = True

@@ -111,6 +111,8 @@ class QuadraticPenalty(ContinualMethod):
     dicts keyed by parameter name.
     """
 
+    switch_inside_step = True  # the hook reads the network only (ContinualMethod)
+
     needs_task_boundaries = True
 
     def __init__(

@@ -10,6 +10,7 @@ agent is one row of the policy's batch).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,10 @@ policies ignore ``task_ids``; multi-head policies use them to pick their head. I
 multi-agent suites each agent of each env is one row (row ``e * num_agents + i`` is agent
 ``i`` of env ``e``). A policy with ``needs_previous_action_reward = True`` (CORA's IMPALA
 network) is called ``policy(obs, task_ids, prev_actions (B,), prev_rewards (B,))``, both
-zero at the start of each episode."""
+zero at the start of each episode. A policy with ``needs_episode_starts = True`` (a
+recurrent agent that resets its state) also gets ``episode_starts=`` ``(B,)`` bool, True
+on each row's first step of an episode (its first call of an evaluation, and the step
+after an episode ended)."""
 
 EVAL_SEED_OFFSET = 1_000_003
 ROLLOUT_SEED_OFFSET = 2_000_003
@@ -63,6 +67,7 @@ class EvalBatch:
     running: np.ndarray = field(init=False)
     prev_actions: np.ndarray = field(init=False)
     prev_rewards: np.ndarray = field(init=False)
+    starts: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.task_ids)
@@ -71,6 +76,7 @@ class EvalBatch:
         rows = n * (self.num_agents or 1)
         self.prev_actions = np.zeros(rows, dtype=np.int64)  # zero at each episode start
         self.prev_rewards = np.zeros(rows, dtype=np.float32)
+        self.starts = np.ones(rows, dtype=bool)  # each row's first step of an episode
 
     @property
     def num_envs(self) -> int:
@@ -102,6 +108,7 @@ class EvalBatch:
         self.prev_rewards = np.where(ended_rows, 0.0, np.repeat(rewards, per_row)).astype(
             np.float32
         )
+        self.starts = ended_rows.astype(bool)
         return ended
 
     def previous_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -112,12 +119,16 @@ class EvalBatch:
 def _act(policy: Policy, batches: Sequence[EvalBatch]) -> np.ndarray:
     """The policy's actions for every row of ``batches``, in one call. Policies that take
     the previous action and reward (CORA's IMPALA inputs:
-    ``policy.needs_previous_action_reward``) get them as two more arguments."""
+    ``policy.needs_previous_action_reward``) get them as two more arguments; recurrent
+    policies (``policy.needs_episode_starts``) get ``episode_starts=`` per row."""
     rows, ids = zip(*(b.policy_rows() for b in batches), strict=True)
     args = [np.concatenate(rows), np.concatenate(ids)]
     if getattr(policy, "needs_previous_action_reward", False):
         actions, rewards = zip(*(b.previous_rows() for b in batches), strict=True)
         args += [np.concatenate(actions), np.concatenate(rewards)]
+    if getattr(policy, "needs_episode_starts", False):
+        starts = np.concatenate([b.starts for b in batches])
+        return np.asarray(policy(*args, episode_starts=starts))
     return np.asarray(policy(*args))
 
 
@@ -246,6 +257,110 @@ class TaskEnvSource:
         self._envs.clear()
 
 
+_NOT_REBUILT = (
+    "OrderEnforcing",
+    "PassiveEnvChecker",
+    "EnvChecker",
+    "RecordEpisodeStatistics",
+    "DictInfoToList",
+)
+"""Wrappers not rebuilt around eval envs: those ``gym.make`` adds itself, and bookkeeping
+ones that change nothing the policy sees (episode statistics, the infos' layout)."""
+
+
+def own_wrappers(
+    env: Any,
+) -> tuple[list[tuple[type, dict[str, Any]]], list[tuple[type, dict[str, Any]]]]:
+    """The wrappers of an own training env, to rebuild around evaluation envs: ``(vector
+    wrappers, single-env wrappers)``, each innermost first, as ``(class, constructor
+    keywords)``. ``env``: a wrapped ``gym.make("CLSuite/...")`` (single-env wrappers such
+    as ``FrameStackObservation``) or a wrapped vector env (``gymnasium.make_vec`` /
+    ``cl_suites.make_vec`` under ``gymnasium.wrappers.vector`` wrappers). ``ValueError``
+    for a wrapper that does not record its constructor keywords (gymnasium's
+    ``RecordConstructorArgs``, which its wrappers use): it cannot be rebuilt."""
+    import gymnasium as gym
+
+    layers: list[tuple[type, dict[str, Any]]] = []
+    node = env
+    for _ in range(64):
+        if not isinstance(node, gym.Wrapper | gym.vector.VectorWrapper):
+            break
+        name = type(node).__name__
+        if name not in _NOT_REBUILT:
+            kwargs = getattr(node, "_saved_kwargs", None)
+            if kwargs is None:
+                raise ValueError(
+                    f"cannot rebuild wrapper {name} around the evaluation envs: it does not "
+                    "record its constructor arguments (derive it from "
+                    "gymnasium.utils.RecordConstructorArgs), or pass an env_source"
+                )
+            kwargs = {k: v for k, v in kwargs.items() if k != "env"}
+            layers.append((type(node), kwargs))
+        node = node.env
+    layers.reverse()
+    vector = [w for w in layers if issubclass(w[0], gym.vector.VectorWrapper)]
+    single = [w for w in layers if not issubclass(w[0], gym.vector.VectorWrapper)]
+    return vector, single
+
+
+def _apply(env: Any, wrappers: Sequence[tuple[type, dict[str, Any]]]) -> Any:
+    for cls, kwargs in wrappers:
+        env = cls(env, **kwargs)
+    return env
+
+
+class WrappedEnvSource(TaskEnvSource):
+    """Eval envs of a ``TaskSequence`` played through the wrappers of an own training env
+    (:func:`own_wrappers`): every sub-env of a (task, split) gets the single-env wrappers
+    (a frame stack: the policy gets stacked frames at evaluation too), and the batch the
+    vector wrappers. ``cl_suites.Recorder(env=...)`` builds one from the env it is given.
+
+    Args:
+        sequence: the task sequence.
+        num_envs: sub-envs per (task, split).
+        env: the own training env (wrapped), whose wrappers are rebuilt.
+        vectorization_mode: ``"sync"`` or ``"async"``.
+    """
+
+    def __init__(
+        self,
+        sequence: TaskSequence,
+        num_envs: int,
+        env: Any,
+        vectorization_mode: VectorizationMode = "sync",
+    ):
+        super().__init__(sequence, num_envs, vectorization_mode)
+        self.vector_wrappers, self.single_wrappers = own_wrappers(env)
+
+    def _env(self, task_id: int, split: str, evaluation: bool, num_envs: int) -> Any:
+        key = (task_id, split, evaluation)
+        env = self._envs.get(key)
+        if env is not None and env.num_envs == num_envs:
+            return env
+        if env is not None:
+            env.close()
+        task = self.sequence.tasks[task_id]
+        if self.single_wrappers:
+            import gymnasium as gym
+            from gymnasium.vector import AutoresetMode
+
+            factory = task.env_factory(split, evaluation=evaluation)
+            wrappers = self.single_wrappers
+            vec = (
+                gym.vector.AsyncVectorEnv
+                if self.vectorization_mode == "async"
+                else gym.vector.SyncVectorEnv
+            )
+            env = vec(
+                [lambda: _apply(factory(), wrappers)] * num_envs,
+                autoreset_mode=AutoresetMode.SAME_STEP,
+            )
+        else:
+            env = make_task_vector_env(task, split, num_envs, self.vectorization_mode, evaluation)
+        env = self._envs[key] = _apply(env, self.vector_wrappers)
+        return env
+
+
 class Evaluator:
     """Runs ``episodes`` episodes per task and split every ``every`` steps.
 
@@ -263,7 +378,15 @@ class Evaluator:
     Evaluation points: ``first_eval_step`` (0: before training), then every ``every``
     steps on the global grid (``k * every``), or, with ``segments``, every ``every``
     steps counted from the start of each schedule segment (``start + k * every``, k >= 1,
-    up to the segment's end: MEAL's "every N updates of each task").
+    up to the segment's end: MEAL's "every N updates of each task"), and every step of
+    ``task_ends`` (the job passes each task's end: the end-of-task point always exists,
+    whatever the cadence).
+
+    A loop that trains and acts itself calls :meth:`maybe_evaluate` after every (vector)
+    step: it evaluates when a point is reached (``due``) and does nothing otherwise, so
+    it is cheap to call every step. At a task's end call it *before* anything the loop
+    does at the switch changes the network (a head reset, a consolidation that moves
+    weights): the end-of-task row then describes the network that finished the task.
 
     Args:
         sequence: the task sequence; ``every`` and ``episodes`` default to its
@@ -275,8 +398,13 @@ class Evaluator:
         first_eval_step: the first evaluation point (0: evaluate before training;
             ``None``: the first point of the cadence after step 0).
         segments: the run's schedule, for per-segment cadence (see above).
+        task_ends: steps that are evaluation points besides the cadence (each task's
+            ``Segment.end_step``; ``None``: the cadence only).
         env_source: where the envs come from (default: the sequence's own
-            ``eval_source()`` when it has one, as MEAL's; else ``TaskEnvSource``).
+            ``eval_source()`` when it has one, as MEAL's; else ``TaskEnvSource``). Any
+            object with the :class:`EvalEnvSource` methods: ``WrappedEnvSource`` plays
+            through the wrappers of an own training env (frame stacks and the like), so
+            the policy sees at evaluation what it sees in training.
         video: a ``cl_suites.core.video.VideoRecorder`` that says at which evaluation
             points to record one episode per task and split (the source must render).
         max_episode_steps: an evaluation-only episode cap in steps of one sub-env
@@ -305,6 +433,7 @@ class Evaluator:
         env_source: EvalEnvSource | None = None,
         video: Any = None,
         max_episode_steps: int | None = None,
+        task_ends: Sequence[int] | None = None,
     ):
         self.sequence = sequence
         self.seed = int(seed)
@@ -313,6 +442,7 @@ class Evaluator:
         self.episodes = check_positive_int("episodes", episodes or sequence.eval_episodes)
         self.num_envs = check_positive_int("num_envs", num_envs or self.episodes)
         self.segments = tuple(segments) if segments is not None else None
+        self.task_ends = tuple(sorted({int(e) for e in task_ends or ()}))
         self.video = video
         self.max_episode_steps = (
             None
@@ -344,7 +474,14 @@ class Evaluator:
         return total_step >= self.next_eval_step
 
     def point_after(self, total_step: int) -> int:
-        """The first evaluation point after ``total_step``."""
+        """The first evaluation point after ``total_step`` (a task end included)."""
+        point = self._cadence_after(total_step)
+        i = bisect.bisect_right(self.task_ends, total_step)
+        if i < len(self.task_ends):
+            point = min(point, self.task_ends[i])
+        return point
+
+    def _cadence_after(self, total_step: int) -> int:
         if self.segments is None:
             return (total_step // self.every + 1) * self.every
         for seg in self.segments:
@@ -374,7 +511,12 @@ class Evaluator:
 
     # -- evaluation ---------------------------------------------------------------------
     def maybe_evaluate(self, total_step: int, policy: Policy) -> list[dict[str, Any]]:
-        """Evaluate if an evaluation point was reached; returns the new records (maybe none)."""
+        """Evaluate if an evaluation point was reached; returns the new records (maybe none).
+
+        Call it after every (vector) step of an own loop with ``total_step`` (agent steps
+        summed over sub-envs; MEAL: env steps) and the greedy ``policy(obs, task_ids) ->
+        actions``; a step past a point evaluates once, at that step. At a task's end,
+        call it before the loop's own switch handling changes the network."""
         if not self.due(total_step):
             return []
         return self.evaluate(total_step, policy)

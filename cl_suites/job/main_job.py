@@ -85,6 +85,7 @@ def run_resolved(
     shared.use_jax_cache(specs[0].options.jax_cache_dir)
     if len(specs) == 1:
         shared.print_size_warnings(specs[0])
+    shared.print_cadence_note(specs[0])
     specs[0].learner_entry.train(specs, seeds, [Path(d) for d in run_dirs], resume)
 
 

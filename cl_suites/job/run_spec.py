@@ -421,6 +421,36 @@ class JobSpec:
         }
 
 
+def cadence_note(spec: JobSpec) -> str | None:
+    """One line when the run's evaluation or checkpoint cadence alone would leave a task's
+    end out (Procgen6 small with ``--steps-per-task 2000``: ``eval_every=4000``), else
+    ``None``. The job then evaluates and checkpoints at every task's end besides the
+    cadence (``Evaluator(task_ends=...)``, the checkpoint callbacks), so that the
+    end-of-task rows the metrics read (MEAL's P and F, forgetting) always exist and a run
+    killed late in a task resumes from that task's start at worst; the note is printed
+    once and recorded in ``metadata.json`` (``evaluation.cadence_note``)."""
+    job, every = spec.options, int(spec.sequence.eval_every)
+    ckpt = int(job.checkpoint_every or every)
+    ends = [seg for seg in spec.schedule[:-1]]  # the sequence's end is always both
+    if job.eval_per_task:
+        eval_missed = [s.end_step for s in ends if (s.end_step - s.start_step) % every]
+    else:
+        eval_missed = [s.end_step for s in ends if s.end_step % every]
+    ckpt_missed = [s.end_step for s in ends if s.end_step % ckpt]
+    if not eval_missed and not ckpt_missed:
+        return None
+    missed = sorted({*eval_missed, *ckpt_missed})
+    shown = ", ".join(str(e) for e in missed[:3]) + (", ..." if len(missed) > 3 else "")
+    what = [
+        *([f"eval_every={every}"] if eval_missed else []),
+        *([f"checkpoint_every={ckpt}"] if ckpt_missed else []),
+    ]
+    return (
+        f"{' and '.join(what)} miss task ends (steps {shown}): every task's end is "
+        "evaluated and checkpointed too"
+    )
+
+
 def _check_own_options(method: str, own: Mapping[str, MethodOption], info: SuiteInfo) -> None:
     """Refuse an own method's option named like an option of this run's suite: the run
     gives a method its options before the suite (``LearnerEntry.settings``), so

@@ -21,7 +21,7 @@ from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.video import VideoRecorder
 from cl_suites.errors import RunDirConflictError
 from cl_suites.job.option_specs import job_size_warnings
-from cl_suites.job.run_spec import JobOptions, JobSpec
+from cl_suites.job.run_spec import JobOptions, JobSpec, cadence_note
 from cl_suites.job.tracking import track_run_log
 from cl_suites.request import METADATA_RUN_KEYS
 from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
@@ -37,6 +37,14 @@ def print_size_warnings(spec: JobSpec) -> None:
     """One ``warning:`` line on stderr per absurd size of the run (budget, memory, envs)."""
     for line in job_size_warnings(spec):
         print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def print_cadence_note(spec: JobSpec) -> None:
+    """The ``note:`` line of a cadence that alone would leave a task's end out
+    (``cadence_note``), once per job."""
+    note = cadence_note(spec)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr, flush=True)
 
 
 def use_jax_cache(directory: str | None) -> None:
@@ -75,6 +83,8 @@ def metadata(spec: JobSpec, seed: int, device: str, **extra: Any) -> dict[str, A
             "per_task": spec.options.eval_per_task,
             "deterministic": spec.options.eval_deterministic,
             "max_episode_steps": spec.options.eval_max_episode_steps,
+            "task_ends": True,  # every task's end is a point, besides the cadence
+            "cadence_note": cadence_note(spec),
         },
         step_unit=spec.step_unit,
         device=device,
@@ -105,8 +115,9 @@ def check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
 def evaluator(
     spec: JobSpec, seed: int, run_log: RunLog, run_dir: Path, eval_source: Any
 ) -> Evaluator:
-    """The run's evaluator: the suite's cadence (MEAL: per task, no step-0 evaluation),
-    its env source, videos when asked, the evaluation-only episode cap."""
+    """The run's evaluator: the suite's cadence (MEAL: per task, no step-0 evaluation)
+    and every task's end, its env source, videos when asked, the evaluation-only episode
+    cap."""
     job = spec.options
     return Evaluator(
         spec.sequence,
@@ -121,6 +132,7 @@ def evaluator(
         env_source=eval_source,
         video=video_recorder(run_dir, job, spec.schedule),
         max_episode_steps=job.eval_max_episode_steps,
+        task_ends=[seg.end_step for seg in spec.schedule],
     )
 
 

@@ -23,9 +23,10 @@ Training episodes (``episodes.csv``): every finished one, and at each task's end
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
 
-Checkpoints (``cl_suites.job.jax.checkpoint``): every ``checkpoint_every`` env steps and
-at the end; a resume cuts the logs back to the checkpoint and continues bit for bit
-(parameters, optimizer and CL state, env state and PRNG keys are in the state).
+Checkpoints (``cl_suites.job.jax.checkpoint``): every ``checkpoint_every`` env steps, at
+every task's end and at the end; a resume cuts the logs back to the checkpoint and
+continues bit for bit (parameters, optimizer and CL state, env state and PRNG keys are in
+the state).
 
 Steps are env steps (one joint action of all agents).
 """
@@ -276,7 +277,8 @@ class _Loop:
 
     def train_segment(self, seg: Segment) -> None:
         """Train ``seg`` from the current step to its end in chunks between eval and
-        checkpoint points; ``end_task`` at its end."""
+        checkpoint points; at its end the evaluation and diagnostics of the task's end,
+        then ``end_task``, then a checkpoint."""
         learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
         self.task_started(seg.task_id)
         while self.step < seg.end_step:
@@ -296,14 +298,15 @@ class _Loop:
                 if ended:  # the running episodes, cut by the switch
                     rows += cut_episode_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
+            # the end of a task is evaluated (and diagnosed) before end_task closes it
+            self.evaluate(due_only=True)
             if ended:
                 self.state = learner.end_task(self.state, seg.task_id)
-            self.evaluate(due_only=True)
             compile_s = learner.compile_seconds - compiled
             for run in self.runs:
                 run.progress.add_compile_time(compile_s)
                 run.progress.update(self.step)
-            if self.step >= next_ckpt:
+            if self.step >= next_ckpt or ended:  # every task's end too
                 self.save()
                 next_ckpt = (self.step // self.every + 1) * self.every
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,30 +262,43 @@ def apply_checkpoint(
 
 class CheckpointCallback(BaseCallback):
     """Saves a checkpoint (into ``directory``) at the first rollout boundary at or after
-    every ``every`` steps of the run (after the learner's update), and at the end of
-    training.
+    every ``every`` steps of the run and every step of ``task_ends`` (after the learner's
+    update), and at the end of training.
 
     ``every`` counts the run's steps (``venv.cursor.total_step``: agent steps, or env steps
     for MEAL), not SB3's ``num_timesteps`` (which counts every agent of a MEAL env).
     """
 
-    def __init__(self, directory: Path, every: int, method: Any, venv: Any, evaluator: Evaluator):
+    def __init__(
+        self,
+        directory: Path,
+        every: int,
+        method: Any,
+        venv: Any,
+        evaluator: Evaluator,
+        task_ends: Sequence[int] = (),
+    ):
         super().__init__()
         self.directory, self.every = directory, int(every)
+        self.task_ends = sorted(int(e) for e in task_ends)
         self.method, self.venv, self.evaluator = method, venv, evaluator
         self.next_step = 0
         self.extra_state: Callable[[], dict[str, Any]] | None = None
         """Adds entries to every checkpoint (the plasticity tracker's state)."""
 
+    def _point_after(self, step: int) -> int:
+        point = (step // self.every + 1) * self.every
+        return min([point, *(e for e in self.task_ends if e > step)])
+
     def _on_training_start(self) -> None:
-        self.next_step = (self.venv.cursor.total_step // self.every + 1) * self.every
+        self.next_step = self._point_after(self.venv.cursor.total_step)
 
     def _on_rollout_start(self) -> None:
         step = self.venv.cursor.total_step
         if step >= self.next_step:
             wait_for_update(self.model)  # policy_lag=1: the update in flight is part of it
             self.save()
-            self.next_step = (step // self.every + 1) * self.every
+            self.next_step = self._point_after(step)
 
     def _on_step(self) -> bool:
         return True

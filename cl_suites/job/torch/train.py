@@ -25,10 +25,13 @@ from baselines_sb3.callbacks import (
     make_episode_source,
 )
 from baselines_sb3.cl import ContinualMethod, attach_method, make_method, method_class
+from baselines_sb3.cl.plugins import guard_hooks
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.plasticity import PlasticityCallback, policy_probe
 from cl_suites.core.interrupts import outcome_of
+from cl_suites.declarations import CL_METHODS
+from cl_suites.errors import PluginHookError
 from cl_suites.job import shared
 from cl_suites.job.run_spec import JobSpec
 from cl_suites.job.torch.checkpoint import (
@@ -71,7 +74,10 @@ def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
         finally:
             run_log.close()
 
-    shared.clean_unstarted([run_dir], resume, train)
+    try:
+        shared.clean_unstarted([run_dir], resume, train)
+    except PluginHookError as e:  # the plug-in, its hook, and how to go on once fixed
+        raise e.with_run_dir(run_dir) from e.__cause__
     shared.write_report(run_dir, job)
 
 
@@ -95,6 +101,8 @@ def build_method(spec: JobSpec, seed: int, run_dir: Path) -> ContinualMethod:
         storage = replay_storage(spec.options.replay_on_disk)
         kwargs.update(disk_dir=run_dir / "replay", storage=storage)
     method = make_method(spec.method, seed=int(seed), **kwargs)
+    if spec.method not in CL_METHODS:  # an own plug-in: its failing hooks named
+        guard_hooks(method, spec.method)
     if method.keeps_replay:
         method.plan_storage(
             int(spec.hp["learner"].get("n_steps", 20)),
@@ -155,6 +163,7 @@ def _train(
         cl,
         train_env,
         evaluator,
+        task_ends=[seg.end_step for seg in schedule],
     )
     unit = spec.suite.step_unit.name
     start_step = train_env.cursor.total_step if state is not None else 0
@@ -172,8 +181,7 @@ def _train(
     if plasticity_cb is not None:
         ckpt_cb.extra_state = lambda: {"plasticity": plasticity_cb.tracker.state_dict()}
     callbacks = CallbackList(
-        [
-            cl_callback,
+        [  # the task's end evaluated and diagnosed, then the method's switch (own methods)
             ContinualEvalCallback(
                 evaluator,
                 run_log,
@@ -184,6 +192,7 @@ def _train(
                 beside_training=job.eval_beside_training,
             ),
             *([plasticity_cb] if plasticity_cb is not None else []),
+            cl_callback,
             ckpt_cb,
             ProgressBarCallback(progress, agents),
         ]
