@@ -39,3 +39,36 @@ def test_report_notes_md_has_no_escaped_comparisons(tmp_path):
     assert "score_normalizers" in notes and "|return|" in notes
     page = (out / "report.html").read_text()
     assert "needs &gt;= 3 learning blocks" in page  # the page escapes for HTML
+
+
+def test_one_seed_prints_no_spread(tmp_path):
+    """Issue 55 item 2: a single seed has no ± (not ``± 0``) and no degenerate interval,
+    in the plasticity tables and the summary's IQM cells alike."""
+    import pandas as pd
+
+    from cl_suites.metrics.plasticity_report import task_end_table
+
+    frame = pd.DataFrame(
+        {
+            "method": "ft",
+            "seed": 0,
+            "run": "r0",
+            "network": "actor",
+            "metric": "dormant_ratio",
+            "total_step": [50, 100],
+            "task_id": 0,
+            "value": [0.25, 0.5],
+        }
+    )
+    schedule = pd.DataFrame(
+        {"index": [0], "cycle": [0], "task_id": [0], "start_step": [0], "end_step": [100]}
+    )
+    table = task_end_table(frame, schedule, {0: "t0"})
+    assert table.iloc[0, 0] == "0.5"
+    run = write_run(tmp_path / "run", returns=HAND)
+    res = build_report([run], tmp_path / "out", bootstrap_reps=20)
+    row = res.summary.iloc[0]
+    for col in ("MEAL A IQM [95% CI]", "MEAL P IQM [95% CI]"):
+        assert "[" not in row[col] and "±" not in row[col], (col, row[col])
+    for path in (tmp_path / "out").rglob("*.md"):
+        assert "± 0.0" not in path.read_text(), path
