@@ -72,3 +72,33 @@ def test_one_seed_prints_no_spread(tmp_path):
         assert "[" not in row[col] and "±" not in row[col], (col, row[col])
     for path in (tmp_path / "out").rglob("*.md"):
         assert "± 0.0" not in path.read_text(), path
+
+
+def _untrained_at_zero(task: int, split: str, step: int) -> float:
+    """10 once task ``task`` was trained (segments of 100 steps), 0.4 before it (0 at the
+    start): every forward-transfer ratio divides by a performance at the task's floor."""
+    if step >= (task + 1) * 100:
+        return 10.0
+    return 0.4 if step > 0 else 0.0
+
+
+def test_a_ratio_on_a_near_zero_denominator_is_flagged_not_reported(tmp_path):
+    """Issue 55 item 3: L2M's FT ratio divides the target's performance after a block by
+    its performance before; at the task's floor (normalised 1 of [1, 101]) that reads the
+    numerator as a ratio. Such pairs are left out, and a lifetime ratio with none left is
+    n/a with the reason, in ``l2m_metrics`` and in the report."""
+    from cl_suites.metrics import l2m
+    from cl_suites.metrics.runs import load_run
+
+    run = write_run(tmp_path / "run", returns=_untrained_at_zero)
+    reference, _ = l2m.l2m_metrics(load_run(run), ratio_floor=0.0)  # l2metrics' handling
+    assert reference["FT_ratio"] > 3  # a "ratio" that is the numerator over ~1
+    values, notes = l2m.l2m_metrics(load_run(run))
+    assert values["FT_ratio"] != values["FT_ratio"]  # NaN: undefined
+    assert values["FT_contrast"] == reference["FT_contrast"]  # contrasts are untouched
+    assert values["BT_ratio"] == values["BT_ratio"]  # its denominators are sound
+    (note,) = [n for n in notes if n.startswith("FT ratio")]
+    assert "undefined" in note and "denominator below 6" in note, note
+    res = build_report([run], tmp_path / "out", bootstrap_reps=20)
+    assert res.tables["L2M"].iloc[0]["FT ratio"] == "n/a"
+    assert "FT ratio" in (tmp_path / "out" / "notes.md").read_text()
