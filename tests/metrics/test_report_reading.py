@@ -102,3 +102,25 @@ def test_a_ratio_on_a_near_zero_denominator_is_flagged_not_reported(tmp_path):
     res = build_report([run], tmp_path / "out", bootstrap_reps=20)
     assert res.tables["L2M"].iloc[0]["FT ratio"] == "n/a"
     assert "FT ratio" in (tmp_path / "out" / "notes.md").read_text()
+
+
+def test_a_report_on_a_live_run_says_it_is_still_running(tmp_path):
+    """Issue 55 item 5: a run whose writer still holds its lock (and whose progress.json
+    says running) is not "ended mid-sequence": the note says it is running, and where."""
+    import json
+
+    from cl_suites.metrics.runs import load_run
+    from cl_suites.rundir.runlock import RunDirLock
+
+    run = write_run(tmp_path / "run", returns=HAND, stop_step=200)
+    progress = {"state": "running", "phase": "training", "total_step": 250, "total_steps": 300}
+    (run / "progress.json").write_text(json.dumps(progress))
+    with RunDirLock(run):
+        (issue,) = [i for i in load_run(run).issues if "step" in i]
+        assert "still running" in issue and "at step 250 of 300" in issue, issue
+        assert "ended mid-sequence" not in issue
+        notes = build_report([run], tmp_path / "out", bootstrap_reps=20).notes
+        assert any("still running" in n for n in notes)
+    # the writer gone (killed: progress.json still says running): it ended mid-sequence
+    (issue,) = [i for i in load_run(run).issues if "step" in i]
+    assert "ended mid-sequence at step 200 of 300" in issue and "still running" not in issue
