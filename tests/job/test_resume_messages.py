@@ -60,3 +60,52 @@ def test_a_schedule_that_differs_in_its_segments_alone_names_the_first(tmp_path)
     with pytest.raises(RunDirConflictError) as info:
         check_resumable(tmp_path, new)
     assert "segment 1 (b): run has steps 100-200, requested 100-196" in str(info.value)
+
+
+DIAG = dict(suite="Diagnostic", method="ft", learner="ppo", preset="small", seed=3, num_envs=None)
+DIAG_OVERRIDES = {
+    "n_tasks": 2,
+    "show_task": False,
+    "steps_per_task": 1000,
+    "eval_every": 500,
+    "checkpoint_every": 300,
+    "report": False,
+    "plasticity": False,
+}
+
+
+def _resume_output(tmp_path, capsys, monkeypatch, restorable: bool) -> str:
+    from cl_suites.job.main_job import run_main_job
+    from cl_suites.job.torch import checkpoint
+    from tests.helpers.kill_drills import kill_run_at
+
+    if not restorable:
+        save_env_state = checkpoint.env_state
+
+        def unrestorable(env):
+            state = save_env_state(env)
+            state["state"]["task_env"] = None  # as NetHack's: no simulator state
+            state["state"]["task_env_note"] = "NLE cannot export its state"
+            return state
+
+        monkeypatch.setattr(checkpoint, "env_state", unrestorable)
+    run_dir = tmp_path / "run"
+    kill_run_at(run_dir, DIAG, DIAG_OVERRIDES, 1400)
+    capsys.readouterr()
+    run_main_job(run_dir=run_dir, resume=True, overrides=dict(DIAG_OVERRIDES), **DIAG)
+    out = capsys.readouterr()
+    return out.out + out.err
+
+
+def test_an_inexact_resume_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    """Issue 55 item 6: where the simulator's state cannot be saved (MiniHack15's NetHack,
+    CHORES, async envs), the resume says it is not bit-exact, and why."""
+    text = _resume_output(tmp_path, capsys, monkeypatch, restorable=False)
+    (line,) = [x for x in text.splitlines() if "not bit-exact" in x]
+    assert line.startswith("note: resuming at step 1280")
+    assert "NLE cannot export its state" in line and "8 running episode(s)" in line
+
+
+def test_an_exact_resume_says_nothing_of_it(tmp_path, capsys, monkeypatch):
+    text = _resume_output(tmp_path, capsys, monkeypatch, restorable=True)
+    assert "bit-exact" not in text
