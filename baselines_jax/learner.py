@@ -312,7 +312,13 @@ class JaxIPPO:
             value = np.asarray(d[name])
             if value.shape != ref.shape:
                 raise ValueError(f"{name}: shape {value.shape}, expected {ref.shape}")
-            out.append(jnp.asarray(value, dtype=ref.dtype))
+            leaf = jnp.asarray(value, dtype=ref.dtype)
+            if getattr(ref, "weak_type", False):
+                # MEAL's env state holds ints made from Python ints (weakly typed); as
+                # strong int32 they would promote the env's uint8 maze updates (a JAX
+                # FutureWarning) and compile other programs than the uninterrupted run's
+                leaf = ref.at[...].set(leaf)  # ``ref``'s dtype and weak type, these values
+            out.append(leaf)
         return jax.tree_util.tree_unflatten(treedef, out)
 
     # -- internals -----------------------------------------------------------------------

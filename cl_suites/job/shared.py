@@ -105,11 +105,48 @@ def check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
         if old.get(k) != metadata[k]
     ]
     if json.dumps(old.get("schedule")) != json.dumps(metadata["schedule"]):
-        diffs.append("schedule differs (other steps_per_task / cycles / num_envs)")
+        diffs += schedule_differences(old, metadata) or ["schedule differs"]
     if diffs:
         raise RunDirConflictError(
             f"refusing to resume {run_dir}: it is a different run ({'; '.join(diffs)})"
         )
+
+
+SCHEDULE_KEYS = ("steps_per_task", "cycles")
+"""The metadata keys that shape a run's schedule (besides its tasks and ``num_envs``, a
+run key)."""
+
+
+def _task_order(metadata: dict[str, Any]) -> list[Any]:
+    """The task names of the schedule's first cycle, in order."""
+    return [s.get("task_name") for s in metadata.get("schedule") or [] if s.get("cycle", 0) == 0]
+
+
+def schedule_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What makes the schedule of the run ``old`` (its ``metadata.json``) differ from the
+    requested ``new``: ``"steps_per_task: run has [...], requested [...]"``, ``cycles``, the
+    task order, or else the first segment whose bounds differ (budgets cut to another
+    env count)."""
+    out = [
+        f"{k}: run has {old.get(k)!r}, requested {new.get(k)!r}"
+        for k in SCHEDULE_KEYS
+        if old.get(k) != new.get(k)
+    ]
+    if _task_order(old) != _task_order(new):
+        out.append(f"task order: run has {_task_order(old)!r}, requested {_task_order(new)!r}")
+    if out:
+        return out
+    was, now = old.get("schedule") or [], new.get("schedule") or []
+    for i, (a, b) in enumerate(zip(was, now, strict=False)):
+        if a != b:
+            return [
+                f"segment {i} ({b.get('task_name')}): run has steps "
+                f"{a.get('start_step')}-{a.get('end_step')}, requested "
+                f"{b.get('start_step')}-{b.get('end_step')}"
+            ]
+    if len(was) != len(now):
+        return [f"segments: run has {len(was)}, requested {len(now)}"]
+    return []
 
 
 def evaluator(

@@ -24,7 +24,9 @@ performance = mean of the last 10% of a block, SE set to 0 when the lifelong lea
 saturation is below 20% of the expert's or its trend (a least-squares line against the
 lifetime's global experience counter ``exp_num``) is negative, contrasts/ratios with a zero
 denominator skipped, preprocessing without outlier clamping (``clamp=True`` applies appendix
-A's 10/90-percentile clamp). Single-task experts are matched to the learner's tasks by task
+A's 10/90-percentile clamp). One default departs from it: transfer ratios whose denominator
+is near the normalised floor are left out (:data:`RATIO_FLOOR`; ``ratio_floor=0`` is the
+reference code's handling). Single-task experts are matched to the learner's tasks by task
 name (:func:`l2m_task_name`), and each of their Learning Blocks is smoothed on its own.
 :func:`lifetime_log` lays the run out as l2logger does (EB 0, LB 0, EB 1, ...); the export to
 ``l2metrics`` (:mod:`~cl_suites.metrics.l2logger_export`) writes exactly that log, so both
@@ -47,6 +49,13 @@ from cl_suites.metrics.runs import RunData, metric_split_wide
 
 TERMINAL_FRACTION = 0.1
 """Section 2.4: terminal learning performance = mean of the last 10% of a Learning Block."""
+RATIO_FLOOR = 0.05
+"""A transfer ratio ``a / b`` whose denominator ``b`` (the target task's normalised
+Evaluation Performance before the block, in ``[1, 101]``) lies within this fraction of the
+normalisation range above its floor (``b < 1 + 0.05 * 100 = 6``) is undefined: ``b`` is then
+the offset that appendix A adds to avoid dividing by zero, not a performance, and the
+"ratio" is the numerator (a random agent's FT/BT ratios near 100). ``l2m_metrics`` leaves
+such pairs out (``ratio_floor``; ``0`` keeps them, as l2metrics does)."""
 
 
 def contrast(a: float, b: float) -> float:
@@ -639,6 +648,42 @@ def _learn_burn(blocks: dict[int, np.ndarray]) -> float:
     return float(np.mean(burns) / alr)
 
 
+def _drop_small_denominators(
+    tr: pd.DataFrame, ratio_floor: float, scale: float = 100.0, offset: float = 1.0
+) -> list[str]:
+    """Set to NaN the ratios of :func:`transfer`'s frame ``tr`` (normalised to
+    ``[offset, offset + scale]``) whose denominator is below ``offset + ratio_floor *
+    scale`` (:data:`RATIO_FLOOR`); returns a note per kind (FT, BT) that lost pairs."""
+    if ratio_floor <= 0 or tr.empty:
+        return []
+    floor = offset + ratio_floor * scale
+    small = tr["before"].to_numpy(dtype=float) < floor
+    notes = []
+    for kind in ("FT", "BT"):
+        rows = (tr["kind"] == kind).to_numpy() & np.isfinite(tr["ratio"].to_numpy(dtype=float))
+        pairs = tr.loc[rows, ["source", "target"]].drop_duplicates()
+        kept = tr.loc[rows & ~small, ["source", "target"]].drop_duplicates()
+        if len(kept) == len(pairs):
+            continue
+        why = (
+            f"denominator below {floor:g} (the target's performance before the block is "
+            f"within {ratio_floor:.0%} of its floor on L2M's [{offset:g}, {offset + scale:g}] "
+            "scale, where a ratio reads the numerator)"
+        )
+        if len(kept) == 0:
+            notes.append(
+                f"{kind} ratio is n/a: undefined: every one of its {len(pairs)} task pair(s) "
+                f"has a {why}; {kind} contrast is reported"
+            )
+        else:
+            notes.append(
+                f"{kind} ratio leaves out {len(pairs) - len(kept)} of {len(pairs)} task "
+                f"pair(s) whose blocks all have a {why}"
+            )
+    tr.loc[small, "ratio"] = np.nan
+    return notes
+
+
 # ---------------------------------------------------------------------------- one run
 
 
@@ -671,6 +716,7 @@ def l2m_metrics(
     clamp: bool = False,
     maintenance: str = "mrlep",
     ste_lx: Mapping[str, Sequence[ExpertCurve]] | None = None,
+    ratio_floor: float = RATIO_FLOOR,
 ) -> tuple[dict[str, float], list[str]]:
     """All lifetime L2M metrics of one run (after :func:`l2m_preprocess`).
 
@@ -682,6 +728,10 @@ def l2m_metrics(
         maintenance: PM reference, ``"mrlep"`` or ``"mrtlp"``.
         ste_lx: ``ste_curves(ste_runs)`` computed once by the caller (a report scores many
             runs against the same experts); ``None``: computed here from ``ste_runs``.
+        ratio_floor: FT/BT ratios whose denominator is below ``1 + 100 * ratio_floor`` on
+            the normalised scale are left out (:data:`RATIO_FLOOR`); a lifetime ratio with
+            no pair left is NaN and a note says why. ``0``: only a zero denominator is
+            skipped (l2metrics 3.1.0).
 
     Returns:
         ``(metrics, notes)``: metrics ``PM, FT_contrast, FT_ratio, BT_contrast, BT_ratio, PR,
@@ -712,6 +762,7 @@ def l2m_metrics(
     pm = _performance_maintenance(perf, run.schedule, maintenance, blocks)
     out["PM"] = float(pm.mean()) if len(pm) else float("nan")
     tr = _transfer(perf, run.schedule)
+    notes += _drop_small_denominators(tr, ratio_floor)
     for kind in ("FT", "BT"):
         for measure in ("contrast", "ratio"):
             out[f"{kind}_{measure}"] = lifetime_transfer(tr, kind, measure)

@@ -59,10 +59,20 @@ def plasticity_frame(runs: Sequence[RunData]) -> pd.DataFrame:
 
 
 def _mean_sem(values: pd.Series) -> tuple[float, float]:
+    """Mean and SEM over seeds; the SEM of one seed is NaN (there is no spread to show)."""
     v = values.dropna().to_numpy(dtype=float)
     if len(v) == 0:
         return math.nan, math.nan
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan
+
+
+def _cell(mean: float, sem: float, value_format: str, sem_format: str) -> str:
+    """``"m ± s"``, ``"m"`` for one seed (no ±), ``"n/a"`` without a value."""
+    if math.isnan(mean):
+        return "n/a"
+    if math.isnan(sem):
+        return format(mean, value_format)
+    return f"{mean:{value_format}} ± {sem:{sem_format}}"
 
 
 def curves(frame: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +104,7 @@ def task_end_table(
         at_end = inside[inside.total_step == last]
         for (method, network, metric), g in at_end.groupby(["method", "network", "metric"]):
             m, s = _mean_sem(g.value)
-            cell = "n/a" if math.isnan(m) else f"{m:.4g} ± {s:.2g}"
+            cell = _cell(m, s, ".4g", ".2g")
             cells.setdefault((method, network, metric), {})[label] = cell
     table = pd.DataFrame.from_dict(cells, orient="index")
     table.index = pd.MultiIndex.from_tuples(table.index, names=["method", "network", "diagnostic"])
@@ -135,7 +145,7 @@ def meal_plasticity_table(runs: Sequence[RunData]) -> pd.DataFrame | None:
         rows[method] = {}
         for key, name in (("auc_loss", "AUC-loss"), ("fpr", "FPR"), ("rauc", "RAUC")):
             m, s = _mean_sem(pd.Series([p[key] for p in per_seed], dtype=float))
-            rows[method][name] = "n/a" if math.isnan(m) else f"{m:.3f} ± {s:.3f}"
+            rows[method][name] = _cell(m, s, ".3f", ".3f")
     return pd.DataFrame.from_dict(rows, orient="index") if rows else None
 
 

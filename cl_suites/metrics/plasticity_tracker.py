@@ -21,6 +21,7 @@ reason in the row's ``reason`` cell; the run goes on.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import math
@@ -139,6 +140,18 @@ def _rows_of(tree: Any, index: np.ndarray | slice) -> Any:
     if hasattr(tree, "detach"):  # a torch tensor (observations kept on the learner's device)
         return tree[index].detach().cpu().numpy()
     return np.asarray(tree)[index]
+
+
+def _digest(tree: Any) -> str:
+    """SHA-256 of an observation array or dict of arrays (keys in order), for checking
+    that a probe file still holds a checkpoint's rows."""
+    h = hashlib.sha256()
+    items = sorted(tree.items()) if isinstance(tree, Mapping) else [("", tree)]
+    for key, value in items:
+        a = np.ascontiguousarray(value)
+        h.update(f"{key}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.data)
+    return h.hexdigest()
 
 
 def _length(tree: Any) -> int:
@@ -444,9 +457,20 @@ class PlasticityTracker:
 
     # -- state ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to measure the same values (numpy arrays)."""
+        """Everything a resumed run needs to measure the same values (numpy arrays).
+
+        The probe batch's observations (a Procgen run's 1,536 images are 19 MB, 50 times
+        its network) are not copied when the run's probe file holds them: the batch only
+        grows, so the checkpoint keeps their count and digest (``"obs_in_file"``) and a
+        resume reads those first rows back from the file; without a file they are in the
+        state."""
+        probe = self.probe.state_dict()
+        self._save_probe()
+        if self.probe_file is not None and len(self.probe) and self._saved_rows == len(self.probe):
+            probe["obs"] = None
+            probe["obs_in_file"] = {"rows": len(self.probe), "digest": _digest(self.probe.obs)}
         return {
-            "probe": self.probe.state_dict(),
+            "probe": probe,
             "run_reference": self.run_reference,
             "task_reference": self.task_reference,
             "task": self.task,
@@ -454,12 +478,36 @@ class PlasticityTracker:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.probe.load_state_dict(state["probe"])
+        probe = dict(state["probe"])
+        in_file = probe.pop("obs_in_file", None)
+        if in_file is not None:
+            probe["obs"] = self._rows_from_file(int(in_file["rows"]), str(in_file["digest"]))
+            if probe["obs"] is None:  # the file lost them: the batch starts again
+                probe.update(task_ids=np.zeros(0, np.int64), steps=np.zeros(0, np.int64))
+        self.probe.load_state_dict(probe)
         self.run_reference = state["run_reference"]
         self.task_reference = state["task_reference"]
         self.task = state["task"]
         self.previous = {k: np.asarray(v) for k, v in dict(state["previous"]).items()}
         self._saved_rows = -1
+
+    def _rows_from_file(self, rows: int, digest: str) -> Any:
+        """The first ``rows`` observations of the probe file, checked against ``digest``;
+        ``None`` (with a warning) when the file no longer holds them."""
+        try:
+            obs, _, _ = load_probe(self.probe_file)  # type: ignore[arg-type]
+            obs = _rows_of(obs, slice(0, rows))
+            if _length(obs) == rows and _digest(obs) == digest:
+                return obs
+            problem = "its rows differ from the checkpoint's"
+        except Exception as e:
+            problem = str(e)
+        self._warn(
+            "resume",
+            f"probe batch not restored from {self.probe_file} ({problem}): it is taken "
+            "again from the tasks still to come",
+        )
+        return None
 
     def _save_probe(self) -> None:
         if self.probe_file is None or len(self.probe) == self._saved_rows:

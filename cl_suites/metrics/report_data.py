@@ -332,19 +332,25 @@ def _meal_part(
         mats = [t.loc[bounded, key].to_numpy(dtype=float) for t in per_run]
         mats = [x for x in mats if x.size and np.isfinite(x).all()]
         mat = np.vstack(mats) if mats else np.empty((0, 0))
-        rec[f"MEAL {key} IQM [95% CI]"] = (
-            fmt_interval(
-                *iqm_interval(mat, reps=settings.bootstrap_reps, seed=settings.seed), digits=3
-            )
-            if mat.size
-            else "n/a"
-        )
+        rec[f"MEAL {key} IQM [95% CI]"] = _iqm_cell(mat, settings)
     cycles = mruns[0].metadata.get("cycles")
     if numbers is not None and published.published(suite, method, "FPR", repeats=cycles):
         plast, note = _plasticity(mruns, run_norms)
         numbers.update(plast)
         if note:
             notes.append(f"{suite}/{method}: {note}")
+
+
+def _iqm_cell(mat: np.ndarray, settings: Settings) -> str:
+    """``"iqm [lo, hi]"`` over (run, task) scores; one run has no interval across seeds
+    (the bootstrap resamples runs), so its cell is the IQM alone; ``"n/a"`` without
+    scores."""
+    if not mat.size:
+        return "n/a"
+    point, low, high = iqm_interval(mat, reps=settings.bootstrap_reps, seed=settings.seed)
+    if mat.shape[0] == 1:
+        return fmt_mean_sem(point, None, 3)
+    return fmt_interval(point, low, high, digits=3)
 
 
 def _l2m_part(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cl_suites.metrics.report_data import FAMILIES, SUMMARY_TITLES, SuiteResult, Summary
-from cl_suites.metrics.safe_names import md_escape, path_inside, safe_name
+from cl_suites.metrics.safe_names import md_text, path_inside, safe_name
 from cl_suites.metrics.tables import write_table
 
 
@@ -63,10 +63,11 @@ def write_summary_tables(summary: Summary, out: Path) -> list[Path]:
 
 
 def write_notes(notes: list[str], out: Path) -> Path:
-    """``out/notes.md``: every note as an escaped Markdown bullet (or "None.")."""
+    """``out/notes.md``: every note as a Markdown bullet that reads as written
+    (:func:`~cl_suites.metrics.safe_names.md_text`), or "None."."""
     path = out / "notes.md"
     path.write_text(
-        "# Notes\n\n" + "".join(f"* {md_escape(n)}\n" for n in notes)
+        "# Notes\n\n" + "".join(f"* {md_text(n)}\n" for n in notes)
         if notes
         else "# Notes\n\nNone.\n"
     )

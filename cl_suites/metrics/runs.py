@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from cl_suites.errors import InputError
+from cl_suites.rundir.progress import read_progress
+from cl_suites.rundir.runlock import live_writer
 from cl_suites.rundir.runlog import (
     METADATA_FILE,
     CorruptRunLogError,
@@ -259,6 +261,28 @@ def check_metadata(metadata: object, path: Path) -> None:
             )
 
 
+def _unfinished_note(path: Path, last_step: int, total: int, schedule: pd.DataFrame) -> str:
+    """Why a run's log stops at ``last_step`` before ``total``: still running (its writer
+    holds the run directory's lock and its ``progress.json`` says so), or ended."""
+    done = int((schedule["end_step"] <= last_step).sum())
+    progress = read_progress(path) or {}
+    writer = live_writer(path) if progress.get("state") == "running" else None
+    if writer is not None:
+        step = progress.get("total_step")
+        at = f"at step {int(step)} of {total}" if isinstance(step, int | float) else "now"
+        return (
+            f"run is still running ({at}, pid {writer.get('pid', '?')} on "
+            f"{writer.get('host', '?')}); evaluated up to step {last_step} ({done}/"
+            f"{len(schedule)} segments complete): metrics that need later segments are n/a "
+            "until it ends"
+        )
+    return (
+        f"run ended mid-sequence at step {last_step} of {total} "
+        f"({done}/{len(schedule)} segments complete); metrics that need later "
+        "segments are n/a for this run"
+    )
+
+
 def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     """Read and clean one run directory.
 
@@ -306,12 +330,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     run.eval["seed"] = run.seed
     total = int(schedule["end_step"].max())
     if run.last_step < total:
-        done = int((schedule["end_step"] <= run.last_step).sum())
-        issues.append(
-            f"run ended mid-sequence at step {run.last_step} of {total} "
-            f"({done}/{len(schedule)} segments complete); metrics that need later "
-            "segments are n/a for this run"
-        )
+        issues.append(_unfinished_note(path, run.last_step, total, schedule))
     tasks = metadata.get("tasks") or []
     for task in tasks:
         if "test" not in task.get("splits", ["train"]):

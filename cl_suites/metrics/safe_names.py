@@ -15,6 +15,10 @@ untrusted input:
   ``\\write18{...}`` or ``\\input{/etc/passwd}`` print as text and run nothing);
   :func:`md_escape` makes text inert in Markdown (HTML tags become entities, link,
   emphasis and table syntax is backslash-escaped). Both keep a value on one line.
+  :func:`md_text` is the lighter form for prose (the report's ``notes.md``): it reads as
+  written in the file (``>=``, ``[0, 1]``, ``score_normalizers``) and defuses only what
+  would render as something else than text: HTML tags and entities, links, images and
+  link definitions, a block marker at the start.
 """
 
 from __future__ import annotations
@@ -87,6 +91,34 @@ def md_escape(value: object) -> str:
     """``value`` as Markdown text that renders as written: no HTML, links, images,
     emphasis, math or table cells come out of it; one line."""
     return "".join(_MD.get(c, c) for c in _one_line(value))
+
+
+_TAG = re.compile(r"<[A-Za-z/!?][^<>]*>?")
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+_LINK_END = re.compile(r"\](?=[(\[:])")
+_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
+_BLOCK_START = re.compile(r"^(\s*)([#>+*=-]|\d+(?=[.)]))")
+
+
+def md_text(value: object) -> str:
+    """``value`` as one line of Markdown prose that reads as written, in the file and
+    rendered: only HTML tags (``<img ...>`` as ``&lt;img ...&gt;``), entities (``&amp;``
+    shows as written), the ``]`` that would close a link, image or link definition, a
+    backslash before punctuation and a block marker at the start (heading, quote, list)
+    are escaped. Comparisons (``>=``), brackets (``[0, 1]``), underscores and code spans
+    stay as they are."""
+    text = _one_line(value)
+    text = _BACKSLASH.sub(r"\\\\", text)
+    text = _ENTITY.sub("&amp;", text)
+    text = _TAG.sub(lambda m: "&lt;" + m.group(0)[1:].replace(">", "&gt;"), text)
+    text = _LINK_END.sub(r"\\]", text)
+    return _BLOCK_START.sub(_escape_block_start, text)
+
+
+def _escape_block_start(m: re.Match[str]) -> str:
+    """``# x`` -> ``\\# x``; ``1. x`` -> ``1\\. x``."""
+    space, marker = m.group(1), m.group(2)
+    return space + marker + "\\" if marker[0].isdigit() else space + "\\" + marker
 
 
 def safe_name(name: object, *, what: str = "name") -> str:

@@ -181,4 +181,31 @@ class RunDirLock:
             self.release()
 
 
-__all__ = ["LOCK_FILE", "RunDirLock", "RunDirLockedError", "RunDiskError"]
+def live_writer(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The holder (``{"pid", "host", "started"}``) of ``run_dir``'s lock while its process
+    lives, else ``None``; takes no lock (a reader must never stop a writer from starting).
+
+    The last holder removes the lock file, so a file left behind is either held or stale
+    (its writer was killed): on this host the holder's pid tells which; a holder on another
+    host cannot be checked from here and is returned as live.
+    """
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        holder = _read_holder(fd)
+    finally:
+        os.close(fd)
+    if holder.get("host") != socket.gethostname():
+        return holder if holder.get("host") not in (None, "unknown") else None
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except PermissionError:  # alive, another user's
+        return holder
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    return holder
+
+
+__all__ = ["LOCK_FILE", "RunDirLock", "RunDirLockedError", "RunDiskError", "live_writer"]

@@ -102,6 +102,30 @@ def test_state_dict_round_trip_and_bad_input(tiny_runs):
         IPPOConfig(cl_method="packnet")
 
 
+def test_a_restored_state_keeps_the_weak_types_and_trains_without_a_warning(tiny_runs):
+    """Issue 55 item 7: MEAL's env state holds weakly typed ints (``pot_full_status``,
+    from Python ints); restored as strong int32 they promoted the env's uint8 maze
+    updates (JAX's FutureWarning "scatter inputs have incompatible types" on every MEAL
+    resume) and compiled other programs than the uninterrupted run's."""
+    import warnings
+
+    pair, state, *_ = tiny_runs
+    back = pair.load_state_dict(pair.state_dict(state))
+    weak = [
+        jax.tree_util.keystr(path)
+        for path, x in jax.tree_util.tree_flatten_with_path(state)[0]
+        if getattr(x, "weak_type", False)
+    ]
+    assert weak  # the env state's ints
+    for (path, x), y in zip(
+        jax.tree_util.tree_flatten_with_path(state)[0], jax.tree.leaves(back), strict=True
+    ):
+        assert (y.dtype, y.weak_type) == (x.dtype, x.weak_type), jax.tree_util.keystr(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        pair.train(back, 0, 1)
+
+
 def _score(learner: JaxIPPO, params, policy: str, episodes: int = 8) -> float:
     """Task 0's score (soups per full 400-step episode / the kitchen's bound) of one
     seed's ``params``: ``"greedy"`` (argmax), ``"sampled"`` or ``"random"`` (uniform)."""

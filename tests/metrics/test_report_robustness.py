@@ -68,8 +68,8 @@ def test_a_task_without_usable_returns_is_marked_and_the_rest_reported(
     for t in others:  # last eval point (step 300): t + 300 + seed, mean over seeds 0 and 1
         assert final[f"{t}-task{t}"] == f"{t + 300.5:.2f} ± 0.50"
     notes = (tmp_path / "out" / "notes.md").read_text()
-    assert f"task {bad} has no usable mean\\_return in eval.csv (only {value:g};" in notes
-    assert f"F/Z entries are n/a because task(s) \\[{bad}\\] have no usable" in notes
+    assert f"task {bad} has no usable mean_return in eval.csv (only {value:g};" in notes
+    assert f"F/Z entries are n/a because task(s) [{bad}] have no usable" in notes
     cora_f = pd.read_csv(tmp_path / "out" / "Toy3" / "ft_F.csv", index_col=0, keep_default_na=False)
     bad_rows = [r for r in cora_f.index if r.startswith(f"{bad}-")]
     assert all((cora_f.loc[r].isin(["n/a", "-"])).all() for r in bad_rows)

@@ -29,7 +29,8 @@ resumed run reproduces the uninterrupted one bit for bit, episodes running at th
 checkpoint included. Where it cannot (``load_state_dict`` returns fresh observations:
 the task env restarts from its seed), the episodes running at the checkpoint are logged
 once, as cut, at step ``total_step + 1``, so every training step stays in exactly one
-logged episode.
+logged episode, and the resume prints one ``note:`` line saying it is not bit-exact and
+why (:func:`inexact_resume_note`).
 A disk-backed CLEAR buffer is not copied into checkpoints: on resume its counters and
 small arrays are restored but observation slots overwritten after the checkpoint keep
 their newer content.
@@ -254,10 +255,23 @@ def apply_checkpoint(
         ]
         model._last_obs = restart_observation(model.env, fresh)
         model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
+        print(inexact_resume_note(state, len(cut)), flush=True)
     if getattr(model, "device_observations", False):  # as the env hands them: on the device
         model._last_obs = observations_as_tensor(model._last_obs, model.device)
     set_rng_state(state["rng"])
     return cut
+
+
+def inexact_resume_note(state: dict[str, Any], cut: int) -> str:
+    """The one line a resume prints when the task env could not be restored (MiniHack15's
+    NetHack, CHORES, ``async`` envs: ``docs/environments.md``, "Checkpoints and exact
+    resume"): the run goes on, but not as the uninterrupted run would have."""
+    why = state["env"]["state"].get("task_env_note") or "the task env's state was not saved"
+    return (
+        f"note: resuming at step {checkpoint_step(state)} is not bit-exact: {why}; the task "
+        f"env restarts from a seed of the step reached and its {cut} running episode(s) are "
+        "logged as cut"
+    )
 
 
 class CheckpointCallback(BaseCallback):
