@@ -18,6 +18,7 @@ shows a learner registered from a user's package).
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,8 +174,19 @@ def load_learner(name: str) -> LearnerEntry:
 
 def learners_for(suite: SuiteInfo) -> tuple[str, ...]:
     """The learners that train ``suite`` (their entries declare its family), in
-    registration order."""
-    return tuple(n for n in REGISTRY if suite.family in load_learner(n).suites)
+    registration order. A registered learner whose entry cannot be loaded (its package
+    missing or broken) is left out with one warning line: it must not stop the others'
+    runs; asked for by name (:func:`load_learner`), it fails with its own error."""
+    names = []
+    for name in REGISTRY:
+        try:
+            entry = load_learner(name)
+        except (ImportError, AttributeError, ConfigError) as e:
+            warnings.warn(f"learner {name!r} left out: {e}", stacklevel=2)
+            continue
+        if suite.family in entry.suites:
+            names.append(name)
+    return tuple(names)
 
 
 def find_learner(name: str | None, suite: SuiteInfo) -> LearnerEntry:

@@ -65,6 +65,18 @@ def test_a_learner_declaring_a_job_option_is_one_line_at_resolve_time(toy, monke
         resolve_job(suite="Diagnostic", method="ft", learner="toy", preset="small")
 
 
+def test_a_learner_whose_package_is_missing_leaves_the_others_running():
+    learners.register("broken", "no_such_package.learner:ENTRY")
+    try:
+        with pytest.warns(UserWarning, match="learner 'broken' left out: No module named"):
+            spec = resolve_job(suite="Diagnostic", method="ft", preset="small")
+        assert spec.learner == "ppo"
+        with pytest.raises(ModuleNotFoundError, match="no_such_package"):
+            learners.load_learner("broken")
+    finally:
+        learners.unregister("broken")
+
+
 def test_an_entry_point_that_names_another_learner_is_one_line():
     learners.register("toy2", TOY)
     try:
