@@ -34,6 +34,7 @@ The tree (classes defined in other modules are re-parented onto the categories h
     +-- LayoutGenerationError (RuntimeError)    cl_suites.meal.layouts
     +-- ReplayMemoryError (MemoryError)         baselines_sb3.cl.storage
     +-- TrackingError (RuntimeError)            cl_suites.job.tracking
+    +-- PluginHookError (RuntimeError)          an own CL method's hook raised (exit 1)
     +-- RunInterrupted                          cl_suites.cli: Ctrl-C / SIGTERM (exit 130)
 
 >>> from cl_suites.errors import CLSuitesError, UnknownOptionError
@@ -149,7 +150,7 @@ def silence_legacy_gym_banner() -> None:
         importlib.import_module("gym")
 
 
-class PluginHookError(CLSuitesError):
+class PluginHookError(CLSuitesError, RuntimeError):
     """An own CL method's hook raised during a run: the message names the plug-in, its
     class, the hook and the exception (the job adds how to resume). CLI exit 1.
 

@@ -313,14 +313,7 @@ def _vector_infos(infos: Mapping[str, Any]) -> Mapping[str, Any]:
         episode = infos.get(TASK_EPISODE_KEY)
         if episode is None or "_" + TASK_EPISODE_KEY in infos:
             return infos
-        flat = dict(infos)  # one env's finished episode: a one-env batch
-        flat[TASK_EPISODE_KEY] = {
-            "r": np.array([episode["r"]]),
-            "l": np.array([episode["l"]]),
-            "task_id": episode["task_id"],
-        }
-        flat["_" + TASK_EPISODE_KEY] = np.array([True])
-        return flat
+        return _with_one_episode(dict(infos), episode)  # one env's: a one-env batch
     per_agent = [v for v in infos.values() if isinstance(v, Mapping) and "total_step" in v]
     if not per_agent or len(per_agent) != len(infos):
         raise ValueError(
@@ -331,11 +324,16 @@ def _vector_infos(infos: Mapping[str, Any]) -> Mapping[str, Any]:
     first = per_agent[0]
     flat = {k: v for k, v in first.items() if k != TASK_EPISODE_KEY}
     episode = first.get(TASK_EPISODE_KEY)
-    if episode is not None:
-        flat[TASK_EPISODE_KEY] = {
-            "r": np.array([episode["r"]]),
-            "l": np.array([episode["l"]]),
-            "task_id": episode["task_id"],
-        }
-        flat["_" + TASK_EPISODE_KEY] = np.array([True])
+    return flat if episode is None else _with_one_episode(flat, episode)
+
+
+def _with_one_episode(flat: dict[str, Any], episode: Mapping[str, Any]) -> dict[str, Any]:
+    """``flat`` with one finished ``episode`` (a single env's ``r``, ``l``, ``task_id``) as
+    a one-env batch under ``TASK_EPISODE_KEY``, as a vector env reports it."""
+    flat[TASK_EPISODE_KEY] = {
+        "r": np.array([episode["r"]]),
+        "l": np.array([episode["l"]]),
+        "task_id": episode["task_id"],
+    }
+    flat["_" + TASK_EPISODE_KEY] = np.array([True])
     return flat

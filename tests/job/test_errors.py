@@ -36,6 +36,7 @@ from cl_suites.errors import (
     InputError,
     MethodPluginError,
     MissingSimulatorError,
+    PluginHookError,
     RunDirConflictError,
     RunDirError,
     RunDirExistsError,
@@ -89,6 +90,7 @@ BUILTINS: dict[type[Exception], tuple[type[BaseException], ...]] = {
     LayoutGenerationError: (RuntimeError,),
     ReplayMemoryError: (MemoryError,),
     TrackingError: (RuntimeError,),
+    PluginHookError: (RuntimeError,),
     RunInterrupted: (Exception,),
 }
 """Every error class of the package and the built-in types it was (and still is)."""

@@ -148,6 +148,8 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
         "per_task": True,
         "deterministic": True,
         "max_episode_steps": None,
+        "task_ends": True,  # every task's end is an evaluation point (issue 55)
+        "cadence_note": None,  # MEAL's cadence already falls on every task's end
     }
     assert meta["seed"] == 0 and meta["env_kwargs"]["layout_seed"] == 0
     # 100-step episodes of 4 envs, one row per env; a task's envs start at its first step;

@@ -166,7 +166,8 @@ def test_meal_evaluation_is_meals(ft_run):
     assert (frame.mean_return % 20 == 0).all()  # 20 per delivered soup
     meta = read_metadata(ft_run)
     assert meta["evaluation"] == {
-        "at_start": False, "per_task": True, "deterministic": True, "max_episode_steps": None
+        "at_start": False, "per_task": True, "deterministic": True, "max_episode_steps": None,
+        "task_ends": True, "cadence_note": None,
     }  # fmt: skip
     assert meta["step_unit"].startswith("env steps") and meta["num_agents"] == 2
     assert set(meta["score_normalizers"]) == {"0", "1"}
