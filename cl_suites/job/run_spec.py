@@ -431,7 +431,7 @@ def cadence_note(spec: JobSpec) -> str | None:
     once and recorded in ``metadata.json`` (``evaluation.cadence_note``)."""
     job, every = spec.options, int(spec.sequence.eval_every)
     ckpt = int(job.checkpoint_every or every)
-    ends = [seg for seg in spec.schedule[:-1]]  # the sequence's end is always both
+    ends = spec.schedule[:-1]  # the sequence's end is always both
     if job.eval_per_task:
         eval_missed = [s.end_step for s in ends if (s.end_step - s.start_step) % every]
     else:

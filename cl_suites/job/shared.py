@@ -29,9 +29,6 @@ from cl_suites.rundir.progress import RunProgress, read_progress
 from cl_suites.rundir.runlog import METADATA_FILE, RunLog, read_metadata
 from cl_suites.training import run_metadata
 
-RESUME_KEYS: tuple[str, ...] = METADATA_RUN_KEYS
-"""The metadata keys a resumed run must share with the run in its directory."""
-
 
 def print_size_warnings(spec: JobSpec) -> None:
     """One ``warning:`` line on stderr per absurd size of the run (budget, memory, envs)."""
@@ -97,11 +94,11 @@ def metadata(spec: JobSpec, seed: int, device: str, **extra: Any) -> dict[str, A
 
 def check_resumable(run_dir: Path, metadata: dict[str, Any]) -> None:
     """``RunDirConflictError`` naming what differs when the run in ``run_dir`` is not the
-    run described by ``metadata`` (its run keys, its schedule)."""
+    run described by ``metadata`` (its run keys, ``METADATA_RUN_KEYS``, its schedule)."""
     old = read_metadata(run_dir)
     diffs = [
         f"{k}: run has {old.get(k)!r}, requested {metadata[k]!r}"
-        for k in RESUME_KEYS
+        for k in METADATA_RUN_KEYS
         if old.get(k) != metadata[k]
     ]
     if json.dumps(old.get("schedule")) != json.dumps(metadata["schedule"]):
@@ -194,17 +191,15 @@ def open_run(
     resume: bool,
     initial_step: int,
     *,
-    device: str,
+    meta: dict[str, Any],
     show_progress: bool,
 ) -> tuple[RunLog, Evaluator, RunProgress]:
     """One seed's run directory opened for a learner that logs through the run log only
-    (no SB3 logger): its ``RunLog`` (TensorBoard and W&B from the run log's scalars), its
-    evaluator on the suite's eval source and its ``RunProgress`` (drawn when
-    ``show_progress``)."""
+    (no SB3 logger): its ``RunLog`` with ``meta`` (its ``metadata.json``, :func:`metadata`;
+    TensorBoard and W&B from the run log's scalars), its evaluator on the suite's eval
+    source and its ``RunProgress`` (drawn when ``show_progress``)."""
     job = spec.options
-    run_log = RunLog(
-        run_dir, metadata(spec, seed, device), resume=resume, tensorboard=job.tensorboard
-    )
+    run_log = RunLog(run_dir, meta, resume=resume, tensorboard=job.tensorboard)
     try:
         track_run_log(run_log, run_dir, {"wandb": job.wandb})  # eval and episode returns
         source = spec.suite.runtime.eval_source(spec.instance)
@@ -254,10 +249,10 @@ def write_report(run_dir: Path, job: JobOptions, runs: Sequence[Path] | None = N
         )
 
 
-def resume_checked(spec: JobSpec, seed: int, run_dir: Path, device: str) -> bool:
+def resume_checked(run_dir: Path, meta: dict[str, Any]) -> bool:
     """Whether ``run_dir`` holds a run to resume (``RunDirConflictError`` when it holds
-    another run)."""
+    another run than the one ``meta`` describes)."""
     if not (run_dir / METADATA_FILE).exists():
         return False
-    check_resumable(run_dir, metadata(spec, seed, device))
+    check_resumable(run_dir, meta)
     return True

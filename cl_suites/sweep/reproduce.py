@@ -34,6 +34,10 @@ from cl_suites.sweep.grid import RunSpec, SweepSpec
 
 CORA_METHODS = ("ft", "ewc", "online-ewc", "pnc", "clear")
 MEAL_METHODS = ("ft", "online-ewc", "ewc", "mas", "l2")
+"""MEAL Table 2's methods in its row order (the names are ``declarations.MEAL_METHODS``;
+``tests/sweep/test_reproduce.py`` checks each grid against the published rows)."""
+MEAL_SEEDS = (1, 2, 3, 4, 5)
+"""MEAL's seeds: each also generates the kitchens."""
 
 PROTOCOL_JOB_OPTIONS = (
     "multi_head",
@@ -99,6 +103,24 @@ def _cora(name: str, suite: str, methods: Sequence[str], seeds: int, cycles: int
     )
 
 
+def _meal(
+    name: str, suite: str, methods: Sequence[str], preset: str, cycles: int | None = None
+) -> Part:
+    """A MEAL grid: ``ppo-jax`` over :data:`MEAL_SEEDS`, ``cycles`` repeats of the
+    sequence when given."""
+    return Part(
+        name,
+        SweepSpec(
+            suites=(suite,),
+            methods=tuple(methods),
+            seeds=MEAL_SEEDS,
+            learners=("ppo-jax",),
+            preset=preset,
+            overrides={} if cycles is None else {"cycles": cycles},
+        ),
+    )
+
+
 CORA_PROTOCOL = (
     "CORA section 4 / appendix C: IMPALA (V-trace) learner, evaluation every n agent steps "
     "with 10 episodes per task and split, final returns smoothed over w points, mean ± SEM "
@@ -157,18 +179,7 @@ TABLES: dict[str, Table] = {
             "5 seeds, 1e7 env steps per task",
             "MEAL",
             ("Table 2",),
-            (
-                Part(
-                    "MEAL-20",
-                    SweepSpec(
-                        suites=("MEAL-20",),
-                        methods=MEAL_METHODS,
-                        seeds=(1, 2, 3, 4, 5),
-                        learners=("ppo-jax",),
-                        preset="paper",
-                    ),
-                ),
-            ),
+            (_meal("MEAL-20", "MEAL-20", MEAL_METHODS, "paper"),),
             "MEAL section 5.1 / appendix B.2: Level 1 (easy) kitchens, 2 agents, IPPO "
             "(16 envs x 128 steps per update), 1e7 env steps per task, evaluation every 100 "
             "updates with 10 episodes, seeds 1-5",
@@ -179,18 +190,7 @@ TABLES: dict[str, Table] = {
             "400 steps, 1e8 env steps per task)",
             "MEAL",
             ("Table 2",),
-            (
-                Part(
-                    "MEAL-20",
-                    SweepSpec(
-                        suites=("MEAL-20",),
-                        methods=MEAL_METHODS,
-                        seeds=(1, 2, 3, 4, 5),
-                        learners=("ppo-jax",),
-                        preset="meal-authors",
-                    ),
-                ),
-            ),
+            (_meal("MEAL-20", "MEAL-20", MEAL_METHODS, "meal-authors"),),
             "TTomilin/MEAL#10 (the authors' answer): 1e8 env steps per task, 2048 envs x 400 "
             "steps per update, evaluation every 5 updates, shaping over half of each task, "
             "the later trainer's PPO values; the rest as the paper",
@@ -201,17 +201,7 @@ TABLES: dict[str, Table] = {
             "MEAL",
             ("Table 3",),
             tuple(
-                Part(
-                    f"MEAL-10-repeats{repeats}",
-                    SweepSpec(
-                        suites=("MEAL-10",),
-                        methods=("ft",),
-                        seeds=(1, 2, 3, 4, 5),
-                        learners=("ppo-jax",),
-                        preset="paper",
-                        overrides={"cycles": repeats},
-                    ),
-                )
+                _meal(f"MEAL-10-repeats{repeats}", "MEAL-10", ("ft",), "paper", cycles=repeats)
                 for repeats in (3, 10)
             ),
             "MEAL section 5.6: FT on a Level-1 10-task sequence repeated 3 or 10 times, "

@@ -124,10 +124,11 @@ def test_a_ppo_jax_start_that_fails_before_its_first_step_leaves_nothing(tmp_pat
     from cl_suites.job import shared
     from cl_suites.job.jax import train as jax_job
 
-    def opened_then_failed(specs, seeds, run_dirs, resume, device):
+    def opened_then_failed(specs, seeds, run_dirs, resume, metadata):
         run_log, evaluator, progress = shared.open_run(
-            specs[0], seeds[0], run_dirs[0], resume, 0, device=device, show_progress=False
-        )
+            specs[0], seeds[0], run_dirs[0], resume, 0, meta=metadata[0],
+            show_progress=False,
+        )  # fmt: skip
         progress.close("failed", "RuntimeError: no device")
         evaluator.close()
         run_log.close()

@@ -2,7 +2,7 @@
 
 The learner's entry (``cl_suites.job.jax.entry``) hands a ``ppo-jax`` run here
 (:func:`run_jax`); everything around the learner is built with the run pieces both wings
-share (``cl_suites.job.run``): the run directory and its log (``RunLog``: metadata.json,
+share (``cl_suites.job.shared``): the run directory and its log (``RunLog``: metadata.json,
 eval.csv, episodes.csv), MEAL's evaluation (the core ``Evaluator`` with
 ``MealEvalSource``: greedy policy, sparse delivery returns, every ``eval_every`` env steps
 of each task), videos, ``progress.json`` and the rich bar (``RunProgress``), resume checks
@@ -169,10 +169,13 @@ def run_jax(specs: list[JobSpec], seeds: list[int], run_dirs: list[Path], resume
     Each run's report at the end, and with several seeds below one directory
     (``--seeds``) one report of them all, as a sweep's."""
     device = jax_device()
+    metadata = [shared.metadata(s, seed, device) for s, seed in zip(specs, seeds, strict=True)]
     if resume:
-        for spec, seed, run_dir in zip(specs, seeds, run_dirs, strict=True):
-            shared.resume_checked(spec, seed, run_dir, device)
-    shared.clean_unstarted(run_dirs, resume, lambda: _train(specs, seeds, run_dirs, resume, device))
+        for run_dir, meta in zip(run_dirs, metadata, strict=True):
+            shared.resume_checked(run_dir, meta)
+    shared.clean_unstarted(
+        run_dirs, resume, lambda: _train(specs, seeds, run_dirs, resume, metadata)
+    )
     for run_dir in run_dirs:
         shared.write_report(run_dir, specs[0].options)
     parents = {run_dir.parent for run_dir in run_dirs}
@@ -192,10 +195,10 @@ def _train(
     seeds: Sequence[int],
     run_dirs: Sequence[Path],
     resume: bool,
-    device: str,
+    metadata: Sequence[dict[str, Any]],
 ) -> None:
     """The training of :func:`run_jax`: the learner, its state (or the checkpoint's), one
-    ``JaxRun`` per seed, the loop."""
+    ``JaxRun`` per seed (its run log opened with its ``metadata``), the loop."""
     from baselines_jax import JaxIPPO  # JAX starts here, when a run trains
 
     spec = specs[0]
@@ -225,7 +228,7 @@ def _train(
     try:
         for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
             opened = shared.open_run(
-                s, seed, d, resume, loop.step, device=device, show_progress=i == 0
+                s, seed, d, resume, loop.step, meta=metadata[i], show_progress=i == 0
             )
             loop.runs.append(JaxRun(d, seed, *opened))
             if evaluator_states is not None:

@@ -5,7 +5,7 @@
 CL method (``baselines_sb3.factory``), evaluates on the suite's schedule with the core
 ``Evaluator`` (greedy policy), logs training episodes, checkpoints periodically
 (``cl_suites.job.torch.checkpoint``), resumes after a kill, and writes the metrics report
-at the end, with the run pieces both wings share (``cl_suites.job.run``). What differs
+at the end, with the run pieces both wings share (``cl_suites.job.shared``). What differs
 between suites comes from the suite's catalog entry (its runtime builds the training env
 and the evaluator's env source), never from "is this MEAL?" tests here.
 """
@@ -55,7 +55,7 @@ def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     job = spec.options
     metadata = torch_metadata(spec, seed)
     state, ckpt_file = None, None
-    if resume and shared.resume_checked(spec, seed, run_dir, str(spec.device)):
+    if resume and shared.resume_checked(run_dir, metadata):
         state, ckpt_file = load_resume_state(run_dir) or (None, None)
         truncate_logs(run_dir, checkpoint_step(state) if state is not None else -1)
     if state is not None and state.get("finished"):

@@ -76,8 +76,9 @@ class ToyLearner:
 
 def _train(spec: Any, seed: int, run_dir: Path) -> None:
     """Random actions over the whole schedule; evaluations at the suite's points."""
+    metadata = shared.metadata(spec, seed, "cpu")
     run_log, evaluator, progress = shared.open_run(
-        spec, seed, run_dir, False, 0, device="cpu", show_progress=False
+        spec, seed, run_dir, False, 0, meta=metadata, show_progress=False
     )
     env, _ = spec.suite.runtime.vector_env(spec.instance, spec.schedule, "sync")
     rng = np.random.default_rng(spec.hp["learner"]["action_seed"])
