@@ -312,7 +312,10 @@ BAD_CLI = [
     (["--set", "torch_threads=2"], r"'torch_threads' belong to the torch learner 'ppo'"),
     (["--learner", "ppo", "--set", "clip_eps=0.1"], r"'clip_eps' belong to learner 'ppo-jax'"),
     (["--learner", "ppo", "--seeds", "0", "1"], r"several seeds in one program need .*'ppo'"),
-    (["--set", "activation=gelu"], r"activation must be one of 'relu', 'tanh', got 'gelu'"),
+    (
+        ["--set", "activation=gelu"],
+        r"activation must be one of 'relu', 'tanh', 'crelu', got 'gelu'",
+    ),
 ]
 
 

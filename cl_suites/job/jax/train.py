@@ -19,6 +19,13 @@ Several seeds (``seeds``) train vmapped in one program on one set of kitchens an
 one ordinary run directory each (its own run log, evaluator, progress file and
 checkpoint); each equals the single-seed run of that seed with the same kitchens.
 
+A plasticity remedy (``IPPOConfig.remedy``) runs inside the learner; what it did per update
+(``JaxIPPO.remedy_metrics``: units recycled or replaced per layer, injections) goes to the
+run log's scalar sinks (TensorBoard, W&B) as ``remedy/...`` at each update's last env step
+(:func:`remedy_scalars`), with the sum over layers (``remedy/recycled``,
+``remedy/replaced``). ``end_task`` hears which task follows (a reset re-initialises that
+task's head).
+
 Training episodes (``episodes.csv``): every finished one, and at each task's end the
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
@@ -124,6 +131,24 @@ def episode_rows(
         }
         for j, e in zip(steps, envs, strict=True)
     ]
+
+
+def remedy_scalars(
+    metrics: dict[str, Any], names: Sequence[str], seed_index: int, start_step: int, rollout: int
+) -> list[tuple[int, dict[str, float]]]:
+    """``(env step, {name: value})`` per update of a chunk: one seed's remedy metrics
+    ``names`` (``(updates, K)`` each), at the update's last env step, with each kind's sum
+    over the layers (``remedy/recycled`` of ``remedy/recycled/<layer>``)."""
+    if not names:
+        return []
+    values = {n: np.asarray(metrics[n])[:, seed_index] for n in names}
+    out = []
+    for u in range(len(next(iter(values.values())))):
+        row = {n: float(v[u]) for n, v in values.items()}
+        for kind in {n.rsplit("/", 1)[0] for n in names if n.count("/") == 2}:
+            row[kind] = sum(v for n, v in row.items() if n.startswith(kind + "/"))
+        out.append((int(start_step + (u + 1) * rollout), row))
+    return out
 
 
 def cut_episode_rows(state: Any, seed_index: int, step: int, task_id: int) -> list[dict[str, Any]]:
@@ -272,16 +297,18 @@ class _Loop:
         if self.step == 0:  # a resumed run's checkpoint holds what it observed
             self.observe()
         self.evaluate(due_only=True)  # eval_at_start
-        for seg in schedule:
+        for i, seg in enumerate(schedule):
             if self.step < seg.end_step:
-                self.train_segment(seg)
+                following = schedule[i + 1].task_id if i + 1 < len(schedule) else None
+                self.train_segment(seg, following)
         self.evaluate(due_only=False)
         self.save(finished=True)
 
-    def train_segment(self, seg: Segment) -> None:
+    def train_segment(self, seg: Segment, next_task: int | None = None) -> None:
         """Train ``seg`` from the current step to its end in chunks between eval and
         checkpoint points; at its end the evaluation and diagnostics of the task's end,
-        then ``end_task``, then a checkpoint."""
+        then ``end_task`` (told ``next_task``, the next segment's task; ``None`` after the
+        last), then a checkpoint."""
         learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
         self.task_started(seg.task_id)
         while self.step < seg.end_step:
@@ -301,10 +328,13 @@ class _Loop:
                 if ended:  # the running episodes, cut by the switch
                     rows += cut_episode_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
+                names = learner.remedy_metrics
+                for step, values in remedy_scalars(metrics, names, i, start, self.rollout):
+                    run.run_log.log_scalars(values, step)
             # the end of a task is evaluated (and diagnosed) before end_task closes it
             self.evaluate(due_only=True)
             if ended:
-                self.state = learner.end_task(self.state, seg.task_id)
+                self.state = learner.end_task(self.state, seg.task_id, next_task)
             compile_s = learner.compile_seconds - compiled
             for run in self.runs:
                 run.progress.add_compile_time(compile_s)
