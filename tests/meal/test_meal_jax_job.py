@@ -501,3 +501,95 @@ def test_seeds_without_layout_seed_say_they_share_one_set_of_kitchens(
     assert "seeds 4 7 train in one program on one set of kitchens (layout_seed=4" in err
     assert main([*run, "--set", "layout_seed=9", "--run-dir", str(tmp_path / "b")]) == 0
     assert "one set of kitchens" not in capsys.readouterr().err
+
+
+# -- plasticity remedies (issue 54) -----------------------------------------------------
+def _remedies_wired() -> bool:
+    """Whether ``--method redo`` reaches ppo-jax (the run's method wiring of issue 54)."""
+    from cl_suites import declarations
+
+    return hasattr(declarations, "is_builtin_method")
+
+
+needs_remedy_methods = pytest.mark.skipif(
+    not _remedies_wired(), reason="--method <remedy> is not wired to the job in this checkout"
+)
+
+REMEDY_RUNS = {
+    "redo": {"redo_every": 1, "redo_tau": 0.3},  # recycles after every update
+    "cbp": {"cbp_maturity": 20, "cbp_replacement_rate": 0.01},  # mature after 20 steps
+}
+
+
+def _remedy_run(tmp_path_factory, method, seed=3, kill_at=None, seeds=None, run_dir=None):
+    """A MEAL-2 run (kitchens of seed 0) with a remedy; ``kill_at`` as :func:`_run`."""
+    run_dir = run_dir or tmp_path_factory.mktemp(f"{method}{seed}")
+    overrides = {**OVERRIDES, "layout_seed": 0, **REMEDY_RUNS[method]}
+    kwargs = dict(**{**JOB, "method": method}, seed=seed, run_dir=run_dir, overrides=overrides)
+    if seeds is not None:
+        kwargs["seeds"] = seeds
+    if kill_at is None:
+        run_main_job(resume=False, **kwargs)
+        return run_dir
+    save = jax_job._Loop.save
+
+    def save_then_maybe_die(self, finished=False):
+        save(self, finished)
+        if self.step >= kill_at:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(resume=False, **kwargs)
+    run_main_job(resume=True, **kwargs)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def cbp3(tmp_path_factory):
+    """Seed 3 alone with continual backprop, uninterrupted."""
+    return _remedy_run(tmp_path_factory, "cbp")
+
+
+@needs_remedy_methods
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+@pytest.mark.parametrize("method", ["redo", "cbp"])
+def test_a_remedy_run_resumes_after_a_kill_to_the_uninterrupted_run(method, cbp3, tmp_path_factory):
+    """Issue 54: the remedy's state (CBP's utilities, ages and carried fraction) is in the
+    checkpoint; a run killed after the checkpoint at 640 and resumed is the uninterrupted
+    one, bit for bit; the remedy did act (its checkpointed state and parameters)."""
+    full = cbp3 if method == "cbp" else _remedy_run(tmp_path_factory, method)
+    cut = _remedy_run(tmp_path_factory, method, kill_at=640)
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (full, cut))
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(read_episodes(full), read_episodes(cut))
+    x, y = _checkpoint(full), _checkpoint(cut)
+    assert x.keys() == y.keys()
+    for key in x:
+        np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+    meta = read_metadata(full)["hyperparameters"]["learner"]["remedy"]
+    assert meta["remedy"] == method and meta == {**meta, **REMEDY_RUNS[method]}
+    if method == "cbp":
+        ages = np.concatenate([x[k].ravel() for k in x if k.startswith(".remedy.cbp.age")])
+        assert ages.max() > 20 and (ages < ages.max()).any()  # units matured; some replaced
+
+
+@needs_remedy_methods
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_seeds_in_one_program_with_a_remedy_equal_single_seed_runs(cbp3, tmp_path_factory):
+    """``--seeds 0 3 --method cbp``: seed 3 equals ``--seed 3`` (the tolerance of
+    :func:`test_seeds_in_one_program_equal_single_seed_runs`), its CBP state included."""
+    group = _remedy_run(tmp_path_factory, "cbp", seed=0, seeds=[0, 3])
+    mine = group / "seed-3"
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (cbp3, mine))
+    np.testing.assert_allclose(a.mean_return, b.mean_return, atol=1e-6)
+    x, y = _checkpoint(cbp3), _checkpoint(mine)
+    assert x.keys() == y.keys()
+    lr, updates = 3e-3, 16
+    diff = np.concatenate([np.abs(x[k] - y[k]).ravel() for k in x if k.startswith(".params")])
+    assert np.mean(diff > 1e-4) < 1e-3 and diff.max() <= 2 * lr * updates
+    for key in (".rng", ".seed", ".task", ".update", ".t"):
+        np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+    for key in (k for k in x if k.startswith((".remedy.cbp.age", ".remedy.cbp.accumulated"))):
+        np.testing.assert_array_equal(x[key], y[key], err_msg=key)
