@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
+from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS, is_builtin_method
 from cl_suites.errors import MethodPluginError, UnknownOptionError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Values
@@ -32,6 +32,8 @@ from cl_suites.job.option_specs import Opt, Option
 from cl_suites.job.option_specs import choice as _choice
 from cl_suites.job.option_specs import integer as _int
 from cl_suites.job.option_specs import number as _num
+from cl_suites.remedies import OPTION_NAMES as REMEDY_OPTIONS
+from cl_suites.remedies import RemedyConfig, as_dict, split_method
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -153,14 +155,19 @@ def jax_settings(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
             values[jax_key] = sources[torch_key]
     if "anneal_lr" in values and "lr_schedule" in torch_hp["learner"]:
         values["anneal_lr"] = lr_anneal(torch_hp["learner"]["lr_schedule"])
+    base, remedy = split_method(method)
     if "cl_method" in values:
-        values["cl_method"] = method
+        values["cl_method"] = base
+    if "remedy" in values:
+        values["remedy"] = {"remedy": remedy}
     return values
 
 
 def make_config(values: dict[str, Any]) -> Any:
     """``IPPOConfig(**values)``, lists (from JSON, TOML or ``--set``) as tuples."""
     fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    if isinstance(fixed.get("remedy"), Mapping):  # plain data in the run's settings
+        fixed["remedy"] = RemedyConfig(**fixed["remedy"])
     return jax_api().IPPOConfig(**fixed)
 
 
@@ -256,8 +263,13 @@ class JaxLearner:
             )
         torch_only = torch_only_options(hp)
         values = jax_settings(hp, method)
-        if "cl_method" in overrides:
-            raise ValueError("set the CL method with --method, not with the option cl_method")
+        for owned in ("cl_method", "remedy"):
+            if owned in overrides:
+                raise ValueError(f"set the {owned} with --method, not with the option {owned}")
+        if "remedy" in values:  # the remedy's options, under its settings
+            chosen = {k: overrides.pop(k) for k in list(overrides) if k in REMEDY_OPTIONS}
+            defaults = as_dict(RemedyConfig(remedy=values["remedy"]["remedy"]))
+            values["remedy"] = {**defaults, **chosen}
         overrides = route_jax_overrides(values, overrides, torch_only)
         for key in ("multi_head", "task_id_input"):
             if key in job and key in values:
@@ -278,7 +290,7 @@ class JaxLearner:
     def own_method_options(self, method: str, info: SuiteInfo) -> Mapping[str, Any]:
         """``{}`` for a built-in method; an own method is refused: the CL methods are
         compiled into the one JAX program, which a ``ContinualMethod`` cannot join."""
-        if method in MEAL_METHODS:
+        if is_builtin_method(method):
             return {}
         from cl_suites.job.learners import learners_for, load_learner
 
@@ -295,7 +307,7 @@ class JaxLearner:
         """``IPPOConfig``'s fields, less the ones the job sets (``cl_method``, ``num_envs``,
         and ``multi_head``, ...: job options); no method or policy section (the CL and
         network settings are ``IPPOConfig`` fields too)."""
-        owned = ("cl_method", "num_envs", *job_options)
+        owned = ("cl_method", "remedy", "num_envs", *job_options)
         return {
             "learner": tuple(n for n in jax_fields() if n not in owned),
             "method": (),
