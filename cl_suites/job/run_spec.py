@@ -60,7 +60,8 @@ from cl_suites.job.learners import (
 from cl_suites.job.method_options import MethodOption
 from cl_suites.job.option_specs import BOOL, Opt, Option, integer
 from cl_suites.metrics.plasticity_tracker import PlasticitySettings
-from cl_suites.remedies import OPTION_RULES, check_options_for, split_method
+from cl_suites.remedies import OPTION_REMEDY, OPTION_RULES, check_options_for, split_method
+from cl_suites.remedies import option_docs as remedy_option_docs
 from cl_suites.request import RunRequest
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
@@ -718,5 +719,13 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
             else:
                 doc = docs.get(name, "")
             rows.append((name, sources[section].get(name), doc))
-        table[section] = rows
+        table[section] = [row for row in rows if row[0] not in OPTION_REMEDY]
+    remedy = None if ":" in spec.method else split_method(spec.method)[1]
+    if remedy is not None:  # the remedy's own section, whatever the learner keeps them in
+        values = {**spec.hp["method"], **(spec.hp["learner"].get("remedy") or {})}
+        table["remedy"] = [
+            (name, values.get(name), doc)
+            for name, doc in remedy_option_docs().items()
+            if OPTION_REMEDY[name] == remedy
+        ]
     return table
