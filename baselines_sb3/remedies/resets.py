@@ -40,18 +40,22 @@ def _fresh(
     if not params:
         return {}
     if isinstance(module, nn.Linear | nn.Conv2d):
-        w = th.empty_like(module.weight, memory_format=th.contiguous_format)
+        # drawn where the generator lives (the global RNG: the layer's device), then moved
+        weight = module.weight
+        device = generator.device if generator is not None else weight.device
+        w = th.empty(weight.shape, dtype=weight.dtype, device=device)
         nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=generator)
         out = {"weight": w}
         if module.bias is not None:
             fan_in, _ = nn.init._calculate_fan_in_and_fan_out(w)
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            out["bias"] = nn.init.uniform_(th.empty_like(module.bias), -bound, bound, generator)
+            b = th.empty(module.bias.shape, dtype=module.bias.dtype, device=device)
+            out["bias"] = nn.init.uniform_(b, -bound, bound, generator)
         if gain is not None:
             nn.init.orthogonal_(w, gain=gain, generator=generator)
             if "bias" in out:
                 out["bias"].zero_()
-        return out
+        return {k: v.to(weight.device) for k, v in out.items()}
     if isinstance(module, nn.LayerNorm):
         return {
             n: (th.ones_like(p) if n == "weight" else th.zeros_like(p)) for n, p in params.items()

@@ -224,6 +224,9 @@ def test_meal_trunks_links_and_crelu_columns():
         "mlp_extractor.value_net.3",
     ]
     assert links[1].targets == (policy.action_net,) and links[3].targets == (policy.value_net,)
+    assert policy._sparse_features  # the sparse first layer still runs the hooked ReLUs
+    obs = {k: v.numpy() for k, v in _meal_obs().items()}
+    assert set(R.recycle_dormant(policy, obs, 0.1, policy.optimizer)) == {x.name for x in links}
     crelu = _meal_policy(CReLU, layer_norm=False)
     link = R.policy_links(crelu)[0]
     assert link.width == 2 and link.targets[0].in_features == 32
