@@ -136,11 +136,12 @@ class RemedyConfig:
         OptionRule("float", 0.0, 1.0, low_open=True),
         "shrink-and-perturb: the factor the weights are multiplied by",
     )
-    snp_perturb: float = _option(
+    snp_perturb: float | None = _option(
         "shrink-perturb",
-        1e-6,
-        OptionRule("float", 0.0, 1.0, high_open=True),
-        "shrink-and-perturb: the factor of the added initialisation",
+        None,
+        OptionRule("float", 0.0, 1.0, high_open=True, none_ok=True),
+        "shrink-and-perturb: the factor of the added initialisation; none: 1 - snp_shrink "
+        "(Plasticine)",
     )
     snp_every: str = _option(
         "shrink-perturb",
@@ -168,6 +169,13 @@ class RemedyConfig:
     )
     cbp_decay: float = _option(
         "cbp", 0.99, _UNIT_OPEN, "continual backprop: decay of the running utility"
+    )
+    cbp_reset_moments: bool = _option(
+        "cbp",
+        False,
+        OptionRule("bool"),
+        "continual backprop: zero the Adam moments of replaced weights (the paper's RL code "
+        "does not: it steps torch's Adam, which GnT leaves alone)",
     )
     reset_layers: str = _option(
         "reset",
@@ -202,6 +210,12 @@ class RemedyConfig:
         if self.injection_at == "end":
             return ()
         return (max(1, int(updates_per_task) // 2),)
+
+    @property
+    def perturb(self) -> float:
+        """Shrink-and-perturb's factor of the added weights: ``snp_perturb``, or
+        Plasticine's ``1 - shrink`` (``perturb_p = 1.0 - shrink_p``)."""
+        return 1.0 - self.snp_shrink if self.snp_perturb is None else float(self.snp_perturb)
 
     @property
     def injects_at_end(self) -> bool:

@@ -22,9 +22,10 @@ too) and never under an update running in a thread (``policy_lag=1``: the callba
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,12 @@ import torch as th
 
 from baselines_sb3 import remedies as lib
 from baselines_sb3.cl.base import ContinualMethod, Rollout, flat_obs
+from baselines_sb3.keywords import accepted_options
 from cl_suites.core.task import Segment, TaskSwitch
 from cl_suites.remedies import OPTION_NAMES, RemedyConfig, compose, option_docs
+
+REMEDY_SEED_OFFSET = 54_000
+"""The remedy's generator is seeded with the run seed plus this (a stream of its own)."""
 
 
 class RemedyMethod(ContinualMethod):
@@ -43,19 +48,27 @@ class RemedyMethod(ContinualMethod):
     remedy: str = ""
     switch_inside_step = False
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, seed: int = 0, **kwargs: Any) -> None:
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in OPTION_NAMES}
         self.remedy_config = RemedyConfig(remedy=self.remedy, **options)
+        base = type(self).__mro__[type(self).__mro__.index(RemedyMethod) + 1]
+        if "seed" in accepted_options(base):
+            kwargs["seed"] = seed
         super().__init__(**kwargs)
+        # the remedy's own random numbers (never the training's global stream), kept in
+        # checkpoints: a resumed run draws what the uninterrupted one drew
+        self.generator = th.Generator().manual_seed(int(seed) + REMEDY_SEED_OFFSET)
         self._rollout_obs: Any = None
         self._updates_in_task = 0
         self._updates_per_task = 0
         self._task_id = 0
         self._initial: list[th.Tensor] | None = None
         self._cbp: lib.ContinualBackprop | None = None
-        self._capture: lib.FeatureCapture | None = None
-        self._step_hook: Any = None
-        self.events: list[dict[str, Any]] = []
+        self._features: dict[str, th.Tensor] | None = None
+        self._hooks = contextlib.ExitStack()
+        self._pending: list[dict[str, Any]] = []
+        self._sink: Callable[[list[dict[str, Any]]], None] | None = None
+        self._step: Callable[[], int] | None = None
 
     # -- wiring ----------------------------------------------------------------------
     def bind(self, policy: Any, model: Any = None) -> None:
@@ -72,12 +85,15 @@ class RemedyMethod(ContinualMethod):
                 replacement_rate=cfg.cbp_replacement_rate,
                 maturity=cfg.cbp_maturity,
                 decay=cfg.cbp_decay,
+                generator=self.generator,
+                reset_moments=cfg.cbp_reset_moments,
             )
-            self._capture = lib.FeatureCapture(links, when=lambda: policy.training)
+            # the activations of every forward pass; the last before a step is its own
+            self._features = self._hooks.enter_context(lib.capture_features(links))
         if cfg.remedy == "redo":
             lib.policy_links(policy)  # a network without recyclable layers: refused now
         if (cfg.remedy == "shrink-perturb" and cfg.snp_every == "minibatch") or self._cbp:
-            self._step_hook = optimizer.register_step_post_hook(self._after_step)
+            self._hooks.callback(optimizer.register_step_post_hook(self._after_step).remove)
 
     def set_current_segment(self, segment: Segment | None) -> None:
         super().set_current_segment(segment)
@@ -115,23 +131,31 @@ class RemedyMethod(ContinualMethod):
             lib.inject_plasticity(self.policy, self.policy.optimizer)
             self._log("injected", n)
 
+    def close(self) -> None:
+        """Remove the hooks the remedy put on the policy and its optimizer."""
+        self._hooks.close()
+
     def on_task_switch(self, event: TaskSwitch) -> None:
+        """The base method's switch, then the remedy's, when a task follows (nothing is
+        changed after the sequence's last task: no training would see it)."""
         super().on_task_switch(event)
         cfg = self.remedy_config
-        upcoming = event.current.task_id if event.current is not None else None
-        if cfg.remedy == "reset" and event.current is not None:
+        if event.current is None:
+            return
+        if cfg.remedy == "reset":
             if cfg.reset_layers == "heads":
-                lib.reset_heads(self.policy, self.policy.optimizer, task_id=upcoming)
+                task = event.current.task_id
+                lib.reset_heads(self.policy, self.policy.optimizer, task, self.generator)
             else:
-                lib.reset_all(self.policy, self.policy.optimizer)
-            self._log("reset", self._updates_in_task, layers=cfg.reset_layers)
+                lib.reset_all(self.policy, self.policy.optimizer, generator=self.generator)
+            self._log("reset", self._updates_in_task)
         elif cfg.remedy == "plasticity-injection" and cfg.injects_at_end:
             lib.inject_plasticity(self.policy, self.policy.optimizer)
             self._log("injected", self._updates_in_task)
         elif cfg.remedy == "shrink-perturb" and cfg.snp_every == "task":
             self._shrink_perturb()
-        if event.current is not None:
-            self._start_task(event.current)
+            self._log("shrunk", self._updates_in_task)
+        self._start_task(event.current)
 
     def _after_step(self, *_: Any) -> None:
         if not self.policy.training:
@@ -139,18 +163,20 @@ class RemedyMethod(ContinualMethod):
         cfg = self.remedy_config
         if cfg.remedy == "shrink-perturb":
             self._shrink_perturb()
-        elif self._cbp is not None and self._capture is not None:
-            replaced = self._cbp.observe(self._capture.features())
-            if any(replaced.values()):
-                self._log("replaced", self._updates_in_task, units=replaced)
+        elif self._cbp is not None and self._features is not None:
+            replaced = self._cbp.observe(self._features)
+            counts = {name: int(units.numel()) for name, units in replaced.items()}
+            if any(counts.values()):
+                self._log("replaced", self._updates_in_task, counts)
 
     # -- the remedies ----------------------------------------------------------------
     def _shrink_perturb(self) -> None:
         cfg = self.remedy_config
-        noise = lib.fresh_init_like(self.policy) if cfg.snp_noise == "fresh" else None
-        assert self._initial is not None
+        noise = (
+            lib.fresh_init_like(self.policy, self.generator) if cfg.snp_noise == "fresh" else None
+        )
         lib.shrink_perturb(
-            list(self.policy.parameters()), self._initial, cfg.snp_shrink, cfg.snp_perturb, noise
+            list(self.policy.parameters()), self._initial, cfg.snp_shrink, cfg.perturb, noise
         )
 
     def _recycle(self) -> None:
@@ -163,21 +189,35 @@ class RemedyMethod(ContinualMethod):
             tau=self.remedy_config.redo_tau,
             optimizer=self.policy.optimizer,
             reset_moments=self.remedy_config.redo_reset_moments,
+            generator=self.generator,
         )
-        self._log("recycled", self._updates_in_task, units=recycled)
+        self._log("recycled", self._updates_in_task, recycled)
 
-    def _log(self, what: str, update: int, **extra: Any) -> None:
-        """Remember what the remedy did (the job writes it to the run log)."""
-        self.events.append({"event": what, "task": self._task_id, "update": update, **extra})
-        logger = getattr(self.model, "_logger", None)
-        units = extra.get("units")
-        if logger is not None and isinstance(units, Mapping):
-            logger.record(f"remedy/{what}", int(sum(units.values())))
+    def _log(self, event: str, update: int, units: Mapping[str, int] | None = None) -> None:
+        """Remember what the remedy did: rows of ``remedy.csv`` (``REMEDY_COLUMNS``), one
+        per layer (``all`` when it acted on the whole network or its heads)."""
+        step = self._step() if self._step is not None else int(self.model.num_timesteps)
+        base = {"total_step": step, "task_id": self._task_id, "update": update, "event": event}
+        layers = units.items() if units else (("all", 0),)
+        self._pending += [{**base, "layer": name, "units": int(n)} for name, n in layers]
 
-    def drain_events(self) -> list[dict[str, Any]]:
-        """What the remedy did since the last call (and forget it)."""
-        events, self.events = self.events, []
-        return events
+    def set_event_sink(
+        self,
+        sink: Callable[[list[dict[str, Any]]], None] | None,
+        step: Callable[[], int] | None = None,
+    ) -> None:
+        """Where :meth:`flush_events` writes (the job: ``RunLog.log_remedy``), and the
+        step count its rows carry (the job: the sequence's ``total_step``, as
+        ``eval.csv``'s; default: the learner's ``num_timesteps``)."""
+        self._sink, self._step = sink, step
+
+    def flush_events(self) -> None:
+        """Write what the remedy did since the last flush. The job calls it after each
+        checkpoint is written, so ``remedy.csv`` holds what the checkpointed network went
+        through: a resumed run writes the rest again, nothing twice."""
+        rows, self._pending = self._pending, []
+        if rows and self._sink is not None:
+            self._sink(rows)
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -188,6 +228,7 @@ class RemedyMethod(ContinualMethod):
             "task_id": self._task_id,
             "initial": None if self._initial is None else [t.cpu() for t in self._initial],
             "cbp": None if self._cbp is None else self._cbp.state_dict(),
+            "generator": self.generator.get_state(),
         }
         return state
 
@@ -200,6 +241,7 @@ class RemedyMethod(ContinualMethod):
         self._updates_in_task = int(mine["updates_in_task"])
         self._updates_per_task = int(mine["updates_per_task"])
         self._task_id = int(mine["task_id"])
+        self.generator.set_state(mine["generator"])
         if mine.get("initial") is not None and self.policy is not None:
             device = self.policy.device
             self._initial = [t.to(device) for t in mine["initial"]]
@@ -217,7 +259,8 @@ def _as_tensor(obs: Any, device: th.device) -> Any:
 
 def _remedy_signature(base: type) -> inspect.Signature:
     """The composed constructor's signature: the remedy's options (keyword-only, with
-    their defaults) and ``**kwargs`` for the base method's (``accepted_options`` walks on
+    their defaults), the run seed (the remedy's generator) and ``**kwargs`` for the base
+    method's (``accepted_options`` walks on
     to the base class through it)."""
     defaults = RemedyConfig()
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
@@ -225,6 +268,7 @@ def _remedy_signature(base: type) -> inspect.Signature:
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name))
         for name in OPTION_NAMES
     ]
+    params.append(inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY, default=0))
     params.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
     return inspect.Signature(params)
 

@@ -61,7 +61,9 @@ def test_defaults_are_plasticine_s():
     # Plasticine@aa00b4b ppo_continual_procgen_plasticine.py: plasticine_redo(b_obs, tau=0.025)
     # every num_iterations // 10 iterations; shrink_p=0.999999 every minibatch
     assert cfg.redo_tau == 0.025 and cfg.redo_period(100) == 10 and cfg.redo_period(5) == 1
-    assert (cfg.snp_shrink, cfg.snp_perturb, cfg.snp_every) == (0.999999, 1e-6, "minibatch")
+    assert (cfg.snp_shrink, cfg.snp_perturb, cfg.snp_every) == (0.999999, None, "minibatch")
+    assert cfg.perturb == 1.0 - 0.999999  # perturb_p = 1.0 - shrink_p, not 1e-6
+    assert not cfg.cbp_reset_moments
     assert cfg.injection_updates(100) == (50,) and cfg.injects_at_end
     assert cfg.reset_layers == "heads"
     # loss-of-plasticity lop/rl/cfg/ant/cbp.yml: rr 1e-4, mt 10000; GnT decay_rate 0.99

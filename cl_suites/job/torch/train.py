@@ -24,7 +24,13 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.cl import ContinualMethod, attach_method, make_method, method_class
+from baselines_sb3.cl import (
+    ContinualMethod,
+    RemedyMethod,
+    attach_method,
+    make_method,
+    method_class,
+)
 from baselines_sb3.cl.plugins import guard_hooks
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
@@ -154,6 +160,8 @@ def _train(
                 evaluator, model, lambda: train_env.cursor.total_step, spec.num_agents
             )
         )
+    if isinstance(cl, RemedyMethod):  # remedy.csv, in eval.csv's steps
+        cl.set_event_sink(run_log.log_remedy, lambda: train_env.cursor.total_step)
     if state is not None:
         cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
         run_log.log_episodes(cut)
