@@ -61,14 +61,14 @@ class RemedyMethod(ContinualMethod):
         self._rollout_obs: Any = None
         self._updates_in_task = 0
         self._updates_per_task = 0
-        self._task_id = 0
+        self._remedy_task = 0
         self._initial: list[th.Tensor] | None = None
         self._cbp: lib.ContinualBackprop | None = None
         self._features: dict[str, th.Tensor] | None = None
         self._hooks = contextlib.ExitStack()
-        self._pending: list[dict[str, Any]] = []
-        self._sink: Callable[[list[dict[str, Any]]], None] | None = None
-        self._step: Callable[[], int] | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._row_sink: Callable[[list[dict[str, Any]]], None] | None = None
+        self._step_source: Callable[[], int] | None = None
 
     # -- wiring ----------------------------------------------------------------------
     def bind(self, policy: Any, model: Any = None) -> None:
@@ -101,7 +101,7 @@ class RemedyMethod(ContinualMethod):
             self._start_task(segment)
 
     def _start_task(self, segment: Segment) -> None:
-        self._task_id = int(segment.task_id)
+        self._remedy_task = int(segment.task_id)
         self._updates_in_task = 0
         per_update = self._steps_per_update()
         self._updates_per_task = max(1, math.ceil(segment.steps / per_update)) if per_update else 1
@@ -196,10 +196,12 @@ class RemedyMethod(ContinualMethod):
     def _log(self, event: str, update: int, units: Mapping[str, int] | None = None) -> None:
         """Remember what the remedy did: rows of ``remedy.csv`` (``REMEDY_COLUMNS``), one
         per layer (``all`` when it acted on the whole network or its heads)."""
-        step = self._step() if self._step is not None else int(self.model.num_timesteps)
-        base = {"total_step": step, "task_id": self._task_id, "update": update, "event": event}
+        step = (
+            self._step_source() if self._step_source is not None else int(self.model.num_timesteps)
+        )
+        base = {"total_step": step, "task_id": self._remedy_task, "update": update, "event": event}
         layers = units.items() if units else (("all", 0),)
-        self._pending += [{**base, "layer": name, "units": int(n)} for name, n in layers]
+        self._rows += [{**base, "layer": name, "units": int(n)} for name, n in layers]
 
     def set_event_sink(
         self,
@@ -209,15 +211,15 @@ class RemedyMethod(ContinualMethod):
         """Where :meth:`flush_events` writes (the job: ``RunLog.log_remedy``), and the
         step count its rows carry (the job: the sequence's ``total_step``, as
         ``eval.csv``'s; default: the learner's ``num_timesteps``)."""
-        self._sink, self._step = sink, step
+        self._row_sink, self._step_source = sink, step
 
     def flush_events(self) -> None:
         """Write what the remedy did since the last flush. The job calls it after each
         checkpoint is written, so ``remedy.csv`` holds what the checkpointed network went
         through: a resumed run writes the rest again, nothing twice."""
-        rows, self._pending = self._pending, []
-        if rows and self._sink is not None:
-            self._sink(rows)
+        rows, self._rows = self._rows, []
+        if rows and self._row_sink is not None:
+            self._row_sink(rows)
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -225,7 +227,7 @@ class RemedyMethod(ContinualMethod):
         state["remedy"] = {
             "updates_in_task": self._updates_in_task,
             "updates_per_task": self._updates_per_task,
-            "task_id": self._task_id,
+            "task_id": self._remedy_task,
             "initial": None if self._initial is None else [t.cpu() for t in self._initial],
             "cbp": None if self._cbp is None else self._cbp.state_dict(),
             "generator": self.generator.get_state(),
@@ -240,7 +242,7 @@ class RemedyMethod(ContinualMethod):
             return
         self._updates_in_task = int(mine["updates_in_task"])
         self._updates_per_task = int(mine["updates_per_task"])
-        self._task_id = int(mine["task_id"])
+        self._remedy_task = int(mine["task_id"])
         self.generator.set_state(mine["generator"])
         if mine.get("initial") is not None and self.policy is not None:
             device = self.policy.device
