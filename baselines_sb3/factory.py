@@ -19,7 +19,7 @@ from torch import nn
 from baselines_sb3.cl.base import ContinualMethod
 from baselines_sb3.keywords import check_keywords
 from baselines_sb3.learners import ContinualPPO, VTrace
-from baselines_sb3.networks import FEATURE_EXTRACTORS
+from baselines_sb3.networks import FEATURE_EXTRACTORS, CReLU
 from baselines_sb3.pnc_policy import ProgressCompressPolicy
 from baselines_sb3.policies import ContinualPolicy
 from baselines_sb3.wrappers import (
@@ -31,7 +31,9 @@ from baselines_sb3.wrappers import (
 )
 from cl_suites.core.task import TaskSequence
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "crelu": CReLU}
+"""Hidden activations of the MLP trunks by name (``"crelu"``: twice as wide, Plasticine's
+CReLU; the CNN feature extractors keep their ReLU)."""
 _LEARNER_CLASSES = {"ppo": ContinualPPO, "vtrace": VTrace}
 LEARNERS: tuple[str, ...] = tuple(_LEARNER_CLASSES)
 """The torch learners' names (each registered with the job: ``cl_suites.job.learners``)."""

@@ -22,6 +22,10 @@ Feature extractors (SB3 ``BaseFeaturesExtractor``; channel-first images, already
 
 :class:`SeparateTrunks` is MEAL's actor-critic body (``architectures/mlp.py``): two
 independent MLPs (actor, critic) of Linear -> ReLU -> LayerNorm layers.
+
+:class:`CReLU` (concatenated ReLU, Plasticine's ``CReLU4Linear``/``CReLU4Conv2d``) doubles
+a layer's width; :func:`width_factor` says by how much an activation class widens, and the
+trunks size the next layer by it.
 """
 
 from __future__ import annotations
@@ -182,6 +186,40 @@ FEATURE_EXTRACTORS: dict[str, type[BaseFeaturesExtractor]] = {
 """Feature extractors by the name the presets and ``--network`` use."""
 
 
+class CReLU(nn.Module):
+    """Concatenated ReLU: ``cat(relu(x), relu(-x))`` along the unit axis, so the output has
+    twice the units of the input (Plasticine's ``CReLU4Linear`` / ``CReLU4Conv2d``,
+    ``plasticine/utils.py``; Shang et al. 2016, Abbas et al. 2023).
+
+    Args:
+        dim: the unit axis; ``None`` (default): the channel axis 1 of a 4-d ``(B, C, H, W)``
+            input, else the last axis.
+
+    Shapes: ``(..., n)`` -> ``(..., 2n)``; ``(B, C, H, W)`` -> ``(B, 2C, H, W)``. Unit ``j`` of
+    the input becomes output units ``j`` (its positive part) and ``n + j`` (its negative part).
+    """
+
+    width_factor = 2
+    """Output units per input unit (:func:`width_factor`)."""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        dim = self.dim if self.dim is not None else (1 if x.ndim == 4 else -1)
+        return th.cat((th.relu(x), th.relu(-x)), dim=dim)
+
+    def extra_repr(self) -> str:
+        return "" if self.dim is None else f"dim={self.dim}"
+
+
+def width_factor(activation: type[nn.Module] | nn.Module) -> int:
+    """Output units per input unit of an activation (class or module): 2 for
+    :class:`CReLU`, 1 for the elementwise ones."""
+    return int(getattr(activation, "width_factor", 1))
+
+
 class SeparateTrunks(nn.Module):
     """MEAL's actor-critic body: independent actor and critic MLPs, each layer
     ``Linear -> activation -> LayerNorm(eps=1e-5)`` (LayerNorm optional).
@@ -193,7 +231,8 @@ class SeparateTrunks(nn.Module):
         feature_dim: input size (flattened observation, plus the task one-hot).
         net_arch: hidden sizes, shared by both trunks (MEAL: ``[128, 128]``).
         layer_norm: apply LayerNorm after each activation (MEAL: True).
-        activation_fn: activation class (MEAL: ReLU).
+        activation_fn: activation class (MEAL: ReLU). A widening one (:class:`CReLU`) makes
+            the LayerNorm, the next layer and the latent ``width_factor`` times as wide.
         sparse_input: compute the first layer of both trunks from the input's non-zero
             entries when that is faster (:mod:`baselines_sb3.sparse`: the same function,
             float32 summation order aside; MEAL's observations are 97% zeros).
@@ -210,19 +249,21 @@ class SeparateTrunks(nn.Module):
         super().__init__()
         self.sparse_input = bool(sparse_input)
 
+        factor = width_factor(activation_fn)
+
         def trunk() -> nn.Sequential:
             layers: list[nn.Module] = []
             size = feature_dim
             for width in net_arch:
                 layers += [nn.Linear(size, width), activation_fn()]
+                size = width * factor
                 if layer_norm:
-                    layers.append(nn.LayerNorm(width, eps=1e-5))
-                size = width
+                    layers.append(nn.LayerNorm(size, eps=1e-5))
             return nn.Sequential(*layers)
 
         self.policy_net = trunk()
         self.value_net = trunk()
-        self.latent_dim_pi = self.latent_dim_vf = net_arch[-1] if net_arch else feature_dim
+        self.latent_dim_pi = self.latent_dim_vf = net_arch[-1] * factor if net_arch else feature_dim
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         rows = self.sparse_rows(features)

@@ -27,11 +27,13 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 from torch import nn
 
+from baselines_sb3.networks import CReLU
 from baselines_sb3.policy_lag import wait_for_update
 from cl_suites.metrics.plasticity_tracker import Capture
 
 ACTIVATION_KINDS: dict[type[nn.Module], str] = {
     nn.ReLU: "relu",
+    CReLU: "relu",  # each of its 2n outputs is a ReLU unit
     nn.Tanh: "tanh",
     nn.Sigmoid: "sigmoid",
     nn.LeakyReLU: "other",

@@ -21,6 +21,8 @@ key optional but ``"obs"``). Options:
   losses use too.
 * ``trunk_layer_norm``: MEAL's separate actor and critic trunks with LayerNorm
   (:class:`~baselines_sb3.networks.SeparateTrunks`) instead of SB3's ``MlpExtractor``.
+  A widening activation (``activation_fn=CReLU``) takes the same trunks without LayerNorm,
+  as SB3's ``MlpExtractor`` cannot size a layer after it.
 
 :meth:`ContinualPolicy.parameter_groups` names the parts that regularisers select
 (``shared``, ``actor_trunk``, ``critic_trunk``, ``actor_head``, ``critic_head``).
@@ -42,7 +44,7 @@ from stable_baselines3.common.preprocessing import is_image_space, preprocess_ob
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from torch import nn
 
-from baselines_sb3.networks import SeparateTrunks
+from baselines_sb3.networks import SeparateTrunks, width_factor
 from baselines_sb3.sparse import SparseRows
 
 OBS_KEY = "obs"
@@ -188,6 +190,17 @@ class ContinualPolicy(ActorCriticPolicy):
         if self.trunk_layer_norm:
             self.mlp_extractor = SeparateTrunks(
                 self.features_dim, list(self.net_arch), True, self.activation_fn
+            )
+        elif width_factor(self.activation_fn) != 1:
+            # SB3's MlpExtractor sizes each layer by the previous width: a widening
+            # activation (CReLU) takes the same two trunks, without LayerNorm
+            if not isinstance(self.net_arch, list | tuple):
+                raise ValueError(
+                    f"activation {self.activation_fn.__name__} needs net_arch as a list of "
+                    f"widths (both trunks), got {self.net_arch!r}"
+                )
+            self.mlp_extractor = SeparateTrunks(
+                self.features_dim, list(self.net_arch), False, self.activation_fn, False
             )
         else:
             super()._build_mlp_extractor()

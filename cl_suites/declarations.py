@@ -12,6 +12,7 @@ import difflib
 import importlib.metadata
 
 from cl_suites.errors import MethodPluginError
+from cl_suites.remedies import REMEDIES, split_method
 
 RANDOM_METHOD = "random"
 """``--method random``: the random agent (``cl_suites.random_agent``), no learner."""
@@ -62,8 +63,28 @@ def unknown_method_error(name: str, builtin: tuple[str, ...]) -> MethodPluginErr
     )
 
 
+def base_method(name: str) -> str:
+    """The CL method under a remedy (``ewc+redo`` -> ``ewc``, ``redo`` -> ``ft``; any other
+    name unchanged); ``cl_suites.remedies.split_method``."""
+    return split_method(name)[0]
+
+
+def is_builtin_method(name: str) -> bool:
+    """``name`` is a built-in CL method, alone or with a remedy (``ewc+redo``)."""
+    if is_plugin_spec(name):
+        return False
+    try:
+        return base_method(name) in CL_METHODS
+    except ValueError:
+        return False
+
+
 def check_method_name(name: str) -> None:
     """``MethodPluginError`` (did-you-mean, the valid names) for a ``--method`` that is
-    neither a built-in CL method, nor ``package.module:Class``, nor an installed plug-in."""
-    if name not in CL_METHODS and not is_plugin_spec(name) and name not in installed_plugins():
-        raise unknown_method_error(name, CL_METHODS)
+    neither a built-in CL method (alone or with a remedy: ``redo``, ``ewc+redo``), nor
+    ``package.module:Class``, nor an installed plug-in; ``ConfigError`` for a composition
+    that cannot be (``cl_suites.remedies.split_method``)."""
+    if is_plugin_spec(name) or name in installed_plugins():
+        return
+    if base_method(name) not in CL_METHODS:
+        raise unknown_method_error(name, (*CL_METHODS, *REMEDIES))

@@ -16,8 +16,9 @@ step, as ``lop/algos/rl/ppo.py`` calls it).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from cl_suites.errors import ConfigError
 
@@ -81,8 +82,28 @@ def method_names(bases: tuple[str, ...]) -> tuple[str, ...]:
     return (*bases, *(REMEDIES if "ft" in bases else ()), *composed)
 
 
-def _option(default: Any, doc: str) -> Any:
-    return field(default=default, metadata={"doc": doc})
+@dataclass(frozen=True)
+class OptionRule:
+    """What a remedy option's value must be: ``kind`` ``"float"``, ``"int"``, ``"bool"``
+    or ``"choice"``; numbers within ``low`` / ``high`` (``*_open``: the bound excluded);
+    ``none_ok``: ``None`` allowed. The job turns it into its ``Opt``
+    (``cl_suites.job.run_spec``), so every way to start a run checks it before anything is
+    built."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()
+    none_ok: bool = False
+
+
+def _option(remedy: str | None, default: Any, rule: OptionRule | None, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc, "remedy": remedy, "rule": rule})
+
+
+_UNIT_OPEN = OptionRule("float", 0.0, 1.0, True, True)
 
 
 @dataclass(frozen=True)
@@ -92,44 +113,81 @@ class RemedyConfig:
     original paper's code; each is a row of the ledger."""
 
     remedy: str | None = _option(
-        None, "Which remedy runs (one of :data:`REMEDIES`; ``None``: none). Set by ``--method``."
+        None, None, None, "Which remedy runs (one of REMEDIES; None: none). Set by --method."
     )
     redo_tau: float = _option(
-        0.025, "ReDo: a unit is dormant when its normalised score is <= tau, tau in (0, 1)."
+        "redo", 0.025, _UNIT_OPEN, "ReDo: a unit is dormant when its normalised score is <= tau"
     )
     redo_every: int | None = _option(
-        None, "ReDo: updates between recycles; ``None``: a tenth of a task's updates (Plasticine)."
+        "redo",
+        None,
+        OptionRule("int", low=1, none_ok=True),
+        "ReDo: updates between recycles; none: a tenth of a task's updates (Plasticine)",
     )
     redo_reset_moments: bool = _option(
-        True, "ReDo: zero the Adam moments of recycled weights (ReDo's code; Plasticine does not)."
+        "redo",
+        True,
+        OptionRule("bool"),
+        "ReDo: zero the Adam moments of recycled weights (ReDo's code; Plasticine does not)",
     )
     snp_shrink: float = _option(
-        0.999999, "Shrink-and-perturb: the factor the weights are multiplied by, in (0, 1]."
+        "shrink-perturb",
+        0.999999,
+        OptionRule("float", 0.0, 1.0, low_open=True),
+        "shrink-and-perturb: the factor the weights are multiplied by",
     )
-    snp_perturb: float = _option(
-        1e-6, "Shrink-and-perturb: the factor of the added initialisation, in [0, 1)."
+    snp_perturb: float | None = _option(
+        "shrink-perturb",
+        None,
+        OptionRule("float", 0.0, 1.0, high_open=True, none_ok=True),
+        "shrink-and-perturb: the factor of the added initialisation; none: 1 - snp_shrink "
+        "(Plasticine)",
     )
-    snp_every: Literal["minibatch", "task"] = _option(
+    snp_every: str = _option(
+        "shrink-perturb",
         "minibatch",
-        "Shrink-and-perturb: after every optimizer step (Plasticine) or at each task switch.",
+        OptionRule("choice", choices=("minibatch", "task")),
+        "shrink-and-perturb: after every optimizer step (Plasticine) or at each task switch",
     )
-    snp_noise: Literal["initial", "fresh"] = _option(
+    snp_noise: str = _option(
+        "shrink-perturb",
         "initial",
-        "Shrink-and-perturb: add the initial weights (Plasticine) or a fresh draw (Ash & Adams).",
+        OptionRule("choice", choices=("initial", "fresh")),
+        "shrink-and-perturb: add the initial weights (Plasticine) or a fresh draw (Ash & Adams)",
     )
     cbp_replacement_rate: float = _option(
-        1e-4, "Continual backprop: mature units replaced per optimizer step, a fraction in (0, 1)."
+        "cbp",
+        1e-4,
+        _UNIT_OPEN,
+        "continual backprop: fraction of mature units replaced per optimizer step",
     )
     cbp_maturity: int = _option(
-        10000, "Continual backprop: optimizer steps a unit lives before it can be replaced."
+        "cbp",
+        10000,
+        OptionRule("int", low=1),
+        "continual backprop: optimizer steps a unit lives before it can be replaced",
     )
-    cbp_decay: float = _option(0.99, "Continual backprop: decay of the running utility, in (0, 1).")
-    reset_layers: Literal["heads", "all"] = _option(
-        "heads", "Reset: what is re-initialised at each task switch (Plasticine: the output heads)."
+    cbp_decay: float = _option(
+        "cbp", 0.99, _UNIT_OPEN, "continual backprop: decay of the running utility"
     )
-    injection_at: Literal["mid-and-end", "end", "mid"] = _option(
+    cbp_reset_moments: bool = _option(
+        "cbp",
+        False,
+        OptionRule("bool"),
+        "continual backprop: zero the Adam moments of replaced weights (the paper's RL code "
+        "does not: it steps torch's Adam, which GnT leaves alone)",
+    )
+    reset_layers: str = _option(
+        "reset",
+        "heads",
+        OptionRule("choice", choices=("heads", "all")),
+        "reset: what is re-initialised at each task switch (Plasticine: the output heads)",
+    )
+    injection_at: str = _option(
+        "plasticity-injection",
         "mid-and-end",
-        "Plasticity injection: in the middle of each task and/or at its end (Plasticine: both).",
+        OptionRule("choice", choices=("mid-and-end", "end", "mid")),
+        "plasticity injection: in the middle of each task and/or at its end (Plasticine: both)",
     )
 
     def __post_init__(self) -> None:
@@ -154,59 +212,92 @@ class RemedyConfig:
         return (max(1, int(updates_per_task) // 2),)
 
     @property
+    def perturb(self) -> float:
+        """Shrink-and-perturb's factor of the added weights: ``snp_perturb``, or
+        Plasticine's ``1 - shrink`` (``perturb_p = 1.0 - shrink_p``)."""
+        return 1.0 - self.snp_shrink if self.snp_perturb is None else float(self.snp_perturb)
+
+    @property
     def injects_at_end(self) -> bool:
         return self.injection_at in ("mid-and-end", "end")
 
 
-OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RemedyConfig) if f.name != "remedy")
+_OPTION_FIELDS = tuple(f for f in fields(RemedyConfig) if f.name != "remedy")
+
+OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in _OPTION_FIELDS)
 """The remedy options a run takes (``--set redo_tau=0.1``), beside the learner's own."""
+
+OPTION_REMEDY: dict[str, str] = {f.name: f.metadata["remedy"] for f in _OPTION_FIELDS}
+"""Each option's remedy (``redo_tau`` -> ``redo``)."""
+
+OPTION_RULES: dict[str, OptionRule] = {f.name: f.metadata["rule"] for f in _OPTION_FIELDS}
+"""What each option's value must be."""
 
 
 def option_docs() -> dict[str, str]:
     """``{option: its one-line doc}``."""
-    return {f.name: f.metadata["doc"] for f in fields(RemedyConfig) if f.name != "remedy"}
+    return {f.name: f.metadata["doc"] for f in _OPTION_FIELDS}
 
 
-def _range(name: str, value: Any, low: float, high: float, low_open: bool, high_open: bool):
-    lo = "(" if low_open else "["
-    hi = ")" if high_open else "]"
-    above = value > low if low_open else value >= low
-    below = value < high if high_open else value <= high
-    if not (above and below):
-        raise ConfigError(f"option {name!r} must be in {lo}{low:g}, {high:g}{hi}; got {value!r}")
+def describe(rule: OptionRule) -> str:
+    """``rule`` in words (``a number in (0, 1)``, ``one of 'heads', 'all'``)."""
+    if rule.kind == "bool":
+        text = "true or false"
+    elif rule.kind == "choice":
+        text = "one of " + ", ".join(map(repr, rule.choices))
+    else:
+        what = "an integer" if rule.kind == "int" else "a number"
+        lo, hi = "(" if rule.low_open else "[", ")" if rule.high_open else "]"
+        if rule.low is not None and rule.high is not None:
+            text = f"{what} in {lo}{rule.low:g}, {rule.high:g}{hi}"
+        elif rule.low is not None:
+            text = f"{what} {'>' if rule.low_open else '>='} {rule.low:g}"
+        else:
+            text = what
+    return text + (" or none" if rule.none_ok else "")
+
+
+def _fits(rule: OptionRule, value: Any) -> bool:
+    if value is None:
+        return rule.none_ok
+    if rule.kind == "bool":
+        return isinstance(value, bool)
+    if rule.kind == "choice":
+        return value in rule.choices
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if rule.kind == "int" and value != int(value):
+        return False
+    if rule.low is not None and (value <= rule.low if rule.low_open else value < rule.low):
+        return False
+    return not (
+        rule.high is not None and (value >= rule.high if rule.high_open else value > rule.high)
+    )
 
 
 def check(cfg: RemedyConfig) -> None:
-    """``ConfigError`` (one line: the option, its allowed range, the value) for a setting
-    out of range, before anything is built."""
+    """``ConfigError`` (one line: the option, what it must be, the value) for a setting out
+    of its rule, before anything is built."""
     if cfg.remedy is not None and cfg.remedy not in REMEDIES:
         raise ConfigError(f"unknown remedy {cfg.remedy!r}; valid: {', '.join(REMEDIES)}")
-    _range("redo_tau", cfg.redo_tau, 0.0, 1.0, True, True)
-    if cfg.redo_every is not None and (isinstance(cfg.redo_every, bool) or cfg.redo_every < 1):
-        raise ConfigError(
-            f"option 'redo_every' (updates between recycles) must be an integer >= 1 or none; "
-            f"got {cfg.redo_every!r}"
-        )
-    _range("snp_shrink", cfg.snp_shrink, 0.0, 1.0, True, False)
-    _range("snp_perturb", cfg.snp_perturb, 0.0, 1.0, False, True)
-    _range("cbp_replacement_rate", cfg.cbp_replacement_rate, 0.0, 1.0, True, True)
-    _range("cbp_decay", cfg.cbp_decay, 0.0, 1.0, True, True)
-    if isinstance(cfg.cbp_maturity, bool) or cfg.cbp_maturity < 1:
-        raise ConfigError(
-            f"option 'cbp_maturity' (optimizer steps) must be an integer >= 1; "
-            f"got {cfg.cbp_maturity!r}"
-        )
-    for name, allowed in (
-        ("snp_every", ("minibatch", "task")),
-        ("snp_noise", ("initial", "fresh")),
-        ("reset_layers", ("heads", "all")),
-        ("injection_at", ("mid-and-end", "end", "mid")),
-    ):
+    for name, rule in OPTION_RULES.items():
         value = getattr(cfg, name)
-        if value not in allowed:
-            raise ConfigError(
-                f"option {name!r} must be one of {', '.join(map(repr, allowed))}; got {value!r}"
-            )
+        if not _fits(rule, value):
+            raise ConfigError(f"option {name!r} must be {describe(rule)}; got {value!r}")
+
+
+def check_options_for(remedy: str | None, names: Iterable[str]) -> None:
+    """``ConfigError`` for a remedy option given to a run without that remedy (one line:
+    the option, its remedy, how to choose it)."""
+    for name in names:
+        owner = OPTION_REMEDY.get(name)
+        if owner is None or owner == remedy:
+            continue
+        now = f"remedy {remedy!r}" if remedy else "no remedy"
+        raise ConfigError(
+            f"option {name!r} belongs to the remedy {owner!r}, and the run has {now}; choose "
+            f"it with --method {owner} or --method BASE+{owner}"
+        )
 
 
 def remedy_config(remedy: str | None, options: dict[str, Any] | None = None) -> RemedyConfig:

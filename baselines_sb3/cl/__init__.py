@@ -30,8 +30,11 @@ from baselines_sb3.cl.plugins import (
 )
 from baselines_sb3.cl.pnc import ProgressCompress
 from baselines_sb3.cl.regularizer_base import QuadraticPenalty
+from baselines_sb3.cl.remedy import RemedyMethod, with_remedy
 from baselines_sb3.keywords import accepted_options, check_keywords
+from cl_suites.declarations import is_builtin_method
 from cl_suites.errors import UnknownOptionError
+from cl_suites.remedies import split_method
 
 METHODS: dict[str, dict[str, type[ContinualMethod]]] = {
     "ft": {"cora": ContinualMethod, "meal": ContinualMethod},
@@ -48,8 +51,9 @@ VARIANTS: tuple[str, ...] = ("cora", "meal")
 
 
 def is_builtin(name: str) -> bool:
-    """``name`` is a method of this package (``METHODS``), not an own method's plug-in."""
-    return name in METHODS
+    """``name`` is a method of this package (``METHODS``, alone or with a remedy:
+    ``ewc+redo``), not an own method's plug-in."""
+    return is_builtin_method(name)
 
 
 def method_class(name: str, variant: str | None = None) -> type[ContinualMethod]:
@@ -58,7 +62,13 @@ def method_class(name: str, variant: str | None = None) -> type[ContinualMethod]
     ``name`` is one of ``METHODS``, an own method ``package.module:Class`` or an entry
     point of the ``cl_suites.methods`` group (``baselines_sb3.cl.plugins``; plug-ins have
     no variants). ``MethodPluginError`` (a ``ValueError``) for an unknown name or a
-    plug-in that cannot be used."""
+    plug-in that cannot be used. A method with a remedy (``redo``, ``ewc+redo``;
+    ``cl_suites.remedies``) is its base method's class with the remedy
+    (``baselines_sb3.cl.remedy.with_remedy``)."""
+    if not is_plugin_spec(name):
+        base, remedy = split_method(name)
+        if remedy is not None:
+            return with_remedy(method_class(base, variant), remedy)
     if name not in METHODS:
         if not is_plugin_spec(name) and name not in _installed_names():
             raise unknown_method_error(name, tuple(METHODS))
@@ -111,6 +121,7 @@ __all__ = [
     "MealOnlineEWC",
     "ProgressCompress",
     "QuadraticPenalty",
+    "RemedyMethod",
     "ReservoirBuffer",
     "Rollout",
     "attach_method",
@@ -120,4 +131,5 @@ __all__ = [
     "load_method_plugin",
     "make_method",
     "method_class",
+    "with_remedy",
 ]

@@ -192,6 +192,11 @@ class ContinualMethod:
     def on_task_switch(self, event: TaskSwitch) -> None:
         """Called at the agent step where the sequence env switches task."""
 
+    def on_update_end(self) -> None:
+        """Called after each update of the learner, before the next rollout is collected
+        (and once more when training ends); the update has finished even when it runs in
+        a thread beside the rollout (``policy_lag=1``)."""
+
     # -- losses ----------------------------------------------------------------------
     def penalty(self, policy: ActorCriticPolicy) -> th.Tensor | None:
         """Scalar added to every minibatch loss (``None``: nothing)."""
@@ -326,6 +331,7 @@ class ContinualMethodCallback(BaseCallback):
         self.switches_from_infos = switches_from_infos
         self._rollout_start = 0
         self._pending: list[TaskSwitch] = []
+        self._collected = False  # a rollout whose update has not been announced yet
 
     def switch(self, event: TaskSwitch) -> None:
         """The env's task switch (subscribed by :func:`attach_method`): to the method now,
@@ -345,11 +351,22 @@ class ContinualMethodCallback(BaseCallback):
         for event in events:
             self.method.on_task_switch(event)
 
+    def _update_ended(self) -> None:
+        if not self._collected:
+            return
+        self._collected = False
+        wait = getattr(self.model, "wait_for_update", None)
+        if wait is not None:  # policy_lag=1: the update runs beside the next rollout
+            wait()
+        self.method.on_update_end()
+
     def _on_rollout_start(self) -> None:
+        self._update_ended()  # the previous rollout's update has run
         self._deliver()  # a switch at the previous rollout's end, evaluated after its update
         self._rollout_start = self.num_timesteps
 
     def _on_training_end(self) -> None:
+        self._update_ended()
         self._deliver()
 
     def _on_step(self) -> bool:
@@ -373,6 +390,7 @@ class ContinualMethodCallback(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         self.method.on_rollout_end(rollout_from_buffer(self.model, self._rollout_start))
+        self._collected = True
 
 
 def rollout_from_buffer(model: OnPolicyAlgorithm, first_step: int) -> Rollout:

@@ -116,6 +116,7 @@ HOOKS: tuple[str, ...] = (
     "load_state_dict",
     "on_rollout_end",
     "on_task_switch",
+    "on_update_end",
     "start_update",
     "end_update",
     "penalty",

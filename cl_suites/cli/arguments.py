@@ -18,11 +18,13 @@ from cl_suites.config import (
 from cl_suites.core.vector import VECTORIZATION_MODES
 from cl_suites.declarations import CL_METHODS, RANDOM_METHOD
 from cl_suites.job.presets import PRESETS
+from cl_suites.remedies import REMEDIES
 from cl_suites.suites import COMMON_KWARGS
 
 METHOD_HELP = (
-    f"{', '.join((RANDOM_METHOD, *CL_METHODS))}, or an own ContinualMethod as "
-    "package.module:Class or an installed cl_suites.methods entry point"
+    f"{', '.join((RANDOM_METHOD, *CL_METHODS))}; a plasticity remedy "
+    f"({', '.join(REMEDIES)}), alone or on a regulariser as BASE+REMEDY (ewc+redo); or an "
+    "own ContinualMethod as package.module:Class or an installed cl_suites.methods entry point"
 )
 """What ``--method`` takes: the built-in names (the random agent and the CL methods of
 ``cl_suites.declarations``) or an own method (checked when the run is resolved)."""

@@ -22,7 +22,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from cl_suites.declarations import CL_METHODS, MEAL_METHODS
+from cl_suites.declarations import CL_METHODS, MEAL_METHODS, base_method
 from cl_suites.errors import UnknownSuiteError
 from cl_suites.job import presets
 from cl_suites.suites import SUITES, find_suite, parse_suite_id
@@ -161,7 +161,10 @@ def compose(family: str, name: str, learner: str, method: str, preset: str) -> d
     """:func:`preset_settings`' settings for a suite known by its catalog entry: ``family``
     (``"cora"``, ``"meal"``, ``"diagnostic"``), ``name`` its presets' key (``"MEAL"`` for
     every ``MEAL-<N>``), ``learner`` ``"ppo"`` or ``"vtrace"``. The values are checked by
-    the caller (``preset_settings``; the run specification, which has the catalog entry)."""
+    the caller (``preset_settings``; the run specification, which has the catalog entry).
+    A method with a remedy (``ewc+redo``) takes its base method's values; the remedy's
+    defaults are ``cl_suites.remedies.RemedyConfig``'s."""
+    method = base_method(method)
     _check_preset_family(preset, family, name)
     small = preset == "small"
     if family == "meal":

@@ -46,7 +46,7 @@ from cl_suites.config import (
 )
 from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
-from cl_suites.declarations import CL_METHODS, check_method_name
+from cl_suites.declarations import base_method, check_method_name, is_builtin_method
 from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import presets
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Hyperparameters
@@ -60,6 +60,8 @@ from cl_suites.job.learners import (
 from cl_suites.job.method_options import MethodOption
 from cl_suites.job.option_specs import BOOL, Opt, Option, integer
 from cl_suites.metrics.plasticity_tracker import PlasticitySettings
+from cl_suites.remedies import OPTION_REMEDY, OPTION_RULES, check_options_for, split_method
+from cl_suites.remedies import option_docs as remedy_option_docs
 from cl_suites.request import RunRequest
 from cl_suites.suites import COMMON_KWARGS, SuiteInfo, find_suite
 from cl_suites.suites.runtime import SuiteInstance
@@ -281,6 +283,40 @@ OPTION_SPECS: dict[str, Opt] = {
 """What the options every run takes must be (job options, common suite options)."""
 
 
+REMEDY_OPTION_SPECS: dict[str, Opt] = {
+    name: Opt(
+        rule.kind,
+        low=rule.low,
+        high=rule.high,
+        low_open=rule.low_open,
+        high_open=rule.high_open,
+        choices=rule.choices,
+        none_ok=rule.none_ok,
+    )
+    for name, rule in OPTION_RULES.items()
+}
+"""What the remedies' options must be (``cl_suites.remedies``: declared there once)."""
+
+
+def _check_remedy_layers(method: str, remedy: str | None, hp: Mapping[str, Any]) -> None:
+    """``ConfigError`` for a remedy that works on hidden units (ReDo, continual backprop)
+    on a network without any (an MLP with ``net_arch=[]``): one line."""
+    if remedy not in ("redo", "cbp"):
+        return
+    learner = hp.get("learner", {})
+    if "hidden_sizes" in learner:
+        hidden, name = learner["hidden_sizes"], "hidden_sizes"
+    elif hp.get("network", "mlp") == "mlp":
+        hidden, name = hp.get("net_arch"), "net_arch"
+    else:
+        return  # a convolutional network: its layers are there
+    if not hidden:
+        raise ConfigError(
+            f"method {method!r}: {remedy} works on hidden units, and the network has none "
+            f"({name}=[]); give it hidden layers (e.g. --set {name}=[64,64])"
+        )
+
+
 def run_option_specs(entry: LearnerEntry, own: Mapping[str, MethodOption]) -> dict[str, Opt]:
     """What each option of a run of learner ``entry`` must be: :data:`OPTION_SPECS`, the
     learner's declared options and the own method's (``own``). ``ConfigError`` for a
@@ -294,7 +330,8 @@ def run_option_specs(entry: LearnerEntry, own: Mapping[str, MethodOption]) -> di
             "learner would never get them; rename them in its entry"
         )
     learner = {name: o.check for name, o in declared.items() if o.check is not None}
-    return {**OPTION_SPECS, **learner, **{name: o.check for name, o in own.items()}}
+    own_specs = {name: o.check for name, o in own.items()}
+    return {**OPTION_SPECS, **REMEDY_OPTION_SPECS, **learner, **own_specs}
 
 
 def check_option(name: str, value: Any, specs: Mapping[str, Opt] | None = None) -> Any:
@@ -522,15 +559,17 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
     """``request``'s ``JobSpec`` for run seed ``seed`` (see :func:`resolve`)."""
     method, preset = request.method, request.preset
     check_method_name(method)
+    remedy = None if ":" in method else split_method(method)[1]
+    check_options_for(remedy, request.overrides)
     _check_choice("preset", preset, presets.PRESETS)
     # what differs between suites comes from the catalog entry (cl_suites.suites)
     info = find_suite(request.suite)
-    builtin = method in CL_METHODS
+    builtin, base = is_builtin_method(method), base_method(method)
     if builtin and info.methods is not None:
-        _check_choice(f"method for {info.preset_key}", method, info.methods)
+        _check_choice(f"method for {info.preset_key}", base, info.methods)
     entry = find_learner(request.learner, info)  # the default: the same under every preset
     if builtin and entry.methods is not None:
-        _check_choice(f"method for learner {entry.name}", method, entry.methods)
+        _check_choice(f"method for learner {entry.name}", base, entry.methods)
     own = entry.own_method_options(method, info)  # an own method: imported, options read
     specs = run_option_specs(entry, own)
     overrides = {
@@ -544,6 +583,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
             load_learner(other).refuse_foreign(overrides, entry.name)
     hp, rest = entry.settings(info, method, preset, given, overrides)
     hp["method"] = {**{name: o.default for name, o in own.items()}, **hp["method"]}
+    _check_remedy_layers(method, remedy, hp)
     device = entry.device(given, hp, info, probe_device)  # before any env or buffer is built
     _check_suite_names(info, rest, entry, method, hp)
     suite_kwargs = {**hp["suite_defaults"], **rest}
@@ -679,5 +719,13 @@ def option_table(spec: JobSpec) -> dict[str, list[tuple[str, Any, str]]]:
             else:
                 doc = docs.get(name, "")
             rows.append((name, sources[section].get(name), doc))
-        table[section] = rows
+        table[section] = [row for row in rows if row[0] not in OPTION_REMEDY]
+    remedy = None if ":" in spec.method else split_method(spec.method)[1]
+    if remedy is not None:  # the remedy's own section, whatever the learner keeps them in
+        values = {**spec.hp["method"], **(spec.hp["learner"].get("remedy") or {})}
+        table["remedy"] = [
+            (name, values.get(name), doc)
+            for name, doc in remedy_option_docs().items()
+            if OPTION_REMEDY[name] == remedy
+        ]
     return table

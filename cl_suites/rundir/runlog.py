@@ -8,6 +8,8 @@ One run = one directory::
                       suite's metric settings
       eval.csv        one row per (eval point, task, split)
       episodes.csv    one row per finished training episode
+      remedy.csv      what a plasticity remedy did: one row per (act, layer)
+                      (``REMEDY_COLUMNS``; only runs with a remedy)
       plasticity.csv  plasticity diagnostics: one row per (eval point, network, layer,
                       diagnostic) (``PLASTICITY_COLUMNS``); plasticity_probe.npz its
                       probe batch
@@ -78,7 +80,15 @@ not be computed, ``reason`` then says why; empty otherwise). Definitions and uni
 
 logger = logging.getLogger(__name__)
 
+REMEDY_COLUMNS: tuple[str, ...] = ("total_step", "task_id", "update", "event", "layer", "units")
+"""``remedy.csv``: one row per (act of a plasticity remedy, layer): ``event`` ``recycled``
+(ReDo), ``replaced`` (continual backprop), ``reset``, ``injected``, ``shrunk`` (a task
+switch's shrink-and-perturb); ``update`` the update's count within the task; ``units`` the
+units recycled or replaced in ``layer`` (``all``: the remedy acted on the whole network or
+its heads, ``units`` then 0)."""
+
 PLASTICITY_FILE = "plasticity.csv"
+REMEDY_FILE = "remedy.csv"
 METADATA_FILE = "metadata.json"
 EVAL_FILE = "eval.csv"
 EPISODES_FILE = "episodes.csv"
@@ -272,6 +282,7 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
                 (EVAL_FILE, EVAL_COLUMNS),
                 (EPISODES_FILE, EPISODE_COLUMNS),
                 (PLASTICITY_FILE, PLASTICITY_COLUMNS),
+                (REMEDY_FILE, REMEDY_COLUMNS),
             )
         }
 
@@ -381,7 +392,7 @@ class RunLog:
         self._sinks: list[ScalarSink] = []
         self._write_lock = threading.Lock()  # evaluations may log from their own thread
         self._closers: list[Callable[[], None]] = []
-        self._eval = self._episodes = self._plasticity = None
+        self._eval = self._episodes = self._plasticity = self._remedy = None
         try:
             meta_path = self.run_dir / METADATA_FILE
             if meta_path.exists() and not resume:
@@ -502,9 +513,29 @@ class RunLog:
                 for step, values in sorted(by_step.items()):
                     self._emit(values, step)
 
+    def log_remedy(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append what a plasticity remedy did (keys of ``REMEDY_COLUMNS``) to ``remedy.csv``
+        (created at the first call); each step's units per event also go to the scalar sinks
+        as ``remedy/<event>``."""
+        rows = list(rows)
+        if not rows:
+            return
+        with self._write_lock:
+            if self._remedy is None:
+                self._remedy = _CsvAppender(self.run_dir / REMEDY_FILE, REMEDY_COLUMNS)
+            self._remedy.write(rows)
+            if self._sinks:
+                by_step: dict[int, dict[str, float]] = {}
+                for r in rows:
+                    values = by_step.setdefault(int(r["total_step"]), {})
+                    key = f"remedy/{r['event']}"
+                    values[key] = values.get(key, 0.0) + float(r["units"])
+                for step, values in sorted(by_step.items()):
+                    self._emit(values, step)
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
-        for table in (self._eval, self._episodes, self._plasticity):
+        for table in (self._eval, self._episodes, self._plasticity, self._remedy):
             if table is not None:
                 table.close()
         closers, self._closers, self._sinks = self._closers, [], []
@@ -567,6 +598,14 @@ def read_plasticity(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     frame = _read_table(path, PLASTICITY_COLUMNS)
     frame["reason"] = frame["reason"].fillna("")
     return frame
+
+
+def read_remedy(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """``remedy.csv`` of a run (empty, with the columns, when no remedy acted)."""
+    path = Path(run_dir) / REMEDY_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in REMEDY_COLUMNS})
+    return _read_table(path, REMEDY_COLUMNS)
 
 
 def read_episodes(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

@@ -29,7 +29,7 @@ BAD = [
     ("net_arch=[64,abc]", "net_arch must be a list of integers, each >= 1, got '[64,abc]'"),
     ("net_arch=[64,0]", "net_arch must be a list of integers, each >= 1, got [64, 0]"),
     ("device=cdua", "device 'cdua' cannot be used: not a torch device"),
-    ("activation=gelu", "activation must be one of 'relu', 'tanh', got 'gelu'"),
+    ("activation=gelu", "activation must be one of 'relu', 'tanh', 'crelu', got 'gelu'"),
     ("network=resnet", "network must be one of 'mlp', 'shallow', 'residual'"),
     ("network=shallow", "network 'shallow' needs image observations; Diagnostic has"),
     ("reward_clip=[1]", "reward_clip must be a pair [low, high] of numbers with low <= high"),

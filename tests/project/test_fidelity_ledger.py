@@ -10,7 +10,8 @@ spans of the form `` `KEY = VALUE` `` where ``VALUE`` is a Python literal and ``
   indices);
 * a constructor default, ``Class.param``: ``VTrace.reward_std_count`` is the default of
   ``VTrace(reward_std_count=...)`` (classes of ``baselines_sb3.learners``,
-  ``baselines_sb3.cl``, ``baselines_sb3.policies`` and ``baselines_sb3.cl.unroll_buffer``).
+  ``baselines_sb3.cl``, ``baselines_sb3.policies``, ``baselines_sb3.cl.unroll_buffer`` and
+  ``cl_suites.remedies``: ``RemedyConfig.redo_tau``).
 
 ``test_default_keys_match_the_code`` resolves every key and compares it with the value the
 row states, so a changed default without a ledger change fails. Keys are optional in
@@ -94,6 +95,7 @@ KEYED_SECTIONS = (
     "CORA learners (IMPALA / V-trace, PPO)",
     "CORA continual-learning methods (EWC, online EWC, L2, MAS, P&C, CLEAR)",
     "CORA presets per suite (Atari6, Procgen6, MiniHack15, CHORES)",
+    "Plasticity remedies",
 )
 UNKEYED = {
     "default learner": "a catalog field (SuiteInfo.default_learner), not a preset value",
@@ -123,10 +125,11 @@ UNKEYED = {
 def _namespace() -> dict[str, Any]:
     from baselines_sb3 import cl, learners, policies
     from baselines_sb3.cl import unroll_buffer
+    from cl_suites import remedies
     from cl_suites.job import hyperparameters, presets
 
     names: dict[str, Any] = {"presets": presets, "hyperparameters": hyperparameters}
-    for module in (learners, cl, policies, unroll_buffer):
+    for module in (learners, cl, policies, unroll_buffer, remedies):
         names.update({k: v for k, v in vars(module).items() if inspect.isclass(v)})
     return names
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS
+from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS, is_builtin_method
 from cl_suites.errors import MethodPluginError, UnknownOptionError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Values
@@ -290,7 +290,7 @@ class JaxLearner:
     def own_method_options(self, method: str, info: SuiteInfo) -> Mapping[str, Any]:
         """``{}`` for a built-in method; an own method is refused: the CL methods are
         compiled into the one JAX program, which a ``ContinualMethod`` cannot join."""
-        if method in MEAL_METHODS:
+        if is_builtin_method(method):
             return {}
         from cl_suites.job.learners import learners_for, load_learner
 

@@ -159,7 +159,11 @@ def save_checkpoint(
         **(extra or {}),
     }
     # disk errors: one-line RunDiskError
-    return write_checkpoint(directory, state["total_step"], state)
+    path = write_checkpoint(directory, state["total_step"], state)
+    flush = getattr(method, "flush_events", None)
+    if flush is not None:  # a remedy's acts up to this checkpoint (remedy.csv)
+        flush()
+    return path
 
 
 def _policy_lag_state(model: Any) -> dict[str, Any] | None:

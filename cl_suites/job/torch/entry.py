@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.declarations import CL_METHODS
+from cl_suites.declarations import is_builtin_method, is_plugin_spec
 from cl_suites.errors import BadValueError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import Values
+from cl_suites.remedies import OPTION_NAMES as REMEDY_OPTIONS
+from cl_suites.remedies import RemedyConfig, as_dict, split_method
 
 if TYPE_CHECKING:
     from cl_suites.job.option_specs import Option
@@ -64,14 +66,19 @@ class TorchLearner:
         from cl_suites.job.torch.options import route_overrides
 
         hp = hyperparameters.compose(suite.family, suite.preset_key, self.name, method, preset)
-        return hp, route_overrides(hp, self.name, method, overrides)
+        rest = route_overrides(hp, self.name, method, overrides)
+        remedy = None if is_plugin_spec(method) else split_method(method)[1]
+        if remedy is not None:  # every setting of the remedy in the run's settings
+            defaults = as_dict(RemedyConfig(remedy=remedy))
+            hp["method"] = {**{k: defaults[k] for k in REMEDY_OPTIONS}, **hp["method"]}
+        return hp, rest
 
     def refuse_foreign(self, overrides: Values, learner: str) -> None:
         """The torch learners' own names are refused by the other learner's routing (it
         knows them from the presets it translates): nothing to add here."""
 
     def own_method_options(self, method: str, info: SuiteInfo) -> Mapping[str, Any]:
-        if method in CL_METHODS:
+        if is_builtin_method(method):
             return {}
         from baselines_sb3.cl import method_class
         from cl_suites.job.method_options import plugin_options
@@ -93,7 +100,7 @@ class TorchLearner:
         return {
             "learner": LEARNER_OPTIONS[self.name],
             "method": (
-                *(("variant",) if method in CL_METHODS else ()),
+                *(("variant",) if is_builtin_method(method) else ()),
                 *accepted_options(method_class(method, variant)),
             ),
             "policy": hyperparameters.POLICY_OPTIONS,

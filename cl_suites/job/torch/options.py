@@ -133,7 +133,7 @@ OPTIONS: dict[str, Option] = {
     # -- policy
     "network": Option(_P, _choice(NETWORKS), "mlp, or a CNN: " + ", ".join(NETWORKS[1:])),
     "net_arch": Option(_P, Opt("int-list", low=1), "hidden layer sizes, e.g. [64, 64]"),
-    "activation": Option(_P, _choice(tuple(ACTIVATIONS)), "relu or tanh"),
+    "activation": Option(_P, _choice(tuple(ACTIVATIONS)), "relu, tanh or crelu (MLP trunks)"),
     "cnn_features_dim": Option(_P, _int(), "CNN output features"),
     "ortho_init": Option(_P, _BOOL, "orthogonal initialisation"),
     "trunk_layer_norm": Option(_P, _BOOL, "layer norm in the trunk"),

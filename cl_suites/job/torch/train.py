@@ -24,13 +24,19 @@ from baselines_sb3.callbacks import (
     ProgressBarCallback,
     make_episode_source,
 )
-from baselines_sb3.cl import ContinualMethod, attach_method, make_method, method_class
+from baselines_sb3.cl import (
+    ContinualMethod,
+    RemedyMethod,
+    attach_method,
+    make_method,
+    method_class,
+)
 from baselines_sb3.cl.plugins import guard_hooks
 from baselines_sb3.cl.storage import replay_storage
 from baselines_sb3.factory import build_model, wrap_env
 from baselines_sb3.plasticity import PlasticityCallback, policy_probe
 from cl_suites.core.interrupts import outcome_of
-from cl_suites.declarations import CL_METHODS
+from cl_suites.declarations import is_builtin_method
 from cl_suites.errors import PluginHookError
 from cl_suites.job import shared
 from cl_suites.job.run_spec import JobSpec
@@ -101,7 +107,7 @@ def build_method(spec: JobSpec, seed: int, run_dir: Path) -> ContinualMethod:
         storage = replay_storage(spec.options.replay_on_disk)
         kwargs.update(disk_dir=run_dir / "replay", storage=storage)
     method = make_method(spec.method, seed=int(seed), **kwargs)
-    if spec.method not in CL_METHODS:  # an own plug-in: its failing hooks named
+    if not is_builtin_method(spec.method):  # an own plug-in: its failing hooks named
         guard_hooks(method, spec.method)
     if method.keeps_replay:
         method.plan_storage(
@@ -154,6 +160,8 @@ def _train(
                 evaluator, model, lambda: train_env.cursor.total_step, spec.num_agents
             )
         )
+    if isinstance(cl, RemedyMethod):  # remedy.csv, in eval.csv's steps
+        cl.set_event_sink(run_log.log_remedy, lambda: train_env.cursor.total_step)
     if state is not None:
         cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
         run_log.log_episodes(cut)
