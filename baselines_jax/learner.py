@@ -94,9 +94,11 @@ Per env step, shape ``(num_updates, K, num_steps, num_envs)``: ``episode_done`` 
 episode ended at this step), ``episode_return`` (its return, agent 0's), ``episode_soups``
 (its soups); zeros where no episode ended. Episodes all last ``episode_len`` steps.
 With a remedy (``JaxIPPO.remedy_metrics`` names them), shape ``(num_updates, K)``:
-``remedy/recycled/<layer>`` (ReDo: units recycled after the update, 0 between recycles),
-``remedy/replaced/<layer>`` (continual backprop: units replaced over the update's
-minibatches), ``remedy/injected`` (1 after an update that injected plasticity)."""
+``remedy/update`` (the update's 1-based count within its task), ``remedy/recycled`` (1
+where ReDo ran after the update) and ``remedy/recycled/<layer>`` (units it recycled),
+``remedy/injected`` (1 after an update that injected plasticity); shape ``(num_updates,
+K, update_epochs * num_minibatches)``: ``remedy/replaced/<layer>`` (continual backprop:
+units replaced after each optimizer step)."""
 
 
 _COMPILE_SECONDS = [0.0]
@@ -157,7 +159,9 @@ class JaxIPPO:
 
     ``compile_seconds``: total time spent compiling (kept out of training time);
     ``compile_log``: ``(what, seconds)`` per compiled program; ``remedy_metrics``: the
-    names of the remedy's per-update metrics (see :data:`Metrics`).
+    names of the remedy's per-update metrics (see :data:`Metrics`); ``switch_event``: what
+    the remedy does in ``end_task`` when a task follows (``remedy.csv``'s ``reset``,
+    ``injected``, ``shrunk``; ``None``: nothing).
     """
 
     def __init__(self, suite: MealSuite, config: IPPOConfig, seeds: Sequence[int]):
@@ -198,12 +202,19 @@ class JaxIPPO:
         self.remedy = config.remedy
         self.layers = rem.layers_of(self.network)
         self.per_unit = rem.outputs_per_unit(config.activation)
-        what = {"redo": "recycled", "cbp": "replaced"}.get(str(self.remedy.remedy))
-        self.remedy_metrics: tuple[str, ...] = (
-            tuple(f"remedy/{what}/{layer.name}" for layer in self.layers) if what else ()
-        )
-        if self.remedy.remedy == "plasticity-injection":
-            self.remedy_metrics = ("remedy/injected",)
+        rc = self.remedy
+        what = {"redo": "recycled", "cbp": "replaced"}.get(str(rc.remedy))
+        names = tuple(f"remedy/{what}/{layer.name}" for layer in self.layers) if what else ()
+        if rc.remedy in ("redo", "plasticity-injection"):
+            names += ("remedy/recycled" if rc.remedy == "redo" else "remedy/injected",)
+        self.remedy_metrics: tuple[str, ...] = (*names, "remedy/update") if rc.enabled else ()
+        self.switch_event: str | None = None
+        if rc.remedy == "reset":
+            self.switch_event = "reset"
+        elif rc.remedy == "plasticity-injection" and rc.injects_at_end:
+            self.switch_event = "injected"
+        elif rc.remedy == "shrink-perturb" and rc.snp_every == "task":
+            self.switch_event = "shrunk"
 
     # -- building blocks -----------------------------------------------------------------
     def apply(
@@ -460,8 +471,9 @@ class JaxIPPO:
         """One seed's PPO epochs; with ``remedy`` (its ``RemedyState``) and ``key``, the
         remedies of every optimizer step (shrink-and-perturb, continual backprop) after
         each step, minibatch ``j`` of epoch ``e`` drawing from ``split(fold_in(key, e),
-        num_minibatches)[j]``. Returns ``(params, opt_state, rng, mean losses, remedy,
-        {layer: units replaced})``."""
+        num_minibatches)[j]`` (continual backprop: ``split`` of it into the count draws'
+        key and the weights' key). Returns ``(params, opt_state, rng, mean losses, remedy,
+        {layer: units replaced at each optimizer step (epochs * minibatches,)})``."""
         cfg, rc = self.cfg, self.remedy
         cbp = rc.remedy == "cbp"
         snp = rc.remedy == "shrink-perturb" and rc.snp_every == "minibatch"
@@ -488,12 +500,15 @@ class JaxIPPO:
             counts = {}
             if snp:
                 noise = r.initial if rc.snp_noise == "initial" else self.fresh_params(k)
-                p = rem.shrink_perturb(p, noise, rc.snp_shrink, rc.snp_perturb)
+                p = rem.shrink_perturb(p, noise, rc.snp_shrink, rc.perturb)
             if cbp:
-                uniforms = {n: ku for n, (ku, _) in rem.draw_uniforms(k, p, self.layers).items()}
+                k_count, k_weights = jax.random.split(k)
+                drawn = rem.draw_uniforms(k_weights, p, self.layers)
                 p, o, state, counts = rem.cbp_step(
-                    p, o, r.cbp, acts, uniforms, self.layers, cfg.activation,
-                    rc.cbp_replacement_rate, rc.cbp_maturity, rc.cbp_decay,
+                    p, o, r.cbp, acts, {n: ku for n, (ku, _) in drawn.items()}, self.layers,
+                    cfg.activation, rc.cbp_replacement_rate, rc.cbp_maturity, rc.cbp_decay,
+                    count_uniforms=rem.draw_counts(k_count, self.layers),
+                    reset_moments=rc.cbp_reset_moments,
                 )  # fmt: skip
                 r = r._replace(cbp=state)
             return p, o, r, counts
@@ -546,7 +561,7 @@ class JaxIPPO:
         (params, opt_state, remedy, rng), (losses, counts) = jax.lax.scan(
             epoch, (params, opt_state, remedy, rng), jnp.arange(cfg.update_epochs)
         )
-        counts = {name: n.sum() for name, n in counts.items()}
+        counts = {name: n.reshape(-1) for name, n in counts.items()}  # (epochs * minibatches,)
         return params, opt_state, rng, [x.mean() for x in losses], remedy, counts
 
     def _update(self, state: TrainState, task_id: int) -> tuple[TrainState, Metrics]:
@@ -563,6 +578,8 @@ class JaxIPPO:
             params, opt_state, state.update + 1, traj.obs, task_id, after_key
         )
         remedy_metrics.update({f"remedy/replaced/{k}": v for k, v in replaced.items()})
+        if self.remedy.enabled:
+            remedy_metrics["remedy/update"] = state.update + 1
         lr = (
             self.cfg.learning_rate * (1.0 - state.update / self.updates_per_task)
             if self.cfg.anneal_lr
@@ -618,10 +635,10 @@ class JaxIPPO:
             def keep(args):
                 return (*args, {ly.name: jnp.zeros(k, jnp.int32) for ly in self.layers})
 
-            params, opt_state, recycled = jax.lax.cond(
-                count[0] % period == 0, recycle, keep, (params, opt_state)
-            )
+            due = count[0] % period == 0
+            params, opt_state, recycled = jax.lax.cond(due, recycle, keep, (params, opt_state))
             metrics = {f"remedy/recycled/{name}": n for name, n in recycled.items()}
+            metrics["remedy/recycled"] = jnp.broadcast_to(due, (k,)).astype(jnp.int32)
         elif rc.remedy == "plasticity-injection":
             due = jnp.isin(count[0], jnp.asarray(rc.injection_updates(self.updates_per_task)))
             opt_state = jax.lax.cond(due, jax.vmap(rem.inject), lambda o: o, opt_state)
@@ -654,10 +671,11 @@ class JaxIPPO:
         return self._remedy_at_switch(state, next_task) if self.remedy.enabled else state
 
     def _remedy_at_switch(self, state: TrainState, next_task: jax.Array) -> TrainState:
-        """The remedy at a task's end, after the new optimizer state: reset (heads: the
-        slice of ``next_task`` on a multi-head network) and shrink-and-perturb
-        (``snp_every="task"``) when a task follows (``next_task >= 0``); plasticity
-        injection (``injects_at_end``; the heads' moments are fresh already)."""
+        """The remedy at a task's end, after the new optimizer state, when a task follows
+        (``next_task >= 0``; nothing changes after the sequence's last task): reset
+        (heads: the slice of ``next_task`` on a multi-head network), shrink-and-perturb
+        (``snp_every="task"``), plasticity injection (``injects_at_end``: the heads'
+        moments are fresh already)."""
         rc = self.remedy
         rng, key = _split(state.rng)
         params, opt_state = state.params, state.opt_state
@@ -678,13 +696,13 @@ class JaxIPPO:
 
             def snp_one(p, r, k):
                 noise = r.initial if rc.snp_noise == "initial" else self.fresh_params(k)
-                return rem.shrink_perturb(p, noise, rc.snp_shrink, rc.snp_perturb)
+                return rem.shrink_perturb(p, noise, rc.snp_shrink, rc.perturb)
 
             params = jax.lax.cond(
                 follows, lambda p: jax.vmap(snp_one)(p, state.remedy, key), lambda p: p, params
             )
         elif rc.remedy == "plasticity-injection" and rc.injects_at_end:
-            opt_state = jax.vmap(rem.inject)(opt_state)
+            opt_state = jax.lax.cond(follows, jax.vmap(rem.inject), lambda o: o, opt_state)
         return state._replace(params=params, opt_state=opt_state, rng=rng)
 
     def _importance_envs(self, task_id: int, keys: jax.Array):

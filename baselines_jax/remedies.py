@@ -322,7 +322,8 @@ class CBPState(NamedTuple):
     """Continual backprop's running statistics, per trunk layer (``lop/algos/gnt.py``
     ``GnT``): ``util (W,)`` running contribution utility, ``mean_act (per_unit * W,)``
     running mean activation, ``age (W,)`` int32 optimizer steps since the unit was (re)made,
-    ``accumulated ()`` the fractional replacements carried to the next step."""
+    ``accumulated ()`` the fractional replacements carried to the next step (with
+    ``accumulate=False`` a sum GnT keeps and never reads)."""
 
     util: dict[str, jax.Array]
     mean_act: dict[str, jax.Array]
@@ -347,19 +348,38 @@ ACTIVATION_GAINS: dict[str, float] = {
 }
 """``torch.nn.init.calculate_gain`` of each activation (CReLU: ReLU's)."""
 
-
-def cbp_bound(fan_in: int, activation: str) -> float:
-    """GnT's ``kaiming`` bound of a new unit's incoming weights:
-    ``calculate_gain(act) * sqrt(3 / fan_in)``."""
-    return ACTIVATION_GAINS[activation] * math.sqrt(3.0 / fan_in)
+CBP_INITS: tuple[str, ...] = ("lecun", "kaiming", "default")
+"""GnT's bounds of a new unit's incoming weights (``compute_bounds``), as
+``baselines_sb3.remedies.cbp.INITS``."""
 
 
-def _out_magnitude(params: Params, layer: Layer) -> jax.Array:
-    """``(per_unit * W,)``: mean ``|w|`` of each activation output's outgoing weights over
-    all the consumers' outputs (GnT: ``next_layer.weight.abs().mean(dim=0)``)."""
+def cbp_bound(fan_in: int, activation: str, init: str = "lecun") -> float:
+    """GnT's bound of a new unit's incoming weights: ``sqrt(3 / fan_in)`` (``lecun``: the
+    RL code's, ``lop/rl/run_ppo.py`` ``cfg.setdefault('init', 'lecun')``), ``gain *
+    sqrt(3 / fan_in)`` (``kaiming``: GnT's own default, ``gain = calculate_gain(act)``) or
+    ``sqrt(1 / fan_in)`` (``default``)."""
+    if init == "lecun":
+        return math.sqrt(3 / fan_in)
+    if init == "kaiming":
+        return ACTIVATION_GAINS[activation] * math.sqrt(3 / fan_in)
+    if init == "default":
+        return math.sqrt(1 / fan_in)
+    raise ValueError(f"unknown init {init!r}; valid: {', '.join(CBP_INITS)}")
+
+
+def _out_magnitude(params: Params, layer: Layer, per_unit: int) -> jax.Array:
+    """``(W,)``: each unit's mean ``|w|`` over its outgoing weights in every consumer, every
+    output and (CReLU) both rows (GnT: ``next_layer.weight.abs().mean(dim=0)``)."""
     kernels = [params["params"][c]["kernel"] for c in layer.consumers]
     total = sum(k.shape[1] for k in kernels)
-    return sum(jnp.abs(k).sum(1) for k in kernels) / total
+    per_row = sum(jnp.abs(k).sum(1) for k in kernels)  # (per_unit * W,)
+    return per_row.reshape(per_unit, -1).sum(0) / (per_unit * total)
+
+
+def draw_counts(key: jax.Array, layers: tuple[Layer, ...]) -> dict[str, jax.Array]:
+    """``{layer: U[0, 1) ()}``: the draws that round a fractional replacement count
+    (``accumulate=False``), layer ``i`` from ``fold_in(key, i)``."""
+    return {ly.name: jax.random.uniform(jax.random.fold_in(key, i)) for i, ly in enumerate(layers)}
 
 
 def cbp_step(
@@ -373,32 +393,52 @@ def cbp_step(
     replacement_rate: float,
     maturity: int,
     decay: float,
+    *,
+    count_uniforms: Mapping[str, jax.Array] | None = None,
+    init: str = "lecun",
+    accumulate: bool = False,
+    correct_bias: bool = False,
+    reset_moments: bool = True,
 ) -> tuple[Params, Any, CBPState, dict[str, jax.Array]]:
-    """One generate-and-test step after an optimizer step (``GnT.gen_and_test``).
+    """One generate-and-test step after an optimizer step (``GnT.gen_and_test``), with the
+    options and defaults of ``baselines_sb3.remedies.ContinualBackprop``.
 
     Args:
         params, opt_state: after the optimizer step.
         acts: ``{layer: h (B, per_unit * W)}`` of the minibatch's forward pass (before the
             step), as ``lop/algos/rl/ppo.py`` passes ``get_activations()``.
         uniforms: ``{layer: U[0, 1) (in, out)}``: the new incoming kernels' draws.
+        count_uniforms: ``{layer: U[0, 1) ()}``: with ``accumulate=False``, a fraction
+            ``c < 1`` of a unit is one unit when its draw is ``<= c`` (GnT's ``torch.rand(1)``;
+            required then).
+        init: the new weights' bound (:func:`cbp_bound`; the RL code's ``lecun``).
+        accumulate: carry fractional counts over (``True``) or draw them (``False``: GnT's
+            default, which the RL code uses).
+        correct_bias: add the replaced units' bias-corrected mean activation times their
+            outgoing weights to the consumers' biases (``False``: what ``gnt.py`` does in
+            effect: it zeroes ``mean_feature_act`` before reading it).
+        reset_moments: zero Adam's ``mu``/``nu`` of the replaced weights (the incoming
+            column and bias, the outgoing rows; GnT with ``AdamGnT``; the RL code steps
+            torch's Adam and leaves it).
 
-    Test (every layer, with the stepped weights): ``age += 1``; ``util = decay util + (1 -
-    decay) * mean|h| * mean|w_out|`` (CReLU: the mean over the unit's two outputs);
-    ``mean_act = decay mean_act + (1 - decay) mean(h)`` (per output); both read
-    bias-corrected, ``/ (1 - decay^age)``; eligible: ``age > maturity``;
-    ``accumulated += replacement_rate * n_eligible`` (float32; GnT's ``accumulate=True``
-    form, CBPLinear's), ``n = floor(accumulated)`` replaced and taken off; the ``n``
-    eligible units of lowest bias-corrected utility (ties: the lower index) replaced, their
-    ``util`` and ``mean_act`` zeroed.
+    Test (every layer, with the stepped weights): ``age += 1``, ``bc = 1 - decay^age``;
+    ``mean_act = decay mean_act + (1 - decay) mean(h)`` per output; ``util = decay util +
+    (1 - decay) mean|w_out| * mean|h|`` (CReLU: both means over the unit's two outputs);
+    eligible: ``age > maturity``; ``c = replacement_rate * n_eligible`` (float32), ``n`` =
+    ``floor(accumulated + c)`` carried (``accumulate``) or ``floor(c)``, a fraction below
+    1 drawn; the ``n`` eligible units of lowest ``util / bc`` (ties: the lower index)
+    replaced, their ``util`` and ``mean_act`` zeroed.
 
-    Generate (layer by layer in ``layers`` order): incoming kernel column
-    ``U(-bound, bound)`` (:func:`cbp_bound`), incoming bias 0; each consumer's bias ``+=``
-    the unit's outgoing weights times its bias-corrected mean activation, then those
-    weights 0; ``age = 0``; Adam ``mu``/``nu`` of the incoming column, bias and outgoing
-    rows zeroed.
+    Generate (layer by layer in ``layers`` order): incoming kernel column ``U(-bound,
+    bound)`` from ``uniforms`` (``u * (hi - lo) + lo``), incoming bias 0; with
+    ``correct_bias`` each consumer's bias ``+=`` the outgoing weights times the
+    bias-corrected mean activation (read before it was zeroed); the outgoing weights 0;
+    ``age = 0``.
 
     Returns ``(params, opt_state, state, {layer: units replaced})``.
     """
+    if not accumulate and count_uniforms is None:
+        raise ValueError("cbp_step(accumulate=False) needs count_uniforms")
     per_unit = outputs_per_unit(activation)
     d = jnp.float32(decay)
     util, mean_act, age, acc = (dict(x) for x in state)
@@ -407,20 +447,25 @@ def cbp_step(
         name = layer.name
         h = acts[name].reshape(-1, acts[name].shape[-1])
         a = age[name] + 1
-        correction = 1.0 - d ** a.astype(jnp.float32)
+        bc = 1.0 - d ** a.astype(jnp.float32)
         m = mean_act[name] * d + (1.0 - d) * h.mean(0)
-        contribution = _out_magnitude(params, layer) * jnp.abs(h).mean(0)
-        u = util[name] * d + (1.0 - d) * contribution.reshape(per_unit, -1).mean(0)
-        bc_util = u / correction
+        unit_abs = jnp.abs(h).mean(0).reshape(per_unit, -1).mean(0)
+        u = util[name] * d + (1.0 - d) * (_out_magnitude(params, layer, per_unit) * unit_abs)
         eligible = a > maturity
-        total = acc[name] + jnp.float32(replacement_rate) * eligible.sum().astype(jnp.float32)
-        n = jnp.floor(total)
-        acc[name] = total - n
-        order = jnp.argsort(jnp.where(eligible, bc_util, jnp.inf), stable=True)
+        count = jnp.float32(replacement_rate) * eligible.sum().astype(jnp.float32)
+        total = acc[name] + count
+        if accumulate:
+            n = jnp.floor(total)
+            acc[name] = total - n
+        else:
+            drawn = jnp.where(count_uniforms[name] <= count, 1.0, 0.0)
+            n = jnp.where(count < 1, drawn, jnp.floor(count))
+            acc[name] = total  # GnT adds to it and never reads it
+        order = jnp.argsort(jnp.where(eligible, u / bc, jnp.inf), stable=True)
         rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0]))
         chosen = eligible & (rank < n.astype(jnp.int32))
         replace[name] = chosen
-        corrected[name] = m / jnp.tile(correction, per_unit)  # before it is zeroed
+        corrected[name] = m / jnp.tile(bc, per_unit)  # read before it is zeroed
         util[name] = jnp.where(chosen, 0.0, u)
         mean_act[name] = jnp.where(_rows(chosen, per_unit), 0.0, m)
         age[name] = a
@@ -428,23 +473,24 @@ def cbp_step(
     for layer in layers:
         name, chosen = layer.name, replace[layer.name]
         module = new["params"][name]
-        bound = cbp_bound(module["kernel"].shape[0], activation)
-        module["kernel"] = jnp.where(
-            chosen[None, :], _uniform(uniforms[name], bound), module["kernel"]
-        )
+        bound = cbp_bound(module["kernel"].shape[0], activation, init)
+        fresh = _uniform(uniforms[name], bound)
+        module["kernel"] = jnp.where(chosen[None, :], fresh, module["kernel"])
         module["bias"] = jnp.where(chosen, 0.0, module["bias"])
         t = touched["params"][name]
         t["kernel"], t["bias"] = t["kernel"] | chosen[None, :], t["bias"] | chosen
         rows = _rows(chosen, per_unit)
         for consumer in layer.consumers:
             c = new["params"][consumer]
-            shift = jnp.where(rows, corrected[name], 0.0)
-            c["bias"] = c["bias"] + (c["kernel"] * shift[:, None]).sum(0)
+            if correct_bias:
+                shift = jnp.where(rows, corrected[name], 0.0)
+                c["bias"] = c["bias"] + (c["kernel"] * shift[:, None]).sum(0)
             c["kernel"] = jnp.where(rows[:, None], 0.0, c["kernel"])
             tc = touched["params"][consumer]
             tc["kernel"] = tc["kernel"] | rows[:, None]
         age[name] = jnp.where(chosen, 0, age[name])
-    opt_state = zero_moments(opt_state, touched)
+    if reset_moments:
+        opt_state = zero_moments(opt_state, touched)
     counts = {k: v.sum().astype(jnp.int32) for k, v in replace.items()}
     return new, opt_state, CBPState(util, mean_act, age, acc), counts
 

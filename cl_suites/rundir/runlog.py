@@ -450,14 +450,6 @@ class RunLog:
         for sink in self._sinks:
             sink(values, step)
 
-    def log_scalars(self, values: Mapping[str, float], step: int) -> None:
-        """Send other scalars (a learner's, e.g. ``remedy/recycled/<layer>``) at ``step`` to
-        the scalar sinks (TensorBoard, W&B); nothing is written without one."""
-        if not values or not self._sinks:
-            return
-        with self._write_lock:
-            self._emit({k: float(v) for k, v in values.items()}, int(step))
-
     def log_eval(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append evaluation records (mappings with the keys of ``EVAL_COLUMNS``)."""
         records = list(records)
