@@ -15,9 +15,11 @@ them: the next trunk ``Dense``, after a trunk's last layer its head (actor trunk
 ``actor_head``, critic -> ``critic_head``, a shared backbone -> both).
 
 Random draws enter as explicit arrays wherever they can (``uniforms``: ``U[0, 1)`` shaped
-like the flax leaf they replace, a new weight being ``u * (hi - lo) + lo`` as torch's
-``uniform_(lo, hi)`` computes it; ``fresh``: a whole new initialisation), so torch and JAX
-can be given the same draws; :func:`draw_uniforms` makes them from a key.
+like the flax leaf they replace, a new weight being ``u * (hi - lo) + lo`` in float32, as
+torch's ``uniform_(lo, hi)`` maps its ``u`` (in double there: 1 ulp apart); ``fresh``: a
+whole new initialisation), so torch and JAX can be given the same draws
+(``tests/baselines/test_jax_torch_remedies.py`` replays a torch generator's);
+:func:`draw_uniforms` and :func:`draw_counts` make them from a key.
 
 Adam. ``make_optimizer``'s state is ``(EmptyState, (ScaleByAdamState(count, mu, nu),
 ScaleByScheduleState | EmptyState))``; :func:`zero_moments` zeroes ``mu`` and ``nu`` at
@@ -304,7 +306,11 @@ def inject(opt_state: Any) -> Any:
     with ``new_b = copy(new_a)`` and the original frozen (the paper): the output is
     unchanged, and ``new_a`` trains with a new optimizer state. The sum of linear maps is
     one linear map whose gradient is ``new_a``'s: that is the head itself trained on from
-    fresh moments. Here the step count is the tree's (module docstring)."""
+    a fresh optimizer state. The torch side deletes the heads' state (their step restarts:
+    exactly that); optax's one count per tree cannot restart for some leaves, so here the
+    heads' moments restart and their bias correction is the tree's (module docstring: the
+    first steps up to ~3.2 times larger). At a task's end MEAL's optimizer is new anyway:
+    there both are exact."""
 
     def heads_only(tree: Any) -> Any:
         return {
