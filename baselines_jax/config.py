@@ -7,11 +7,12 @@ is one env step); an update consumes ``num_envs * num_steps`` env steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cl_suites.declarations import MEAL_METHODS
+from cl_suites.remedies import RemedyConfig
 
-ACTIVATIONS: tuple[str, ...] = ("relu", "tanh")
+ACTIVATIONS: tuple[str, ...] = ("relu", "tanh", "crelu")
 ADVANTAGE_NORMALIZATIONS: tuple[str, ...] = ("minibatch-biased", "none")
 DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc" default)
     "ft": 0.0,
@@ -59,7 +60,9 @@ class IPPOConfig:
     hidden_sizes: tuple[int, ...] = (128, 128)
     """Widths of each trunk's layers (B.1: 2 layers of 128; ``big_network``: 3 of 256)."""
     activation: str = "relu"
-    """Hidden activation, ``relu`` or ``tanh`` (IPPO_CL.py default relu)."""
+    """Hidden activation, ``relu``, ``tanh`` (IPPO_CL.py default relu) or ``crelu``
+    (``concat(relu(x), relu(-x))``: each layer's output twice its width; Plasticine's
+    CReLU, ours for MEAL)."""
     layer_norm: bool = True
     """LayerNorm (eps 1e-5) after each hidden activation (IPPO_CL.py ``use_layer_norm``)."""
     shared_backbone: bool = False
@@ -85,6 +88,10 @@ class IPPOConfig:
     """Also regularise the critic (Table 4: No)."""
     regularize_heads: bool = False
     """Also regularise the actor/critic heads (Table 4: No)."""
+    remedy: RemedyConfig = field(default_factory=RemedyConfig)
+    """The plasticity remedy and its settings (``cl_suites.remedies``; set by ``--method``:
+    ``redo``, ``ewc+redo``); none by default. ``JaxIPPO`` runs it inside its programs
+    (``baselines_jax.remedies``); it checks its own values."""
 
     def __post_init__(self) -> None:
         if self.cl_method not in MEAL_METHODS:

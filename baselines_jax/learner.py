@@ -14,6 +14,25 @@ length and one of ``end_task`` serve every task of the sequence.
 from fresh episodes and its anchor, then a new optimizer state (Adam moments and the
 learning-rate schedule restart with the next task).
 
+A plasticity remedy (``IPPOConfig.remedy``, ``cl_suites.remedies.RemedyConfig``; the
+functions are ``baselines_jax.remedies``') runs inside the same programs:
+
+* ReDo: after every ``redo_period(updates_per_task)``-th update of a task, on that update's
+  rollout observations (Plasticine recycles after the update, on ``b_obs``);
+* shrink-and-perturb: after every optimizer step (``snp_every="minibatch"``, inside the
+  minibatch scan), or in ``end_task`` when a task follows (``"task"``);
+* continual backprop: after every optimizer step, on that minibatch's activations (the
+  loss's forward pass returns them);
+* plasticity injection: after the update whose 1-based count within the task is in
+  ``injection_updates(updates_per_task)``, and in ``end_task`` (``injects_at_end``);
+* reset: in ``end_task`` when a task follows (``next_task``): the heads (a multi-head
+  network: the next task's slice only) or every layer.
+
+``end_task`` applies them after the new optimizer state: the moments a reset or an
+injection at a task's end would zero are zero already (MEAL restarts Adam per task). Their
+random keys are split from the state's ``rng`` only when a remedy is set (once per update
+and once per ``end_task``), so a run without one draws what it always drew.
+
 Units: ``num_updates`` updates; an update is ``num_envs * num_steps`` env steps per seed.
 """
 
@@ -31,6 +50,7 @@ import numpy as np
 import optax
 
 from baselines_jax import cl as cl_lib
+from baselines_jax import remedies as rem
 from baselines_jax.config import IPPOConfig
 from baselines_jax.network import ActorCritic
 from baselines_jax.ppo import Transition, gae, make_optimizer, ppo_loss
@@ -46,7 +66,9 @@ class TrainState(NamedTuple):
     ``env`` state and last ``obs (K, M, n, H, W, C) uint8``, ``t`` (step in the running
     episode), ``rng``, ``task`` (task being trained, -1 before the first), ``update``
     (updates done in this task), ``seed``, and the running episodes' ``ep_return (K, M)``
-    (agent 0's return: the team's with shared rewards) and ``ep_soups (K, M)``."""
+    (agent 0's return: the team's with shared rewards), ``ep_soups (K, M)`` and the
+    plasticity remedy's ``remedy`` (``baselines_jax.remedies.RemedyState``: leafless
+    without shrink-and-perturb's initial parameters or continual backprop's statistics)."""
 
     params: Any
     opt_state: Any
@@ -60,6 +82,7 @@ class TrainState(NamedTuple):
     seed: jax.Array
     ep_return: jax.Array
     ep_soups: jax.Array
+    remedy: rem.RemedyState = rem.RemedyState()
 
 
 Metrics = dict[str, jax.Array]
@@ -69,7 +92,13 @@ Metrics = dict[str, jax.Array]
 envs), ``shaping_coef``, ``learning_rate`` (of the update's first minibatch).
 Per env step, shape ``(num_updates, K, num_steps, num_envs)``: ``episode_done`` (an
 episode ended at this step), ``episode_return`` (its return, agent 0's), ``episode_soups``
-(its soups); zeros where no episode ended. Episodes all last ``episode_len`` steps."""
+(its soups); zeros where no episode ended. Episodes all last ``episode_len`` steps.
+With a remedy (``JaxIPPO.remedy_metrics`` names them), shape ``(num_updates, K)``:
+``remedy/update`` (the update's 1-based count within its task), ``remedy/recycled`` (1
+where ReDo ran after the update) and ``remedy/recycled/<layer>`` (units it recycled),
+``remedy/injected`` (1 after an update that injected plasticity); shape ``(num_updates,
+K, update_epochs * num_minibatches)``: ``remedy/replaced/<layer>`` (continual backprop:
+units replaced after each optimizer step)."""
 
 
 _COMPILE_SECONDS = [0.0]
@@ -129,7 +158,10 @@ class JaxIPPO:
     """MEAL's IPPO (``IPPOConfig``) on ``suite`` for ``seeds`` (one program, vmapped).
 
     ``compile_seconds``: total time spent compiling (kept out of training time);
-    ``compile_log``: ``(what, seconds)`` per compiled program.
+    ``compile_log``: ``(what, seconds)`` per compiled program; ``remedy_metrics``: the
+    names of the remedy's per-update metrics (see :data:`Metrics`); ``switch_event``: what
+    the remedy does in ``end_task`` when a task follows (``remedy.csv``'s ``reset``,
+    ``injected``, ``shrunk``; ``None``: nothing).
     """
 
     def __init__(self, suite: MealSuite, config: IPPOConfig, seeds: Sequence[int]):
@@ -167,6 +199,22 @@ class JaxIPPO:
         self._compiled: dict[tuple, Any] = {}
         template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.obs_dim)))
         self.mask = cl_lib.reg_mask(template, config.regularize_critic, config.regularize_heads)
+        self.remedy = config.remedy
+        self.layers = rem.layers_of(self.network)
+        self.per_unit = rem.outputs_per_unit(config.activation)
+        rc = self.remedy
+        what = {"redo": "recycled", "cbp": "replaced"}.get(str(rc.remedy))
+        names = tuple(f"remedy/{what}/{layer.name}" for layer in self.layers) if what else ()
+        if rc.remedy in ("redo", "plasticity-injection"):
+            names += ("remedy/recycled" if rc.remedy == "redo" else "remedy/injected",)
+        self.remedy_metrics: tuple[str, ...] = (*names, "remedy/update") if rc.enabled else ()
+        self.switch_event: str | None = None
+        if rc.remedy == "reset":
+            self.switch_event = "reset"
+        elif rc.remedy == "plasticity-injection" and rc.injects_at_end:
+            self.switch_event = "injected"
+        elif rc.remedy == "shrink-perturb" and rc.snp_every == "task":
+            self.switch_event = "shrunk"
 
     # -- building blocks -----------------------------------------------------------------
     def apply(
@@ -179,6 +227,22 @@ class JaxIPPO:
         """MEAL's initialisation: ``PRNGKey(seed)`` split once, the second key inits."""
         _, key = jax.random.split(jax.random.PRNGKey(seed))
         return self.network.init(key, jnp.zeros((1, self.obs_dim)))
+
+    def fresh_params(self, key: jax.Array) -> Any:
+        """A new initialisation of the network from ``key`` (its own initialisers: the
+        remedies' fresh draws)."""
+        return self.network.init(key, jnp.zeros((1, self.obs_dim)))
+
+    def _init_remedy(self, params: Any) -> rem.RemedyState:
+        """One seed's remedy state: shrink-and-perturb's initial parameters, continual
+        backprop's zero statistics; leafless otherwise."""
+        rc = self.remedy
+        initial = cbp = None
+        if rc.remedy == "shrink-perturb" and rc.snp_noise == "initial":
+            initial = jax.tree.map(jnp.array, params)
+        if rc.remedy == "cbp":
+            cbp = rem.init_cbp(self.layers, self.per_unit)
+        return rem.RemedyState(initial, cbp)
 
     def _compile(self, name: tuple, fn: Any) -> Any:
         """``jax.jit(fn)`` cached under ``name``; calling it adds the time JAX spends
@@ -225,6 +289,7 @@ class JaxIPPO:
             seed=jnp.asarray(self.seeds, jnp.int32),
             ep_return=jnp.zeros((k, self.cfg.num_envs), jnp.float32),
             ep_soups=jnp.zeros((k, self.cfg.num_envs), jnp.int32),
+            remedy=jax.vmap(self._init_remedy)(params),
         )
 
     def _reset_envs(self, task_id: int, rng: jax.Array, cycle: int) -> tuple[BatchState, jax.Array]:
@@ -269,12 +334,17 @@ class JaxIPPO:
         )
         return fn(state, jnp.int32(task_id))
 
-    def end_task(self, state: TrainState, task_id: int) -> TrainState:
+    def end_task(self, state: TrainState, task_id: int, next_task: int | None = None) -> TrainState:
         """After task ``task_id``'s last update (MEAL's order): its importance from fresh
-        episodes (EWC / online EWC: Fisher; MAS), the anchor, then a new optimizer state."""
+        episodes (EWC / online EWC: Fisher; MAS), the anchor, then a new optimizer state;
+        then the remedy's task-end step (module docstring): a reset and shrink-and-perturb
+        at the switch need the task that follows (``next_task``; ``None``: none follows,
+        they are skipped). The job calls it after the task's end was evaluated."""
         self._check_task(task_id)
-        fn = self._compile(("end_task",), lambda s, tid: self._end_task(s, tid))
-        return fn(state, jnp.int32(task_id))
+        if next_task is not None:
+            self._check_task(next_task)
+        fn = self._compile(("end_task",), lambda s, tid, nxt: self._end_task(s, tid, nxt))
+        return fn(state, jnp.int32(task_id), jnp.int32(-1 if next_task is None else next_task))
 
     def act(
         self, params: Any, obs: Any, task_id: int, greedy: bool, key: jax.Array | None = None
@@ -391,32 +461,83 @@ class JaxIPPO:
         return state, traj, soups.sum(0), episodes
 
     def _ppo(self, params, opt_state, cl_state, traj: Transition, last_obs, rng, task_id: int):
-        """One seed's PPO epochs on its rollout ``traj`` ``(T, N, ...)``."""
-        cfg = self.cfg
+        """One seed's PPO epochs on its rollout ``traj`` ``(T, N, ...)`` (no remedy)."""
+        params, opt_state, rng, losses, _, _ = self._epochs(
+            params, opt_state, cl_state, traj, last_obs, rng, task_id, None, None
+        )
+        return params, opt_state, rng, losses
+
+    def _epochs(self, params, opt_state, cl_state, traj, last_obs, rng, task_id, remedy, key):
+        """One seed's PPO epochs; with ``remedy`` (its ``RemedyState``) and ``key``, the
+        remedies of every optimizer step (shrink-and-perturb, continual backprop) after
+        each step, minibatch ``j`` of epoch ``e`` drawing from ``split(fold_in(key, e),
+        num_minibatches)[j]`` (continual backprop: ``split`` of it into the count draws'
+        key and the weights' key). Returns ``(params, opt_state, rng, mean losses, remedy,
+        {layer: units replaced at each optimizer step (epochs * minibatches,)})``."""
+        cfg, rc = self.cfg, self.remedy
+        cbp = rc.remedy == "cbp"
+        snp = rc.remedy == "shrink-perturb" and rc.snp_every == "minibatch"
+        per_step = remedy is not None and (cbp or snp)
+        features = per_step and cbp
         _, last_value = self.apply(params, self._flat(last_obs), task_id)
         advantages, targets = gae(
             traj.done, traj.value, traj.reward, last_value, cfg.gamma, cfg.gae_lambda
         )
 
         def loss_fn(p, batch, adv, tgt):
-            logits, values = self.apply(p, batch.obs, task_id)
+            acts = None
+            if features:  # the activations of this forward pass, for continual backprop
+                logits, values, acts = rem.trunk_activations(self.network, p, batch.obs, task_id)
+            else:
+                logits, values = self.apply(p, batch.obs, task_id)
             loss, (value_loss, actor_loss, entropy) = ppo_loss(logits, values, batch, adv, tgt, cfg)
             reg = cl_lib.penalty(p, cl_state, self.mask, cfg)
-            return loss + reg, (value_loss, actor_loss, entropy, reg)
+            aux = (value_loss, actor_loss, entropy, reg)
+            return loss + reg, ((aux, acts) if features else aux)
+
+        def remedy_step(p, o, r, acts, k):
+            """The per-step remedy after the optimizer step."""
+            counts = {}
+            if snp:
+                noise = r.initial if rc.snp_noise == "initial" else self.fresh_params(k)
+                p = rem.shrink_perturb(p, noise, rc.snp_shrink, rc.perturb)
+            if cbp:
+                k_count, k_weights = jax.random.split(k)
+                drawn = rem.draw_uniforms(k_weights, p, self.layers)
+                p, o, state, counts = rem.cbp_step(
+                    p, o, r.cbp, acts, {n: ku for n, (ku, _) in drawn.items()}, self.layers,
+                    cfg.activation, rc.cbp_replacement_rate, rc.cbp_maturity, rc.cbp_decay,
+                    count_uniforms=rem.draw_counts(k_count, self.layers),
+                    reset_moments=rc.cbp_reset_moments,
+                )  # fmt: skip
+                r = r._replace(cbp=state)
+            return p, o, r, counts
 
         def minibatch(carry, mb):
-            p, o = carry
+            if per_step:
+                (p, o, r), (*mb, k) = carry, mb
+            else:
+                p, o = carry
             (total, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, *mb)
+            if features:
+                aux, acts = aux
             updates, o = self.tx.update(grads, o, p)
             norms = (
                 _grad_norm(grads, ("actor_", "common_")),
                 _grad_norm(grads, ("critic_", "common_")),
             )
-            return (optax.apply_updates(p, updates), o), (total, *aux, *norms)
+            p = optax.apply_updates(p, updates)
+            if not per_step:
+                return (p, o), (total, *aux, *norms)
+            p, o, r, counts = remedy_step(p, o, r, acts if features else None, k)
+            return (p, o, r), ((total, *aux, *norms), counts)
 
-        def epoch(carry, _):
-            p, o, key = carry
-            key, sub = jax.random.split(key)
+        def epoch(carry, index):
+            if per_step:
+                p, o, r, k = carry
+            else:
+                p, o, k = carry
+            k, sub = jax.random.split(k)
             size = advantages.size
             perm = jax.random.permutation(sub, size)
             batch = jax.tree.map(
@@ -425,20 +546,40 @@ class JaxIPPO:
                 ),
                 (traj, advantages, targets),
             )
-            (p, o), losses = jax.lax.scan(minibatch, (p, o), batch)
-            return (p, o, key), losses
+            if not per_step:
+                (p, o), losses = jax.lax.scan(minibatch, (p, o), batch)
+                return (p, o, k), losses
+            keys = jax.random.split(jax.random.fold_in(key, index), cfg.num_minibatches)
+            (p, o, r), out = jax.lax.scan(minibatch, (p, o, r), (*batch, keys))
+            return (p, o, r, k), out
 
-        (params, opt_state, rng), losses = jax.lax.scan(
-            epoch, (params, opt_state, rng), None, cfg.update_epochs
+        if not per_step:
+            (params, opt_state, rng), losses = jax.lax.scan(
+                epoch, (params, opt_state, rng), None, cfg.update_epochs
+            )
+            return params, opt_state, rng, [x.mean() for x in losses], remedy, {}
+        (params, opt_state, remedy, rng), (losses, counts) = jax.lax.scan(
+            epoch, (params, opt_state, remedy, rng), jnp.arange(cfg.update_epochs)
         )
-        return params, opt_state, rng, [x.mean() for x in losses]
+        counts = {name: n.reshape(-1) for name, n in counts.items()}  # (epochs * minibatches,)
+        return params, opt_state, rng, [x.mean() for x in losses], remedy, counts
 
     def _update(self, state: TrainState, task_id: int) -> tuple[TrainState, Metrics]:
         coef = self.shaping_coef(state.update)
         state, traj, soups, episodes = self._rollout(state, task_id, coef)
-        params, opt_state, rng, losses = jax.vmap(
-            lambda p, o, c, tr, ob, r: self._ppo(p, o, c, tr, ob, r, task_id)
-        )(state.params, state.opt_state, state.cl, traj, state.obs, state.rng)
+        rng, steps_key, after_key = state.rng, None, None
+        if self.remedy.enabled:  # keys of the remedy: only a run with one draws them
+            rng, remedy_key = _split(rng)
+            steps_key, after_key = _split(remedy_key)
+        params, opt_state, rng, losses, remedy, replaced = jax.vmap(
+            lambda p, o, c, tr, ob, r, rs, k: self._epochs(p, o, c, tr, ob, r, task_id, rs, k)
+        )(state.params, state.opt_state, state.cl, traj, state.obs, rng, state.remedy, steps_key)
+        params, opt_state, remedy_metrics = self._after_update(
+            params, opt_state, state.update + 1, traj.obs, task_id, after_key
+        )
+        remedy_metrics.update({f"remedy/replaced/{k}": v for k, v in replaced.items()})
+        if self.remedy.enabled:
+            remedy_metrics["remedy/update"] = state.update + 1
         lr = (
             self.cfg.learning_rate * (1.0 - state.update / self.updates_per_task)
             if self.cfg.anneal_lr
@@ -465,11 +606,46 @@ class JaxIPPO:
             shaping_coef=coef,
             learning_rate=lr,
             **episodes,
+            **remedy_metrics,
         )
-        state = state._replace(params=params, opt_state=opt_state, rng=rng, update=state.update + 1)
+        state = state._replace(
+            params=params, opt_state=opt_state, rng=rng, update=state.update + 1, remedy=remedy
+        )
         return state, metrics
 
-    def _end_task(self, state: TrainState, task_id: int) -> TrainState:
+    def _after_update(self, params, opt_state, count, obs, task_id, key):
+        """The remedies after an update (all seeds; ``count (K,)``: the update's 1-based
+        number within the task, the same for every seed): ReDo on the rollout's
+        observations ``obs (K, T, N, D)`` after every ``redo_period``-th update, plasticity
+        injection after the ``injection_updates``. Returns ``(params, opt_state,
+        metrics)``."""
+        rc, k = self.remedy, count.shape[0]
+        metrics: dict[str, jax.Array] = {}
+        if rc.remedy == "redo":
+            period = rc.redo_period(self.updates_per_task)
+            batch = obs.reshape(k, -1, obs.shape[-1])
+
+            def recycle(args):
+                return jax.vmap(
+                    lambda p, o, x, kk: rem.redo(
+                        self.network, p, o, x, task_id, kk, rc.redo_tau, rc.redo_reset_moments
+                    )
+                )(*args, batch, key)
+
+            def keep(args):
+                return (*args, {ly.name: jnp.zeros(k, jnp.int32) for ly in self.layers})
+
+            due = count[0] % period == 0
+            params, opt_state, recycled = jax.lax.cond(due, recycle, keep, (params, opt_state))
+            metrics = {f"remedy/recycled/{name}": n for name, n in recycled.items()}
+            metrics["remedy/recycled"] = jnp.broadcast_to(due, (k,)).astype(jnp.int32)
+        elif rc.remedy == "plasticity-injection":
+            due = jnp.isin(count[0], jnp.asarray(rc.injection_updates(self.updates_per_task)))
+            opt_state = jax.lax.cond(due, jax.vmap(rem.inject), lambda o: o, opt_state)
+            metrics = {"remedy/injected": jnp.broadcast_to(due, (k,)).astype(jnp.int32)}
+        return params, opt_state, metrics
+
+    def _end_task(self, state: TrainState, task_id: int, next_task: jax.Array) -> TrainState:
         cfg = self.cfg
         rng, key = _split(state.rng)
         if cfg.cl_method in ("ewc", "online-ewc"):
@@ -486,12 +662,48 @@ class JaxIPPO:
             cl_state = jax.vmap(lambda c, p, n: cl_lib.update(c, p, n, cfg))(
                 state.cl, state.params, new
             )
-        return state._replace(
+        state = state._replace(
             cl=cl_state,
             opt_state=jax.vmap(self.tx.init)(state.params),
             rng=rng,
             update=jnp.zeros_like(state.update),
         )
+        return self._remedy_at_switch(state, next_task) if self.remedy.enabled else state
+
+    def _remedy_at_switch(self, state: TrainState, next_task: jax.Array) -> TrainState:
+        """The remedy at a task's end, after the new optimizer state, when a task follows
+        (``next_task >= 0``; nothing changes after the sequence's last task): reset
+        (heads: the slice of ``next_task`` on a multi-head network), shrink-and-perturb
+        (``snp_every="task"``), plasticity injection (``injects_at_end``: the heads'
+        moments are fresh already)."""
+        rc = self.remedy
+        rng, key = _split(state.rng)
+        params, opt_state = state.params, state.opt_state
+        follows = next_task >= 0
+        if rc.remedy == "reset":
+
+            def reset_one(p, o, k):
+                p, touched = rem.reset(
+                    p, self.fresh_params(k), rc.reset_layers, next_task, self.num_tasks,
+                    self.cfg.multi_head,
+                )  # fmt: skip
+                return p, rem.zero_moments(o, touched)
+
+            params, opt_state = jax.lax.cond(
+                follows, lambda a: jax.vmap(reset_one)(*a, key), lambda a: a, (params, opt_state)
+            )
+        elif rc.remedy == "shrink-perturb" and rc.snp_every == "task":
+
+            def snp_one(p, r, k):
+                noise = r.initial if rc.snp_noise == "initial" else self.fresh_params(k)
+                return rem.shrink_perturb(p, noise, rc.snp_shrink, rc.perturb)
+
+            params = jax.lax.cond(
+                follows, lambda p: jax.vmap(snp_one)(p, state.remedy, key), lambda p: p, params
+            )
+        elif rc.remedy == "plasticity-injection" and rc.injects_at_end:
+            opt_state = jax.lax.cond(follows, jax.vmap(rem.inject), lambda o: o, opt_state)
+        return state._replace(params=params, opt_state=opt_state, rng=rng)
 
     def _importance_envs(self, task_id: int, keys: jax.Array):
         """One env per seed for importance episodes (``keys (K, 2)``)."""

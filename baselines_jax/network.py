@@ -3,7 +3,9 @@ neuron logging (it does not touch the outputs).
 
 Input: flattened observations ``(B, D)`` (uint8 counts are cast to float32 here), and the
 task id (a scalar, or one per row). With ``task_id_input`` the one-hot task id is appended
-to the input; each trunk layer is ``Dense -> activation -> LayerNorm(eps=1e-5)``; with
+to the input; each trunk layer is ``Dense -> activation -> LayerNorm(eps=1e-5)``
+(``crelu``: ``concat(relu(x), relu(-x))``, twice the Dense's width, so the next layer reads
+``2 * width`` inputs; Shang et al. 2016, Plasticine's ``CReLU4Linear``); with
 ``multi_head`` the heads hold ``num_tasks`` slices and each row reads its task's slice
 (MEAL's ``choose_head``). Kernels are orthogonal (gain sqrt(2); 0.01 for the policy head,
 1.0 for the value head), biases zero. Parameter names are MEAL's (``actor_dense1``,
@@ -21,6 +23,18 @@ from flax.linen.initializers import constant, orthogonal
 
 def _dense(width: int, name: str, gain: float) -> nn.Dense:
     return nn.Dense(width, kernel_init=orthogonal(gain), bias_init=constant(0.0), name=name)
+
+
+def activate(x: jax.Array, activation: str) -> jax.Array:
+    """``activation`` (``relu``, ``tanh`` or ``crelu``) of a Dense output ``x (..., U)``;
+    ``crelu`` gives ``(..., 2U)``: ``relu(x)`` then ``relu(-x)``."""
+    if activation == "relu":
+        return nn.relu(x)
+    if activation == "tanh":
+        return nn.tanh(x)
+    if activation == "crelu":
+        return jnp.concatenate([nn.relu(x), nn.relu(-x)], axis=-1)
+    raise ValueError(f"unknown activation {activation!r}; valid: relu, tanh, crelu")
 
 
 def select_head(out: jax.Array, num_tasks: int, task: jax.Array) -> jax.Array:
@@ -45,7 +59,6 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, task: jax.Array | int = 0) -> tuple[jax.Array, jax.Array]:
-        act = nn.relu if self.activation == "relu" else nn.tanh
         x = x.astype(jnp.float32)
         task = jnp.asarray(task, jnp.int32)
         if self.task_id_input:
@@ -54,7 +67,7 @@ class ActorCritic(nn.Module):
 
         def trunk(prefix: str, h: jax.Array) -> jax.Array:
             for i, width in enumerate(self.hidden_sizes, start=1):
-                h = act(_dense(width, f"{prefix}_dense{i}", np.sqrt(2))(h))
+                h = activate(_dense(width, f"{prefix}_dense{i}", np.sqrt(2))(h), self.activation)
                 if self.layer_norm:
                     h = nn.LayerNorm(epsilon=1e-5, name=f"{prefix}_ln{i}")(h)
             return h

@@ -7,8 +7,9 @@ shared with the torch learners (same weights and batch: same values, within floa
 For MEAL's :class:`~baselines_jax.network.ActorCritic`, :func:`actor_critic_apply` reads
 the hidden layers with flax's ``capture_intermediates``: each trunk layer's
 post-activation output ``act(Dense(h))`` (before the LayerNorm, as torch's activation
-modules give it) and the penultimate features (the input of each head: the last
-LayerNorm's output). Networks ``actor`` and ``critic`` (a shared backbone counts in both).
+modules give it; CReLU's ``2 * width`` outputs count as ReLU units) and the penultimate
+features (the input of each head: the last LayerNorm's output). Networks ``actor`` and
+``critic`` (a shared backbone counts in both).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from baselines_jax.network import ActorCritic
+from baselines_jax.network import ActorCritic, activate
 from cl_suites.metrics.plasticity_tracker import Capture
 
 PAD_ROWS = 256
@@ -108,8 +109,7 @@ class JaxProbe:
 def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray], Intermediates]:
     """The apply function of :class:`JaxProbe` for MEAL's ``ActorCritic``: ``obs (B, ...)``
     (flattened here), ``task_ids (B,)``; one jitted pass."""
-    act = jax.nn.relu if network.activation == "relu" else jnp.tanh
-    kind = "relu" if network.activation == "relu" else "tanh"
+    kind = "tanh" if network.activation == "tanh" else "relu"  # CReLU's units are ReLUs
     trunks = ("common",) if network.shared_backbone else ("actor", "critic")
     sizes = len(network.hidden_sizes)
 
@@ -122,10 +122,13 @@ def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray],
         layers = {}
         for trunk in trunks:
             for i in range(1, sizes + 1):
-                layers[f"{trunk}_dense{i}"] = act(inter[f"{trunk}_dense{i}"]["__call__"][0])
+                dense = inter[f"{trunk}_dense{i}"]["__call__"][0]
+                layers[f"{trunk}_dense{i}"] = activate(dense, network.activation)
             last = f"{trunk}_ln{sizes}" if network.layer_norm else f"{trunk}_dense{sizes}"
             feats = inter[last]["__call__"][0]
-            layers[f"{trunk}_features"] = feats if network.layer_norm else act(feats)
+            layers[f"{trunk}_features"] = (
+                feats if network.layer_norm else activate(feats, network.activation)
+            )
         return logits, values, layers
 
     def apply(params: Any, obs: Any, task_ids: np.ndarray) -> Intermediates:

@@ -34,11 +34,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from cl_suites.rundir.progress import read_progress  # noqa: E402
-from cl_suites.rundir.runlog import read_eval, read_plasticity  # noqa: E402
+from cl_suites.rundir.progress import read_progress
+from cl_suites.rundir.runlog import read_eval, read_plasticity
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -105,12 +105,16 @@ def run_all(root: Path, smoke: bool, seeds: tuple[int, ...]) -> None:
                     (root / f"{seq.name}-{method}" / f"seed{s}", ["--seed", str(s)]) for s in seeds
                 ]
             for run_dir, seed_args in groups:
-                dirs = [run_dir / f"seed{s}" for s in seeds] if seq.seeds_in_one_program else [run_dir]
+                dirs = (
+                    [run_dir / f"seed{s}" for s in seeds] if seq.seeds_in_one_program else [run_dir]
+                )
                 if all(_finished(d) for d in dirs):
                     continue
-                resume = ["--resume"] if (run_dir / "seed0").exists() or (
-                    run_dir / "metadata.json"
-                ).exists() else []
+                resume = (
+                    ["--resume"]
+                    if (run_dir / "seed0").exists() or (run_dir / "metadata.json").exists()
+                    else []
+                )
                 run_dir.parent.mkdir(parents=True, exist_ok=True)
                 cmd = [*cli, *args, "--method", method, *seed_args, "--run-dir", str(run_dir)]
                 seconds = _run([*cmd, *common, *resume], root / f"{seq.name}-{method}.log")

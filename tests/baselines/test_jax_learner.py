@@ -85,6 +85,30 @@ def test_end_task_resets_adam_and_lr_after_the_last_update(tiny_runs):
     assert np.asarray(ended.update).tolist() == [0, 0]
 
 
+def test_no_remedy_leaves_the_run_as_it_was_before_remedies(tiny_runs):
+    """Issue 54: with ``remedy=None`` (the default) the learner draws the same keys and
+    trains the same weights as before remedies existed (values of f0245f5, on CPU: PRNG
+    keys are exact everywhere, weights to float tolerance), and its checkpoint holds the
+    same arrays (no remedy leaf)."""
+    pair, state, ended, (_, m2), *_ = tiny_runs
+    assert not pair.cfg.remedy.enabled and pair.remedy_metrics == ()
+    assert np.asarray(state.rng).tolist() == [[309576661, 1018505764], [2551750729, 3239724547]]
+    assert np.asarray(ended.rng).tolist() == [
+        [1249588139, 3173721105],
+        [4122724549, 4100754326],
+    ]
+    flat = pair.state_dict(state)
+    assert len(flat) == 128 and not any(k.startswith(".remedy") for k in flat)
+    for name, total in (
+        ("actor_dense1", 1287.0982666015625),
+        ("critic_head", 12.853774070739746),
+        ("actor_head", 0.8051908612251282),
+    ):
+        kernel = np.asarray(state.params["params"][name]["kernel"])
+        assert float(np.abs(kernel).sum()) == pytest.approx(total, rel=1e-4), name
+    assert float(np.asarray(m2["total_loss"]).sum()) == pytest.approx(0.09967614710330963, 1e-3)
+
+
 def test_state_dict_round_trip_and_bad_input(tiny_runs):
     pair, state, *_ = tiny_runs
     flat = pair.state_dict(state)

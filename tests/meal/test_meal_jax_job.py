@@ -36,6 +36,7 @@ from cl_suites.rundir.runlog import (
     read_eval,
     read_heterogeneity,
     read_metadata,
+    read_remedy,
 )
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 
@@ -328,7 +329,10 @@ BAD_CLI = [
     (["--set", "torch_threads=2"], r"'torch_threads' belong to the torch learner 'ppo'"),
     (["--learner", "ppo", "--set", "clip_eps=0.1"], r"'clip_eps' belong to learner 'ppo-jax'"),
     (["--learner", "ppo", "--seeds", "0", "1"], r"several seeds in one program need .*'ppo'"),
-    (["--set", "activation=gelu"], r"activation must be one of 'relu', 'tanh', got 'gelu'"),
+    (
+        ["--set", "activation=gelu"],
+        r"activation must be one of 'relu', 'tanh', 'crelu', got 'gelu'",
+    ),
 ]
 
 
@@ -514,3 +518,95 @@ def test_seeds_without_layout_seed_say_they_share_one_set_of_kitchens(
     assert "seeds 4 7 train in one program on one set of kitchens (layout_seed=4" in err
     assert main([*run, "--set", "layout_seed=9", "--run-dir", str(tmp_path / "b")]) == 0
     assert "one set of kitchens" not in capsys.readouterr().err
+
+
+# -- plasticity remedies (issue 54) -----------------------------------------------------
+REMEDY_RUNS = {
+    "redo": {"redo_every": 1, "redo_tau": 0.3},  # recycles after every update
+    "cbp": {"cbp_maturity": 20, "cbp_replacement_rate": 0.01},  # mature after 20 steps
+    "shrink-perturb": {"snp_noise": "fresh", "snp_shrink": 0.99},  # a fresh draw per step
+}
+
+
+def _remedy_run(tmp_path_factory, method, seed=3, kill_at=None, seeds=None, run_dir=None):
+    """A MEAL-2 run (kitchens of seed 0) with a remedy; ``kill_at`` as :func:`_run`."""
+    run_dir = run_dir or tmp_path_factory.mktemp(f"{method}{seed}")
+    overrides = {**OVERRIDES, "layout_seed": 0, **REMEDY_RUNS[method]}
+    kwargs = dict(**{**JOB, "method": method}, seed=seed, run_dir=run_dir, overrides=overrides)
+    if seeds is not None:
+        kwargs["seeds"] = seeds
+    if kill_at is None:
+        run_main_job(resume=False, **kwargs)
+        return run_dir
+    save = jax_job._Loop.save
+
+    def save_then_maybe_die(self, finished=False):
+        save(self, finished)
+        if self.step >= kill_at:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_main_job(resume=False, **kwargs)
+    run_main_job(resume=True, **kwargs)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def cbp3(tmp_path_factory):
+    """Seed 3 alone with continual backprop, uninterrupted."""
+    return _remedy_run(tmp_path_factory, "cbp")
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+@pytest.mark.parametrize("method", ["redo", "cbp"])
+def test_a_remedy_run_resumes_after_a_kill_to_the_uninterrupted_run(method, cbp3, tmp_path_factory):
+    """Issue 54: the remedy's state (CBP's utilities, ages and carried fraction) is in the
+    checkpoint; a run killed after the checkpoint at 640 and resumed is the uninterrupted
+    one, bit for bit; the remedy did act (its checkpointed state and parameters)."""
+    full = cbp3 if method == "cbp" else _remedy_run(tmp_path_factory, method)
+    cut = _remedy_run(tmp_path_factory, method, kill_at=640)
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (full, cut))
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(read_episodes(full), read_episodes(cut))
+    pd.testing.assert_frame_equal(read_remedy(full), read_remedy(cut))  # nothing twice
+    x, y = _checkpoint(full), _checkpoint(cut)
+    assert x.keys() == y.keys()
+    for key in x:
+        np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+    meta = read_metadata(full)["hyperparameters"]["learner"]["remedy"]
+    assert meta["remedy"] == method and meta == {**meta, **REMEDY_RUNS[method]}
+    acts = read_remedy(full)
+    event = {"redo": "recycled", "cbp": "replaced"}[method]
+    assert set(acts.event) == {event} and acts.units.sum() > 0
+    assert set(acts.layer) == {"actor_dense1", "critic_dense1"}  # the small preset: [64]
+    if method == "redo":  # redo_every=1: after every update (8 per task), each layer a row
+        assert sorted(set(acts["update"])) == list(range(1, 9)) and len(acts) == 2 * 16
+    else:
+        ages = np.concatenate([x[k].ravel() for k in x if k.startswith(".remedy.cbp.age")])
+        assert ages.max() > 20 and (ages < ages.max()).any()  # units matured; some replaced
+        assert (acts.groupby(["total_step", "update"]).units.sum() > 0).all()
+
+
+@pytest.mark.slow  # compiles the learner: minutes on a busy 2-core CPU
+def test_seeds_in_one_program_with_a_remedy_equal_single_seed_runs(tmp_path_factory):
+    """``--seeds 0 3 --method shrink-perturb`` (a fresh draw after every optimizer step,
+    from each seed's own keys): seed 3 equals ``--seed 3`` to the tolerance of
+    :func:`test_seeds_in_one_program_equal_single_seed_runs`. Not continual backprop: its
+    choice of units amplifies the vmapped program's rounding (measured on this run: the
+    same number of units replaced at every step, other units from the first task on)."""
+    alone = _remedy_run(tmp_path_factory, "shrink-perturb")
+    group = _remedy_run(tmp_path_factory, "shrink-perturb", seed=0, seeds=[0, 3])
+    mine = group / "seed-3"
+    a, b = (read_eval(d).drop(columns="wall_time") for d in (alone, mine))
+    np.testing.assert_allclose(a.mean_return, b.mean_return, atol=1e-6)
+    x, y = _checkpoint(alone), _checkpoint(mine)
+    assert x.keys() == y.keys()
+    lr, updates = 3e-3, 16
+    diff = np.concatenate([np.abs(x[k] - y[k]).ravel() for k in x if k.startswith(".params")])
+    assert np.mean(diff > 1e-4) < 1e-3 and diff.max() <= 2 * lr * updates
+    for key in (".rng", ".seed", ".task", ".update", ".t"):
+        np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+    z = _checkpoint(group / "seed-0")
+    assert any(not np.array_equal(x[k], z[k]) for k in x if "params" in k)

@@ -19,6 +19,12 @@ Several seeds (``seeds``) train vmapped in one program on one set of kitchens an
 one ordinary run directory each (its own run log, evaluator, progress file and
 checkpoint); each equals the single-seed run of that seed with the same kitchens.
 
+A plasticity remedy (``IPPOConfig.remedy``) runs inside the learner; what it did goes to
+``remedy.csv`` (``RunLog.log_remedy``, the torch job's rows: :func:`remedy_rows` from the
+learner's per-update metrics after each chunk, and the task-end act after ``end_task``),
+cut back with the other logs on resume. ``end_task`` hears which task follows (a reset
+re-initialises that task's head; nothing changes after the last task).
+
 Training episodes (``episodes.csv``): every finished one, and at each task's end the
 episodes still running, with their return and length so far (as the torch job logs a
 game cut by a switch).
@@ -170,6 +176,50 @@ def cut_episode_soup_rows(
     ]
 
 
+def remedy_rows(
+    metrics: dict[str, Any],
+    names: Sequence[str],
+    seed_index: int,
+    start_step: int,
+    rollout: int,
+    task_id: int,
+) -> list[dict[str, Any]]:
+    """``remedy.csv`` rows (``REMEDY_COLUMNS``) of what one seed's remedy did in a chunk,
+    from the learner's metrics ``names`` (``JaxIPPO.remedy_metrics``): per update that
+    recycled (ReDo), one ``recycled`` row per layer (zeros too); per optimizer step that
+    replaced a unit (continual backprop), one ``replaced`` row per layer; per update that
+    injected plasticity, one ``injected`` row (layer ``all``). Rows are logged at the
+    update's last env step with its 1-based count within the task (``update``)."""
+    if not names:
+        return []
+    values = {n: np.asarray(metrics[n])[:, seed_index] for n in names}
+
+    def layers(event: str) -> dict[str, np.ndarray]:
+        prefix = f"remedy/{event}/"
+        return {n[len(prefix) :]: v for n, v in values.items() if n.startswith(prefix)}
+
+    recycled, replaced = layers("recycled"), layers("replaced")
+    rows: list[dict[str, Any]] = []
+    for u, update in enumerate(values["remedy/update"]):
+        row = {"total_step": int(start_step + (u + 1) * rollout), "task_id": int(task_id),
+               "update": int(update)}  # fmt: skip
+        acts: list[tuple[str, dict[str, int]]] = []
+        if recycled and values["remedy/recycled"][u]:
+            acts.append(("recycled", {k: int(v[u]) for k, v in recycled.items()}))
+        for j in range(next(iter(replaced.values())).shape[-1] if replaced else 0):
+            step = {k: int(v[u, j]) for k, v in replaced.items()}
+            if any(step.values()):
+                acts.append(("replaced", step))
+        if "remedy/injected" in values and values["remedy/injected"][u]:
+            acts.append(("injected", {"all": 0}))
+        rows += [
+            {**row, "event": event, "layer": layer, "units": n}
+            for event, units in acts
+            for layer, n in units.items()
+        ]
+    return rows
+
+
 def cut_episode_rows(state: Any, seed_index: int, step: int, task_id: int) -> list[dict[str, Any]]:
     """``episodes.csv`` rows of the episodes one seed was playing when task ``task_id``
     ended at env step ``step`` (``JaxIPPO`` restarts its envs at the next task, as MEAL):
@@ -316,16 +366,18 @@ class _Loop:
         if self.step == 0:  # a resumed run's checkpoint holds what it observed
             self.observe()
         self.evaluate(due_only=True)  # eval_at_start
-        for seg in schedule:
+        for i, seg in enumerate(schedule):
             if self.step < seg.end_step:
-                self.train_segment(seg)
+                following = schedule[i + 1].task_id if i + 1 < len(schedule) else None
+                self.train_segment(seg, following)
         self.evaluate(due_only=False)
         self.save(finished=True)
 
-    def train_segment(self, seg: Segment) -> None:
+    def train_segment(self, seg: Segment, next_task: int | None = None) -> None:
         """Train ``seg`` from the current step to its end in chunks between eval and
         checkpoint points; at its end the evaluation and diagnostics of the task's end,
-        then ``end_task``, then a checkpoint."""
+        then ``end_task`` (told ``next_task``, the next segment's task; ``None`` after the
+        last), then a checkpoint."""
         learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
         self.task_started(seg.task_id)
         while self.step < seg.end_step:
@@ -350,10 +402,20 @@ class _Loop:
                     soups += cut_episode_soup_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
                 run.run_log.log_episode_soups(soups)
+                acts = remedy_rows(
+                    metrics, learner.remedy_metrics, i, start, self.rollout, seg.task_id
+                )
+                run.run_log.log_remedy(acts)
             # the end of a task is evaluated (and diagnosed) before end_task closes it
             self.evaluate(due_only=True)
             if ended:
-                self.state = learner.end_task(self.state, seg.task_id)
+                done = int(np.asarray(self.state.update)[0])  # updates of the task
+                self.state = learner.end_task(self.state, seg.task_id, next_task)
+                if learner.switch_event is not None and next_task is not None:
+                    row = {"total_step": self.step, "task_id": int(seg.task_id), "update": done,
+                           "event": learner.switch_event, "layer": "all", "units": 0}  # fmt: skip
+                    for run in self.runs:
+                        run.run_log.log_remedy([row])
             compile_s = learner.compile_seconds - compiled
             for run in self.runs:
                 run.progress.add_compile_time(compile_s)
