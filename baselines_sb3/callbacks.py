@@ -207,17 +207,27 @@ class ContinualEvalCallback(BaseCallback):
         infos = self.locals.get("infos", [])
         step = self.total_step
         if self.run_log is not None:
+            ended = [info["episode"] for info in infos[:: self.agents_per_env] if "episode" in info]
             episodes = [
                 {
                     "total_step": step,
-                    "task_id": int(info["episode"].get("task_id", self.task_at(step - 1))),
-                    "episode_return": info["episode"]["r"],
-                    "episode_length": info["episode"]["l"],
+                    "task_id": int(ep.get("task_id", self.task_at(step - 1))),
+                    "episode_return": ep["r"],
+                    "episode_length": ep["l"],
                 }
-                for info in infos[:: self.agents_per_env]
-                if "episode" in info
+                for ep in ended
             ]
             self.run_log.log_episodes(episodes)
+            soups = [  # MEAL: the soups of each episode (its training signal, no shaping)
+                {
+                    **{k: e[k] for k in ("total_step", "task_id", "episode_length")},
+                    "soups": ep["soups"],
+                }
+                for e, ep in zip(episodes, ended, strict=True)
+                if "soups" in ep
+            ]
+            if soups and hasattr(self.run_log, "log_episode_soups"):
+                self.run_log.log_episode_soups(soups)
         rollout_full = self.locals.get("n_steps", -2) + 1 >= self.model.n_steps
         if not rollout_full:  # a point at a rollout's end waits for the update
             self._evaluate(step)

@@ -200,6 +200,26 @@ def report_arguments(report: argparse.ArgumentParser) -> None:
         help="CORA's smoothing window in evaluations: final performance averages the last N "
         "(default: the suite's, 20 on CORA's suites, 1 on MEAL; 1: the last evaluation)",
     )
+    report.add_argument(
+        "--reference-runs",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="single-task reference runs (MEAL-1 runs, one per kitchen and seed, or "
+        "directories holding them) for MEAL's forward transfer FT",
+    )
+    report.add_argument(
+        "--meal-ci",
+        action="store_true",
+        help="also give MEAL's mean ± 1.96 SE over seeds (its tables' ±) of every MEAL metric",
+    )
+    report.add_argument(
+        "--meal-forgetting",
+        choices=("weighted", "paper", "peak_final"),
+        default="weighted",
+        help="MEAL's F: weighted (default, its result scripts' Table 2 formula), paper "
+        "(eq. 2) or peak_final (its comparison scripts')",
+    )
 
 
 # -- the parser ----------------------------------------------------------------------------

@@ -130,7 +130,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from cl_suites.metrics.tables import rich_table
 
     result = build_report(
-        [Path(p) for p in args.run_dirs], Path(args.out), progress=True, window=args.window
+        [Path(p) for p in args.run_dirs],
+        Path(args.out),
+        progress=True,
+        window=args.window,
+        meal_forgetting=args.meal_forgetting,
+        meal_ci=args.meal_ci,
+        reference_runs=[Path(p) for p in args.reference_runs],
     )
     for key, frame in result.tables.items():
         shown = frame.drop(

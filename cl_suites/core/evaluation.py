@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from cl_suites.core.background import BackgroundCall
+from cl_suites.core.heterogeneity import role_heterogeneity
 from cl_suites.core.task import Segment, TaskSequence, check_positive_int, task_seed
 from cl_suites.core.vector import VectorizationMode, make_task_vector_env
 
@@ -130,6 +131,32 @@ def _act(policy: Policy, batches: Sequence[EvalBatch]) -> np.ndarray:
         starts = np.concatenate([b.starts for b in batches])
         return np.asarray(policy(*args, episode_starts=starts))
     return np.asarray(policy(*args))
+
+
+def _count_actions(
+    counts: np.ndarray | None, rows: np.ndarray, envs: np.ndarray
+) -> np.ndarray | None:
+    """``counts (n_envs, n_agents, n_actions)`` plus one for the action of every agent of
+    the envs ``envs`` (bool mask) in ``rows`` (policy rows, agent ``i`` of env ``e`` at
+    ``e * n_agents + i``); the action axis grows to the largest action seen. ``None`` (no
+    counts kept from then on) for actions that are not integers."""
+    if counts is None:
+        return None
+    acts = np.asarray(rows)
+    if acts.dtype.kind not in "iu" and not (
+        acts.dtype.kind == "f" and np.all(np.isfinite(acts)) and np.all(acts == np.round(acts))
+    ):
+        return None
+    n_envs, n_agents = counts.shape[:2]
+    acts = acts.reshape(n_envs, n_agents).astype(np.int64)
+    if acts.size and acts.min() < 0:
+        return None
+    top = int(acts.max()) + 1 if acts.size else 0
+    if top > counts.shape[2]:
+        counts = np.pad(counts, ((0, 0), (0, 0), (0, top - counts.shape[2])))
+    e, a = np.nonzero(np.broadcast_to(np.asarray(envs)[:, None], acts.shape))
+    np.add.at(counts, (e, a, acts[e, a]), 1)
+    return counts
 
 
 class EvalEnvSource(Protocol):
@@ -414,6 +441,9 @@ class Evaluator:
 
     Attributes:
         eval_seconds: wall seconds spent in ``evaluate`` so far.
+        last_heterogeneity: multi-agent suites (MEAL): the role-heterogeneity rows of the
+            last evaluation, one per (task, split) (``heterogeneity.csv``, written through
+            the run log); empty for single-agent suites.
         progress: a ``cl_suites.rundir.progress.RunProgress`` that shows each evaluation
             as a phase (set by ``RunProgress(..., evaluator=...)``), or ``None``.
     """
@@ -450,6 +480,7 @@ class Evaluator:
             else check_positive_int("max_episode_steps", max_episode_steps)
         )
         self.eval_seconds = 0.0
+        self.last_heterogeneity: list[dict[str, Any]] = []
         self.progress: Any = None
         if env_source is None and sequence.eval_source is not None:
             env_source = sequence.eval_source()  # MEAL: all kitchens in one jitted call
@@ -548,7 +579,7 @@ class Evaluator:
             self.progress.begin_evaluation(int(total_step), self.episodes * len(keys))
         try:
             batches = self.source.start(keys, seeds, self.episodes)
-            returns = self._play(batches, policy, total_step if capture else None)
+            returns, action_counts = self._play(batches, policy, total_step if capture else None)
         finally:
             self.eval_seconds += time.monotonic() - t0
             if self.progress is not None:
@@ -567,13 +598,38 @@ class Evaluator:
             }
             for task_id, split in keys
         ]
+        self.last_heterogeneity = self._heterogeneity(total_step, action_counts)
         self.next_eval_step = self.point_after(int(total_step))
         self.last_eval_step = int(total_step)
         if capture:
             self.video.done(total_step)
         if self.run_log is not None:
             self.run_log.log_eval(records)
+            if self.last_heterogeneity and hasattr(self.run_log, "log_heterogeneity"):
+                self.run_log.log_heterogeneity(self.last_heterogeneity)
         return records
+
+    def _heterogeneity(
+        self, total_step: int, action_counts: dict[tuple[int, str], list[np.ndarray]]
+    ) -> list[dict[str, Any]]:
+        """One ``heterogeneity.csv`` row per (task, split) of a multi-agent evaluation:
+        MEAL's role-heterogeneity index of the agents' greedy actions in its counted
+        episodes (:func:`cl_suites.core.heterogeneity.role_heterogeneity`)."""
+        rows = []
+        for (task_id, split), per_env in sorted(action_counts.items()):
+            width = max(c.shape[-1] for c in per_env)
+            stacked = np.stack([np.pad(c, ((0, 0), (0, width - c.shape[-1]))) for c in per_env])
+            rows.append(
+                {
+                    "total_step": int(total_step),
+                    "task_id": int(task_id),
+                    "task_name": self.sequence.tasks[task_id].name,
+                    "split": split,
+                    "heterogeneity": role_heterogeneity(stacked.transpose(1, 0, 2)),
+                    "envs": len(per_env),
+                }
+            )
+        return rows
 
     def rollout_observations(
         self, task_id: int, episodes: int, max_steps: int, policy: Policy, total_step: int
@@ -600,10 +656,19 @@ class Evaluator:
 
     def _play(
         self, batches: list[EvalBatch], policy: Policy, video_step: int | None
-    ) -> dict[tuple[int, str], list[float]]:
+    ) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], list[np.ndarray]]]:
+        """Play every batch's episodes; returns each (task, split)'s episode returns and,
+        for multi-agent batches with integer actions, each of its eval envs' greedy-action
+        counts ``(num_agents, n_actions)`` over the steps of its recorded episodes."""
         returns: dict[tuple[int, str], list[float]] = {
             (int(t), s): [] for b in batches for t, s in zip(b.task_ids, b.splits, strict=True)
         }
+        counts: list[np.ndarray | None] = [
+            np.zeros((b.num_envs, b.num_agents, 0), dtype=np.int64)
+            if (b.num_agents or 1) > 1
+            else None
+            for b in batches
+        ]
         recording = self._start_recording(batches) if video_step is not None else []
         cap = self.max_episode_steps
         lengths = [np.zeros(b.num_envs, dtype=np.int64) for b in batches]
@@ -615,6 +680,11 @@ class Evaluator:
             for j in active:
                 b = batches[j]
                 width = b.num_envs * (b.num_agents or 1)
+                if counts[j] is not None:
+                    counting = (b.counts < b.targets) & ~cut_short[j]
+                    counts[j] = _count_actions(
+                        counts[j], actions[offset : offset + width], counting
+                    )
                 ended = b.step(actions[offset : offset + width])
                 offset += width
                 lengths[j] += 1
@@ -634,7 +704,13 @@ class Evaluator:
         if video_step is not None:
             for rec in recording:
                 self.video.write(video_step, rec["task_id"], rec["split"], rec["frames"])
-        return returns
+        per_key: dict[tuple[int, str], list[np.ndarray]] = {}
+        for b, c in zip(batches, counts, strict=True):
+            if c is None:
+                continue
+            for i in np.flatnonzero(b.targets > 0):
+                per_key.setdefault((int(b.task_ids[i]), b.splits[i]), []).append(c[i])
+        return returns, per_key
 
     # -- video --------------------------------------------------------------------------
     def _start_recording(self, batches: list[EvalBatch]) -> list[dict[str, Any]]:

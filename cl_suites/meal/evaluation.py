@@ -171,3 +171,37 @@ def meal_evaluator(
         env_source=MealEvalSource(suite, engine, max_batch),
         **kwargs,
     )
+
+
+def cross_play(
+    suite: MealSuite,
+    task_id: int,
+    policies: Sequence[Any],
+    *,
+    episodes: int = 64,
+    seed: int = 0,
+    engine: MealEngine | None = None,
+) -> float:
+    """Soups per episode when agent ``i`` of every env acts with ``policies[i]`` on task
+    ``task_id``'s kitchen: one cell of MEAL's coordination matrix (``TTomilin/MEAL@057f862
+    experiments/results/coordination_matrix.py:120-168``: 64 envs, one episode each,
+    greedy actions; ``cl_suites.metrics.meal.coordination_matrix`` divides by the bound).
+
+    Each policy is ``policy(obs, task_ids) -> actions`` (as the evaluator's) and sees only
+    its agent's rows, with ``task_id`` as the task (MEAL: both play with the task's head).
+    The envs are those of ``start_rollout(task_id, episodes, seed)``.
+    """
+    if len(policies) != suite.num_agents:
+        raise ValueError(
+            f"cross_play needs one policy per agent ({suite.num_agents}), got {len(policies)}"
+        )
+    batch = MealEvalSource(suite, engine).start_rollout(int(task_id), int(episodes), int(seed))
+    n, k = batch.num_envs, suite.num_agents
+    for _ in range(suite.episode_len):
+        obs, ids = batch.policy_rows()
+        actions = np.empty(n * k, dtype=np.int64)
+        for i, policy in enumerate(policies):
+            rows = np.arange(n) * k + i
+            actions[rows] = np.asarray(policy(obs[rows], ids[rows])).reshape(-1)
+        batch.step(actions)
+    return float(batch.running.sum() / REWARD_PER_SOUP / n)

@@ -39,11 +39,22 @@ from cl_suites.metrics.l2m import (
     transfer,
 )
 from cl_suites.metrics.meal import (
+    coordination_forgetting,
+    coordination_matrix,
+    coordination_retention,
     forgetting_per_task,
+    forward_transfer,
+    forward_transfer_values,
+    meal_end_index,
     meal_forgetting,
     meal_metrics,
     repetition_plasticity,
+    role_heterogeneity,
+    run_coordination_matrix,
+    run_heterogeneity,
     score_matrix,
+    task_auc,
+    training_score_curves,
 )
 from cl_suites.metrics.preprocess import (
     causal_moving_average,
@@ -53,7 +64,7 @@ from cl_suites.metrics.preprocess import (
 )
 from cl_suites.metrics.report import ReportResult, build_report, report_from_runs
 from cl_suites.metrics.runs import MetricsInputError, RunData, load_run, load_runs
-from cl_suites.metrics.stats import iqm_interval, mean_sem
+from cl_suites.metrics.stats import iqm_interval, mean_ci95, mean_sem
 
 __all__ = [
     "MetricsInputError",
@@ -63,12 +74,17 @@ __all__ = [
     "causal_moving_average",
     "continual_eval_curves",
     "contrast",
+    "coordination_forgetting",
+    "coordination_matrix",
+    "coordination_retention",
     "cora_matrices",
     "cora_summary",
     "cora_table",
     "export_l2logger",
     "final_performance",
     "forgetting_per_task",
+    "forward_transfer",
+    "forward_transfer_values",
     "iqm_interval",
     "l2m_clamp",
     "l2m_metrics",
@@ -79,8 +95,10 @@ __all__ = [
     "lifetime_log",
     "load_run",
     "load_runs",
+    "meal_end_index",
     "meal_forgetting",
     "meal_metrics",
+    "mean_ci95",
     "mean_sem",
     "performance_maintenance",
     "performance_recovery",
@@ -89,7 +107,12 @@ __all__ = [
     "relative_performance",
     "repetition_plasticity",
     "report_from_runs",
+    "role_heterogeneity",
+    "run_coordination_matrix",
+    "run_heterogeneity",
     "sample_efficiency",
     "score_matrix",
+    "task_auc",
+    "training_score_curves",
     "transfer",
 ]

@@ -225,6 +225,40 @@ def plot_heat_table(
     return fig
 
 
+@NAMES_AS_TEXT
+def plot_coordination_matrix(matrix: np.ndarray, names: dict[int, str], title: str = "") -> Figure:
+    """MEAL's coordination matrix: ``M[i, j]`` (normalised score in [0, 1]) with agent 0
+    on the policy of task ``i``'s end, agent 1 on task ``j``'s, on task ``i``'s kitchen;
+    the diagonal (the ordinary evaluation) framed, a cell without a value left white."""
+    m = np.asarray(matrix, dtype=float)
+    n = len(m)
+    left, right, bottom, top = 1.3, 0.9, 1.1, (0.7 if title else 0.45)
+    side = max(2.5, 0.6 * n)
+    w, h = side + left + right, side + bottom + top
+    fig = Figure(figsize=(w, h))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="white")
+    image = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label="normalised score")
+    for i in range(n):
+        ax.add_patch(Rectangle((i - 0.5, i - 0.5), 1, 1, fill=False, ec="k", lw=1.2))
+        for j in range(n):
+            if np.isfinite(m[i, j]) and n <= 20:
+                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    labels = [f"{t}-{names.get(t, t)}" for t in range(n)]
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("agent 1: policy at the end of task j", fontsize=9)
+    ax.set_ylabel("kitchen i, agent 0: policy of task i", fontsize=9)
+    label = "Coordination matrix (MEAL)"
+    ax.set_title(f"{title}\n{label}" if title else label, fontsize=10)
+    return fig
+
+
 def figure_png(fig: Figure, dpi: int = 110) -> bytes:
     """Render a figure to PNG bytes (and close it when pyplot manages it)."""
     buf = io.BytesIO()

@@ -118,6 +118,8 @@ def report_from_runs(
     figure_workers: int | None = None,
     meal_forgetting: str = "weighted",
     window: int | None = None,
+    meal_ci: bool = False,
+    references: Sequence[RunData] = (),
 ) -> ReportResult:
     """Compute every metric for loaded runs and write the report (see module docstring).
 
@@ -138,6 +140,10 @@ def report_from_runs(
             evaluation curves are smoothed and final performance is averaged (``None``:
             each suite's own, 20 on CORA's suites, 1 on MEAL; ``1``: the last evaluation).
             The report notes where it spans more than half of a task's evaluations.
+        meal_ci: also give MEAL's ``mean ± 1.96 SE`` over seeds (its tables' ``±``) of
+            every MEAL metric, beside mean ± SEM and the bootstrap interval.
+        references: single-task reference runs (MEAL-1 runs on one kitchen of the
+            learners' sequences) for MEAL's forward transfer ``FT``.
 
     Raises:
         MetricsInputError: unusable runs, or an output directory that cannot be written
@@ -152,7 +158,9 @@ def report_from_runs(
         isinstance(window, bool) or not isinstance(window, int) or window < 1
     ):
         raise ValueError(f"window must be an integer >= 1 (evaluation points), got {window!r}")
-    settings = Settings(bootstrap_reps, seed, n_points, meal_forgetting, window)
+    settings = Settings(
+        bootstrap_reps, seed, n_points, meal_forgetting, window, bool(meal_ci), tuple(references)
+    )
     renderer = FigureRenderer(1 if figure_workers is None else int(figure_workers))
     try:
         return _report(runs, Path(out_dir), settings, progress, renderer)
@@ -221,6 +229,8 @@ def build_report(
     progress: bool = False,
     meal_forgetting: str = "weighted",
     window: int | None = None,
+    meal_ci: bool = False,
+    reference_runs: Iterable[str | os.PathLike[str]] = (),
 ) -> ReportResult:
     """Entry point of ``cl-suites report RUN_DIR [RUN_DIR ...] [--out DIR]``.
 
@@ -228,13 +238,24 @@ def build_report(
     directories, such as a ``--seeds`` run's or a sweep's ``runs/``, stands for all of
     them: :func:`expand_run_dirs`) and calls :func:`report_from_runs`. Raises
     :class:`MetricsInputError` naming the bad run/value or the output path that cannot be
-    written. ``progress=True`` shows a rich progress bar.
+    written. ``progress=True`` shows a rich progress bar. ``reference_runs``
+    (``--reference-runs``): run directories (or directories holding them) of single-task
+    reference runs for MEAL's forward transfer; ``meal_ci`` (``--meal-ci``): MEAL's
+    ``mean ± 1.96 SE`` beside the other intervals.
     """
     dirs = expand_run_dirs(run_dirs)
     if not dirs:
         raise MetricsInputError("no run directories given")
+    ref_dirs = expand_run_dirs(reference_runs) if reference_runs else []
     with _progress(progress) as bar:
         runs = [load_run(d) for d in bar.track(dirs, description="loading runs")]
+        references = [load_run(d) for d in ref_dirs]
+    for ref in references:
+        if len(ref.schedule) == 0 or ref.schedule["task_id"].nunique() != 1:
+            raise MetricsInputError(
+                f"{ref.path}: a reference run must train one task (a MEAL-1 run), it trains "
+                f"{ref.schedule['task_id'].nunique()}"
+            )
     return report_from_runs(
         runs,
         out_dir,
@@ -243,4 +264,6 @@ def build_report(
         progress=progress,
         meal_forgetting=meal_forgetting,
         window=window,
+        meal_ci=meal_ci,
+        references=references,
     )

@@ -19,7 +19,7 @@ import pandas as pd
 
 from cl_suites.metrics import cora, l2m, meal, published
 from cl_suites.metrics.runs import MetricsInputError, RunData, combined_eval, task_names
-from cl_suites.metrics.stats import iqm_interval, mean_sem
+from cl_suites.metrics.stats import iqm_interval, mean_ci95, mean_sem
 from cl_suites.metrics.tables import cora_text_table, fmt_interval, fmt_mean_sem, task_label
 
 L2M_KEYS = (
@@ -62,6 +62,12 @@ class Settings:
     window: int | None = None
     """CORA's smoothing window in evaluation points, over which final performance is
     averaged (``None``: each suite's own, from its runs' metric settings)."""
+    meal_ci: bool = False
+    """Add MEAL's ``mean ± 1.96 SE`` over seeds (its tables' ``±``) beside each MEAL
+    metric's mean ± SEM and bootstrap interval."""
+    references: tuple[RunData, ...] = ()
+    """Single-task reference runs for MEAL's forward transfer (MEAL-1 runs, matched to a
+    learner's tasks by kitchen and seed)."""
 
 
 @dataclass
@@ -81,6 +87,8 @@ class MethodResult:
     cora: dict[str, cora.CoraTable]
     cora_text: dict[str, pd.DataFrame]
     rows: dict[str, dict]
+    coordination: np.ndarray | None = None
+    """MEAL's coordination matrix, the mean over the runs that have one (``None``: none)."""
 
 
 @dataclass
@@ -307,8 +315,10 @@ def _meal_part(
     settings: Settings,
 ) -> None:
     """MEAL A, F, P of one method (mean ± SEM over runs, and IQM over (run, task) with a
-    bootstrap CI) into ``rec``; when given, ``numbers`` gets the means and SEMs and, where
-    a paper reports them, AUC-loss/FPR/RAUC."""
+    bootstrap CI) into ``rec``, with forward transfer ``FT`` (runs given single-task
+    references), the role-heterogeneity index ``H`` (runs with ``heterogeneity.csv``) and,
+    with ``settings.meal_ci``, MEAL's ``mean ± 1.96 SE`` of each; when given, ``numbers``
+    gets the means and SEMs and, where a paper reports them, AUC-loss/FPR/RAUC."""
     per_run_tasks, run_norms = [], []
     for r in mruns:
         norms, note = _normalizers(r)
@@ -321,10 +331,14 @@ def _meal_part(
         # skip tasks that never score (NaN), eq. 2 has NaN only where a run ended early;
         # a task without a score bound is left out (the notes name it)
         skip = key == "F" and settings.meal_forgetting != "paper"
-        per_run = [(t.iloc[:-1] if key == "F" else t) for t in per_run_tasks]
+        # peak_final covers every task, the last one too (MEAL's comparison scripts)
+        drop_last = key == "F" and settings.meal_forgetting != "peak_final"
+        per_run = [(t.iloc[:-1] if drop_last else t) for t in per_run_tasks]
         run_vals = [t.loc[t["bounded"], key].mean(skipna=skip) for t in per_run]
         m, s, _ = mean_sem(run_vals)
         rec[f"MEAL {key}"] = fmt_mean_sem(m, s, 3)
+        if settings.meal_ci:
+            rec[f"MEAL {key} ± 1.96 SE"] = _ci_cell(run_vals)
         if numbers is not None:
             numbers[key] = (m, s)
         # IQM over (run, task) scores, the tasks every run has a bound for
@@ -333,12 +347,127 @@ def _meal_part(
         mats = [x for x in mats if x.size and np.isfinite(x).all()]
         mat = np.vstack(mats) if mats else np.empty((0, 0))
         rec[f"MEAL {key} IQM [95% CI]"] = _iqm_cell(mat, settings)
+    _transfer_part(suite, method, mruns, run_norms, rec, notes, settings)
+    _heterogeneity_part(mruns, rec, settings)
     cycles = mruns[0].metadata.get("cycles")
     if numbers is not None and published.published(suite, method, "FPR", repeats=cycles):
         plast, note = _plasticity(mruns, run_norms)
         numbers.update(plast)
         if note:
             notes.append(f"{suite}/{method}: {note}")
+
+
+def _ci_cell(values: Sequence[float]) -> str:
+    """``"mean ± 1.96 SE"`` over runs (MEAL's tables' ``±``); the mean alone for one run."""
+    m, ci, _ = mean_ci95(values)
+    return fmt_mean_sem(m, ci, 3)
+
+
+def _episode_len(run: RunData) -> int | None:
+    """The MEAL run's episode length (its suite kwargs', else MEAL's 400)."""
+    kwargs = run.metadata.get("env_kwargs") or {}
+    value = kwargs.get("episode_len") if isinstance(kwargs, dict) else None
+    return int(value) if isinstance(value, int | float) else 400
+
+
+def reference_curve(
+    run: RunData, task_id: int, references: Sequence[RunData]
+) -> tuple[np.ndarray | None, str | None]:
+    """The training-score curve of ``run``'s task ``task_id`` in its single-task reference:
+    a run in ``references`` of the same seed whose one kitchen is that task's (kitchen keys
+    of ``metadata["layouts"]``, :func:`~cl_suites.metrics.meal.kitchen_keys`); ``(None,
+    reason)`` when there is none or it has no ``episode_soups.csv``."""
+    key = meal.kitchen_keys(run.metadata).get(int(task_id))
+    if key is None:
+        return None, "the run's metadata has no kitchens (layouts)"
+    for ref in references:
+        ref_keys = meal.kitchen_keys(ref.metadata)
+        if ref.seed != run.seed or len(ref_keys) != 1 or key not in ref_keys.values():
+            continue
+        if not len(ref.episode_soups):
+            return None, f"reference {ref.path.name} has no episode_soups.csv"
+        norms, _ = _normalizers(ref)
+        curves = meal.training_score_curves(
+            ref.episode_soups, ref.schedule, norms, episode_len=_episode_len(ref)
+        )
+        return next(iter(curves.values())), None
+    return None, f"no reference run of seed {run.seed} on its kitchen"
+
+
+def _transfer_part(
+    suite: str,
+    method: str,
+    mruns: list[RunData],
+    run_norms: list,
+    rec: dict,
+    notes: list[str],
+    settings: Settings,
+) -> None:
+    """MEAL's forward transfer ``FT`` of one method (mean ± SEM over runs) into ``rec``,
+    when the report was given single-task reference runs."""
+    if not settings.references:
+        return
+    values = []
+    for run, norms in zip(mruns, run_norms, strict=True):
+        if not len(run.episode_soups):
+            _add_note(notes, f"{suite}/{method}: FT n/a for {run.path.name}: no episode_soups.csv")
+            values.append(float("nan"))
+            continue
+        cl = meal.training_score_curves(
+            run.episode_soups, run.schedule, norms, episode_len=_episode_len(run)
+        )
+        refs = {}
+        for tid in cl:
+            refs[tid], why = reference_curve(run, tid, settings.references)
+            if why:
+                _add_note(
+                    notes, f"{suite}/{method}: FT leaves out task {tid} of {run.path.name}: {why}"
+                )
+        values.append(meal.forward_transfer(cl, refs))
+    m, s, _ = mean_sem(values)
+    rec["MEAL FT"] = fmt_mean_sem(m, s, 3)
+    if settings.meal_ci:
+        rec["MEAL FT ± 1.96 SE"] = _ci_cell(values)
+
+
+def _heterogeneity_part(mruns: list[RunData], rec: dict, settings: Settings) -> None:
+    """MEAL's role-heterogeneity index ``H`` of one method (mean ± SEM over runs) into
+    ``rec``, when its runs have ``heterogeneity.csv``."""
+    if not any(len(r.heterogeneity) for r in mruns):
+        return
+    values = [meal.run_heterogeneity(r.heterogeneity) for r in mruns]
+    m, s, _ = mean_sem(values)
+    rec["MEAL H"] = fmt_mean_sem(m, s, 3)
+    if settings.meal_ci:
+        rec["MEAL H ± 1.96 SE"] = _ci_cell(values)
+
+
+def _coordination_part(
+    suite: str, method: str, mruns: list[RunData], rec: dict, notes: list[str]
+) -> np.ndarray | None:
+    """The mean coordination matrix of the runs that stored one
+    (``coordination_matrix.csv``) and MEAL's coordination forgetting of each (``1 -``
+    upper-triangle mean / diagonal mean, mean ± SEM) into ``rec``; without any, one note
+    naming what is missing."""
+    mats = [m for m in (meal.read_coordination_matrix(r.path) for r in mruns) if m is not None]
+    if not mats:
+        missing = []
+        for r in mruns[:1]:
+            try:
+                meal.task_checkpoints(r.path)
+            except MetricsInputError as e:
+                missing.append(str(e))
+        why = missing[0] if missing else "no run has coordination_matrix.csv"
+        _add_note(notes, f"{suite}/{method}: coordination matrix n/a: {why}")
+        return None
+    shapes = {m.shape for m in mats}
+    if len(shapes) != 1:
+        _add_note(notes, f"{suite}/{method}: coordination matrices of different shapes {shapes}")
+        return None
+    cf = [meal.coordination_retention(m)["coord_forgetting"] for m in mats]
+    mean, sem, _ = mean_sem(cf)
+    rec["MEAL coord. F"] = fmt_mean_sem(mean, sem, 3)
+    return np.nanmean(np.stack(mats), axis=0)
 
 
 def _iqm_cell(mat: np.ndarray, settings: Settings) -> str:
@@ -400,7 +529,10 @@ def _method_result(
         suite, method, mruns, rows["MEAL"], numbers if family == "MEAL" else None, notes, settings
     )
     _l2m_part(suite, method, mruns, ste_lx, rows["L2M"], notes)
-    return MethodResult(method, seeds, tables, texts, rows), numbers
+    result = MethodResult(method, seeds, tables, texts, rows)
+    if suite.upper().startswith("MEAL"):
+        result.coordination = _coordination_part(suite, method, mruns, rows["MEAL"], notes)
+    return result, numbers
 
 
 def _check_schedules(suite: str, suite_runs: list[RunData]) -> None:
@@ -516,8 +648,10 @@ def window_warning(suite: str, window: int, run: RunData, chosen: int | None) ->
 def summarise(suites: Sequence[SuiteResult]) -> Summary:
     """The summary tables of all suites (rows in suite, then method order)."""
     index = ["suite", "method"]
-    tables = {
-        key: pd.DataFrame([m.rows[key] for s in suites for m in s.methods]).set_index(index)
+    tables = {  # a column only some methods have (MEAL's FT, H) is n/a for the others
+        key: pd.DataFrame([m.rows[key] for s in suites for m in s.methods])
+        .set_index(index)
+        .fillna("n/a")
         for key in FAMILIES
     }
     summary = pd.concat(

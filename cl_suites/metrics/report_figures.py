@@ -14,7 +14,12 @@ import pandas as pd
 
 from cl_suites.metrics import cora
 from cl_suites.metrics.plasticity_report import render_plasticity, suite_tables
-from cl_suites.metrics.plots import figure_png, plot_continual_eval, plot_heat_table
+from cl_suites.metrics.plots import (
+    figure_png,
+    plot_continual_eval,
+    plot_coordination_matrix,
+    plot_heat_table,
+)
 from cl_suites.metrics.report_data import SuiteResult
 from cl_suites.metrics.report_files import cora_stem
 
@@ -36,6 +41,10 @@ def _render_continual(
 
 def _render_heat(table: cora.CoraTable, names: dict[int, str], title: str) -> bytes:
     return figure_png(plot_heat_table(table, names, title=title))
+
+
+def _render_coordination(matrix, names: dict[int, str], title: str) -> bytes:
+    return figure_png(plot_coordination_matrix(matrix, names, title=title))
 
 
 @dataclass
@@ -103,7 +112,8 @@ class SuiteFigures:
 
 def suite_figures(renderer: FigureRenderer, res: SuiteResult, suite_dir: Path) -> SuiteFigures:
     """Submit a suite's figures (``suite_dir/continual_eval.png``,
-    ``suite_dir/<method>_{F,Z}.png``)."""
+    ``suite_dir/<method>_{F,Z}.png``, MEAL's ``suite_dir/<method>_coordination.png`` where
+    runs stored a coordination matrix)."""
     continual = renderer.submit(
         suite_dir / "continual_eval.png",
         "continual evaluation",
@@ -129,6 +139,16 @@ def suite_figures(renderer: FigureRenderer, res: SuiteResult, suite_dir: Path) -
         }
         for m in res.methods
     }
+    for m in res.methods:  # MEAL's coordination matrix beside the method's F/Z tables
+        if m.coordination is not None:
+            heat[m.method]["coordination"] = renderer.submit(
+                cora_stem(suite_dir, m.method, "coordination", ".png"),
+                f"{m.method} coordination matrix",
+                _render_coordination,
+                m.coordination,
+                res.names,
+                f"{res.suite} - {m.method}",
+            )
     tables = suite_tables(res.runs, res.schedule, res.names)
     plasticity = None
     if not tables["frame"].empty:

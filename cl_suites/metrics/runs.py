@@ -30,8 +30,10 @@ from cl_suites.rundir.runlock import live_writer
 from cl_suites.rundir.runlog import (
     METADATA_FILE,
     CorruptRunLogError,
+    read_episode_soups,
     read_episodes,
     read_eval,
+    read_heterogeneity,
     read_metadata,
 )
 
@@ -57,6 +59,8 @@ class RunData:
             episode_length``), returns clipped like ``eval``.
         schedule: training segments (:func:`schedule_frame`).
         issues: human-readable notes on repairs and missing data.
+        heterogeneity: ``heterogeneity.csv`` (multi-agent runs; empty otherwise).
+        episode_soups: ``episode_soups.csv`` (MEAL runs; empty otherwise).
     """
 
     path: Path
@@ -65,6 +69,8 @@ class RunData:
     episodes: pd.DataFrame
     schedule: pd.DataFrame
     issues: list[str] = field(default_factory=list)
+    heterogeneity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    episode_soups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def run_id(self) -> str:
@@ -324,6 +330,16 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     if clip_min is not None and len(episodes):
         episodes["episode_return"] = episodes["episode_return"].clip(lower=float(clip_min))
     run = RunData(path, metadata, eval_frame, episodes, schedule, issues)
+    for attr, read in (
+        ("heterogeneity", read_heterogeneity),
+        ("episode_soups", read_episode_soups),
+    ):
+        try:
+            frame = read(path)
+        except CorruptRunLogError as e:
+            issues.append(f"{e}; left out")
+            continue
+        setattr(run, attr, frame)
     run.eval.insert(0, "run", run.run_id)
     run.eval["method"] = run.method
     run.eval["suite"] = run.suite

@@ -1,6 +1,7 @@
 """Statistics across seeds: mean with standard error, and IQM with bootstrap intervals.
 
 * :func:`mean_sem` - mean and standard error of the mean (``ddof=1``), as CORA reports.
+* :func:`mean_ci95` - mean and MEAL's 95% half-width ``1.96 * SEM``, as MEAL's tables.
 * :func:`iqm_interval` - interquartile mean (rliable's ``aggregate_iqm``) with rliable's
   stratified-bootstrap percentile confidence interval (Agarwal et al. 2021,
   ``rliable.library.get_interval_estimates``): runs are resampled with replacement within
@@ -30,6 +31,18 @@ def mean_sem(values: np.ndarray | list[float]) -> tuple[float, float, int]:
     if n == 1:
         return float(x[0]), float("nan"), 1
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(n)), n
+
+
+def mean_ci95(values: np.ndarray | list[float]) -> tuple[float, float, int]:
+    """Mean, MEAL's 95% confidence half-width ``1.96 * std(ddof=1) / sqrt(n)`` and count of
+    the finite values (``TTomilin/MEAL@057f862 experiments/results/plotting/utils/
+    metrics.py:20-29``, the ``±`` of its tables).
+
+    One value: the half-width is NaN here (MEAL prints 0: no interval from one seed). No
+    finite value: ``(nan, nan, 0)``.
+    """
+    mean, sem, n = mean_sem(values)
+    return mean, (1.96 * sem if n > 1 else float("nan")), n
 
 
 def fast_iqm(scores: np.ndarray) -> float:

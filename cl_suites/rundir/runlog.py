@@ -13,6 +13,9 @@ One run = one directory::
       plasticity.csv  plasticity diagnostics: one row per (eval point, network, layer,
                       diagnostic) (``PLASTICITY_COLUMNS``); plasticity_probe.npz its
                       probe batch
+      heterogeneity.csv  multi-agent suites (MEAL): the role-heterogeneity index of every
+                      evaluation, one row per (eval point, task, split)
+      episode_soups.csv  MEAL: the soups of every training episode (MEAL's training signal)
       .lock           while a writer holds the directory (``RunDirLock``)
       tb/             optional TensorBoard scalars
 
@@ -78,6 +81,26 @@ PLASTICITY_COLUMNS: tuple[str, ...] = (
 not be computed, ``reason`` then says why; empty otherwise). Definitions and units:
 ``docs/metrics.md``."""
 
+HETEROGENEITY_COLUMNS: tuple[str, ...] = (
+    "total_step",
+    "task_id",
+    "task_name",
+    "split",
+    "heterogeneity",
+    "envs",
+)
+"""Columns of ``heterogeneity.csv`` (multi-agent suites: MEAL): one row per (eval point,
+task, split), ``heterogeneity`` MEAL's role-heterogeneity index of that evaluation (the
+agents' greedy-action distributions' Jensen-Shannon divergence, base 2, averaged over
+agent pairs and eval envs; ``cl_suites.metrics.meal.role_heterogeneity``), ``envs`` the
+eval envs it averages."""
+
+EPISODE_SOUPS_COLUMNS: tuple[str, ...] = ("total_step", "task_id", "soups", "episode_length")
+"""Columns of ``episode_soups.csv`` (MEAL runs): one row per training episode of one env,
+at the step it ended (as ``episodes.csv``), with the soups the team delivered in it (MEAL's
+training ``Soup`` signal, without shaping); ``episode_length`` in env steps (an episode cut
+by a task switch is shorter than the suite's ``episode_len``)."""
+
 logger = logging.getLogger(__name__)
 
 REMEDY_COLUMNS: tuple[str, ...] = ("total_step", "task_id", "update", "event", "layer", "units")
@@ -89,6 +112,8 @@ its heads, ``units`` then 0)."""
 
 PLASTICITY_FILE = "plasticity.csv"
 REMEDY_FILE = "remedy.csv"
+HETEROGENEITY_FILE = "heterogeneity.csv"
+EPISODE_SOUPS_FILE = "episode_soups.csv"
 METADATA_FILE = "metadata.json"
 EVAL_FILE = "eval.csv"
 EPISODES_FILE = "episodes.csv"
@@ -139,6 +164,9 @@ COLUMN_TYPES: dict[str, str] = {
     "episode_return": _FLOAT,
     "episode_length": _INT,
     "value": _FLOAT,
+    "heterogeneity": _FLOAT,
+    "envs": _INT,
+    "soups": _FLOAT,
 }
 """How a row's cells must parse (``int`` cells may be written as ``12.0``)."""
 
@@ -264,8 +292,8 @@ def _note(path: Path, message: str) -> None:
 
 
 def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
-    """Cut ``eval.csv``, ``episodes.csv`` and ``plasticity.csv`` back to a checkpoint at
-    agent step ``max_step``.
+    """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``heterogeneity.csv`` and
+    ``episode_soups.csv`` back to a checkpoint at agent step ``max_step``.
 
     Rows with ``total_step > max_step`` were written after the checkpoint and will be
     written again by the resumed run; torn last lines and unparsable rows are dropped with
@@ -283,6 +311,8 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
                 (EPISODES_FILE, EPISODE_COLUMNS),
                 (PLASTICITY_FILE, PLASTICITY_COLUMNS),
                 (REMEDY_FILE, REMEDY_COLUMNS),
+                (HETEROGENEITY_FILE, HETEROGENEITY_COLUMNS),
+                (EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS),
             )
         }
 
@@ -393,6 +423,7 @@ class RunLog:
         self._write_lock = threading.Lock()  # evaluations may log from their own thread
         self._closers: list[Callable[[], None]] = []
         self._eval = self._episodes = self._plasticity = self._remedy = None
+        self._optional: dict[str, _CsvAppender] = {}
         try:
             meta_path = self.run_dir / METADATA_FILE
             if meta_path.exists() and not resume:
@@ -525,9 +556,30 @@ class RunLog:
                 for step, values in sorted(by_step.items()):
                     self._emit(values, step)
 
+    def _log_optional(self, name: str, columns: tuple[str, ...], rows: list) -> None:
+        """Append ``rows`` to the optional table ``name`` (created at the first call)."""
+        if not rows:
+            return
+        with self._write_lock:
+            table = self._optional.get(name)
+            if table is None:
+                table = self._optional[name] = _CsvAppender(self.run_dir / name, columns)
+            table.write(rows)
+
+    def log_heterogeneity(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append role-heterogeneity rows (keys of ``HETEROGENEITY_COLUMNS``) to
+        ``heterogeneity.csv`` (created at the first call)."""
+        self._log_optional(HETEROGENEITY_FILE, HETEROGENEITY_COLUMNS, list(rows))
+
+    def log_episode_soups(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append training-episode soups (keys of ``EPISODE_SOUPS_COLUMNS``) to
+        ``episode_soups.csv`` (created at the first call)."""
+        self._log_optional(EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS, list(rows))
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
-        for table in (self._eval, self._episodes, self._plasticity, self._remedy):
+        tables = (self._eval, self._episodes, self._plasticity, self._remedy)
+        for table in (*tables, *self._optional.values()):
             if table is not None:
                 table.close()
         closers, self._closers, self._sinks = self._closers, [], []
@@ -598,6 +650,22 @@ def read_remedy(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame({c: [] for c in REMEDY_COLUMNS})
     return _read_table(path, REMEDY_COLUMNS)
+
+
+def read_heterogeneity(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The role-heterogeneity table of a run (empty when the run has none)."""
+    path = Path(run_dir) / HETEROGENEITY_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in HETEROGENEITY_COLUMNS})
+    return _read_table(path, HETEROGENEITY_COLUMNS)
+
+
+def read_episode_soups(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The training-episode soups of a run (empty when the run has none)."""
+    path = Path(run_dir) / EPISODE_SOUPS_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in EPISODE_SOUPS_COLUMNS})
+    return _read_table(path, EPISODE_SOUPS_COLUMNS)
 
 
 def read_episodes(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

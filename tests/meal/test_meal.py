@@ -358,6 +358,69 @@ def test_evaluator_logs_sparse_returns(suite, engine, tmp_path):
     assert suite.score_normalizers() == {0: 160.0, 1: 180.0}
 
 
+def test_cross_play_gives_each_agent_its_own_policy(suite, engine):
+    """One cell of MEAL's coordination matrix: agent 0 with one policy, agent 1 with
+    another, on one kitchen; soups per episode."""
+    from cl_suites.meal.evaluation import cross_play
+
+    def script():
+        counter = {"t": 0}
+
+        def policy(obs, task_ids):
+            t = counter["t"]
+            counter["t"] += 1
+            act = DELIVERY_SCRIPT[t] if t < len(DELIVERY_SCRIPT) else S
+            return np.full(len(obs), act)
+
+        return policy
+
+    def stay(obs, task_ids):
+        assert (task_ids == 0).all() and len(obs) == 3  # its agent's rows of the 3 envs
+        return np.full(len(obs), S)
+
+    assert cross_play(suite, 0, [script(), stay], episodes=3, engine=engine) == 1.0
+    assert cross_play(suite, 0, [stay, stay], episodes=3, engine=engine) == 0.0
+    with pytest.raises(ValueError, match="one policy per agent"):
+        cross_play(suite, 0, [stay], engine=engine)
+
+
+def test_a_runs_coordination_matrix_from_its_task_checkpoints(suite, engine, tmp_path, monkeypatch):
+    """M[i, j]: agent 0 with task i's policy, agent 1 with task j's, on kitchen i, over
+    kitchen i's bound; stored beside the run; a run without them is refused in one line."""
+    import functools
+
+    from cl_suites.meal import evaluation
+    from cl_suites.metrics import meal as M
+    from cl_suites.metrics.runs import MetricsInputError
+
+    monkeypatch.setattr(
+        evaluation, "cross_play", functools.partial(evaluation.cross_play, engine=engine)
+    )
+    with pytest.raises(MetricsInputError, match="no per-task checkpoints"):
+        M.run_coordination_matrix(tmp_path, suite, lambda p: None)
+    (tmp_path / "checkpoint").mkdir()
+    for i in range(2):
+        (tmp_path / "checkpoint" / f"task-{i:03d}.npz").write_bytes(b"")
+
+    def load(path):  # task 0's "policy" delivers one soup on cramped_room, task 1's stays
+        if path.name.startswith("task-000"):
+            counter = {"t": 0}
+
+            def script(obs, task_ids):
+                t = counter["t"] % suite.episode_len
+                counter["t"] += 1
+                act = DELIVERY_SCRIPT[t] if t < len(DELIVERY_SCRIPT) else S
+                return np.full(len(obs), act)
+
+            return script
+        return lambda obs, task_ids: np.full(len(obs), S)
+
+    m = M.run_coordination_matrix(tmp_path, suite, load, episodes=2)
+    assert m[0, 1] == pytest.approx(1 / 8)  # cramped_room: bound 160 = 8 soups
+    assert m[1, 1] == 0.0
+    np.testing.assert_array_equal(M.read_coordination_matrix(tmp_path), m)
+
+
 # MEAL@7d81858's estimate_max_soup (jax_marl/environments/overcooked/upper_bound.py:103),
 # run on the kitchens of our paper generator (2 agents, 400 steps) with a 7d81858 checkout
 # imported through benchmarks/meal_reference.import_meal: 0 on medium seed 173 and hard

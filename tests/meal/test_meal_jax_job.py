@@ -30,7 +30,14 @@ from cl_suites.job.jax.checkpoint import (
 )
 from cl_suites.job.main_job import resolve_job, run_main_job, run_seed_group
 from cl_suites.rundir.progress import read_progress
-from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata, read_remedy
+from cl_suites.rundir.runlog import (
+    read_episode_soups,
+    read_episodes,
+    read_eval,
+    read_heterogeneity,
+    read_metadata,
+    read_remedy,
+)
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
@@ -161,6 +168,16 @@ def test_tiny_run_writes_the_usual_run_dir_and_report(group, tmp_path):
     assert by_step.task_id.first().tolist() == [0, 0, 1, 1]
     assert by_step.episode_length.unique().tolist() == [[100], [28], [100], [28]]
     assert (by_step.size() == 4).all() and (episodes.episode_return >= 0).all()
+    # MEAL's training signal: the soups of the same episodes (episode_soups.csv)
+    soups = read_episode_soups(run)
+    assert soups[["total_step", "task_id", "episode_length"]].equals(
+        episodes[["total_step", "task_id", "episode_length"]]
+    )
+    assert (soups.soups >= 0).all() and (soups.soups == soups.soups.round()).all()
+    # the role-heterogeneity index of every evaluation (heterogeneity.csv), eval.csv as is
+    het = read_heterogeneity(run)
+    assert het[["total_step", "task_id"]].equals(frame[["total_step", "task_id"]])
+    assert het.heterogeneity.between(0, 1).all() and (het.envs == 2).all()
     progress = read_progress(run)
     assert progress["state"] == "finished" and progress["total_step"] == 1024
     assert progress["compile_s"] > 0 and progress["steps_per_s"] > 0

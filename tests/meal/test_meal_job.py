@@ -20,7 +20,13 @@ pytest.importorskip("meal")
 from baselines_sb3 import callbacks
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.job.torch import checkpoint
-from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
+from cl_suites.rundir.runlog import (
+    read_episode_soups,
+    read_episodes,
+    read_eval,
+    read_heterogeneity,
+    read_metadata,
+)
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 from tests.helpers.thread_recording import record_threads
 
@@ -175,6 +181,12 @@ def test_meal_evaluation_is_meals(ft_run):
     episodes = read_episodes(ft_run)  # one row per env: 100-step episodes, cut at switches
     assert sorted(episodes.episode_length.unique()) == [28, 100]
     assert len(episodes) == 2 * 2 * 4
+    soups = read_episode_soups(ft_run)  # MEAL's training signal, for forward transfer
+    cols = ["total_step", "task_id", "episode_length"]
+    assert soups[cols].equals(episodes[cols]) and (soups.soups >= 0).all()
+    het = read_heterogeneity(ft_run)  # the role-heterogeneity index of every evaluation
+    assert het[["total_step", "task_id"]].equals(frame[["total_step", "task_id"]])
+    assert het.heterogeneity.between(0, 1).all() and (het.envs == 2).all()
 
 
 def test_meal_runs_start_episodes_at_random_states(ft_run):
@@ -227,6 +239,8 @@ def test_meal_resume_after_kill_reproduces_the_uninterrupted_run(ft_run, tmp_pat
     assert len(b) == len(a) and not b.duplicated(["total_step", "task_id"]).any()
     assert a.equals(b)
     assert read_episodes(ft_run).equals(read_episodes(cut))
+    assert read_episode_soups(ft_run).equals(read_episode_soups(cut))
+    assert read_heterogeneity(ft_run).equals(read_heterogeneity(cut))
     full = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ft_run))
     again = checkpoint.load_checkpoint(checkpoint.latest_checkpoint(cut))
     for key, value in full["policy"].items():

@@ -118,6 +118,13 @@ UNKEYED = {
     "P&C bootstrap after the reset": "behaviour of the update after a reset (a test)",
     "V-trace update (whole)": "a whole update against CORA's code (the parity pins)",
     "CL updates (whole)": "whole updates against CORA's code (the parity pins)",
+    "remedy on a method (`--method redo`, `ewc+redo`)": "a naming rule (a test)",
+    "ReDo score and re-draw": "arithmetic against Plasticine's code (the parity pins)",
+    "ReDo: which layers, which outgoing weights": "an architecture walk (a test)",
+    "continual backprop: generate and test": "an algorithm against GnT (the parity pins)",
+    "plasticity injection": "keyed through injection_at; the rest is an equivalence (a test)",
+    "remedies and the task's end, random numbers, `remedy.csv`": "behaviour (a test)",
+    "CReLU": "an architecture (a test)",
 }
 """Rows of ``KEYED_SECTIONS`` without default keys, with the reason."""
 

@@ -108,7 +108,14 @@ def test_torn_and_unparsable_rows_are_dropped_on_resume_with_a_note(tmp_path, ca
         f.write("oops,not,a,row\n3000,0,t0,train,1.0,0.0,2\n4000,0,t0,tr")
     with caplog.at_level(logging.WARNING):
         dropped = truncate_logs(run, 4000)
-    assert dropped == {"eval.csv": 3, "episodes.csv": 0, "plasticity.csv": 0}
+    assert dropped == {
+        "eval.csv": 3,
+        "episodes.csv": 0,
+        "plasticity.csv": 0,
+        "remedy.csv": 0,
+        "heterogeneity.csv": 0,
+        "episode_soups.csv": 0,
+    }
     assert "torn last line" in caplog.text and "'4000,0,t0,tr'" in caplog.text
     assert "2 unparsable row(s)" in caplog.text and "line 4: 'oops,not,a,row'" in caplog.text
     with RunLog(run, resume=True) as log:  # the real 4000 row is written again

@@ -132,6 +132,50 @@ def episode_rows(
     ]
 
 
+def episode_soup_rows(
+    metrics: dict[str, Any],
+    seed_index: int,
+    start_step: int,
+    task_id: int,
+    num_envs: int,
+    episode_len: int,
+) -> list[dict[str, Any]]:
+    """``episode_soups.csv`` rows of the training episodes one seed finished in a chunk:
+    the rows of :func:`episode_rows` with the soups the team delivered
+    (``metrics["episode_soups"]``) instead of the return."""
+    done = np.asarray(metrics["episode_done"])[:, seed_index].reshape(-1, num_envs)
+    soups = np.asarray(metrics["episode_soups"])[:, seed_index].reshape(-1, num_envs)
+    steps, envs = np.nonzero(done)
+    return [
+        {
+            "total_step": int(start_step + (j + 1) * num_envs),
+            "task_id": int(task_id),
+            "soups": float(soups[j, e]),
+            "episode_length": int(episode_len),
+        }
+        for j, e in zip(steps, envs, strict=True)
+    ]
+
+
+def cut_episode_soup_rows(
+    state: Any, seed_index: int, step: int, task_id: int
+) -> list[dict[str, Any]]:
+    """``episode_soups.csv`` rows of the episodes :func:`cut_episode_rows` logs."""
+    length = int(np.asarray(state.t)[seed_index])
+    if length == 0:
+        return []
+    soups = np.asarray(state.ep_soups)[seed_index]
+    return [
+        {
+            "total_step": int(step),
+            "task_id": int(task_id),
+            "soups": float(s),
+            "episode_length": length,
+        }
+        for s in soups
+    ]
+
+
 def remedy_rows(
     metrics: dict[str, Any],
     names: Sequence[str],
@@ -350,9 +394,14 @@ class _Loop:
             ended = self.step >= seg.end_step
             for i, run in enumerate(self.runs):
                 rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
+                soups = episode_soup_rows(
+                    metrics, i, start, seg.task_id, self.num_envs, self.episode_len
+                )
                 if ended:  # the running episodes, cut by the switch
                     rows += cut_episode_rows(self.state, i, self.step, seg.task_id)
+                    soups += cut_episode_soup_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
+                run.run_log.log_episode_soups(soups)
                 acts = remedy_rows(
                     metrics, learner.remedy_metrics, i, start, self.rollout, seg.task_id
                 )
