@@ -167,7 +167,7 @@ class RemedyMethod(ContinualMethod):
             replaced = self._cbp.observe(self._features)
             counts = {name: int(units.numel()) for name, units in replaced.items()}
             if any(counts.values()):
-                self._log("replaced", self._updates_in_task, counts)
+                self._log("replaced", self._updates_in_task + 1, counts)  # during update k
 
     # -- the remedies ----------------------------------------------------------------
     def _shrink_perturb(self) -> None:
