@@ -125,6 +125,9 @@ UNKEYED = {
     "plasticity injection": "keyed through injection_at; the rest is an equivalence (a test)",
     "remedies and the task's end, random numbers, `remedy.csv`": "behaviour (a test)",
     "CReLU": "an architecture (a test)",
+    "`ppo-jax`: the same remedies as the torch learners": "equality with torch (a test)",
+    "`ppo-jax`: Adam's step count under injection": "an optimizer property (a test)",
+    "`ppo-jax`: random keys of a remedy": "a key schedule (a test)",
 }
 """Rows of ``KEYED_SECTIONS`` without default keys, with the reason."""
 
