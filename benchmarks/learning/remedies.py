@@ -102,19 +102,15 @@ def run_all(root: Path, smoke: bool, seeds: tuple[int, ...]) -> None:
                 groups = [(root / f"{seq.name}-{method}", ["--seeds", *map(str, seeds)])]
             else:
                 groups = [
-                    (root / f"{seq.name}-{method}" / f"seed{s}", ["--seed", str(s)]) for s in seeds
+                    (root / f"{seq.name}-{method}" / f"seed-{s}", ["--seed", str(s)]) for s in seeds
                 ]
             for run_dir, seed_args in groups:
-                dirs = (
-                    [run_dir / f"seed{s}" for s in seeds] if seq.seeds_in_one_program else [run_dir]
-                )
+                one_program = seq.seeds_in_one_program
+                dirs = [run_dir / f"seed-{s}" for s in seeds] if one_program else [run_dir]
                 if all(_finished(d) for d in dirs):
                     continue
-                resume = (
-                    ["--resume"]
-                    if (run_dir / "seed0").exists() or (run_dir / "metadata.json").exists()
-                    else []
-                )
+                started = any((d / "metadata.json").exists() for d in dirs)
+                resume = ["--resume"] if started else []
                 run_dir.parent.mkdir(parents=True, exist_ok=True)
                 cmd = [*cli, *args, "--method", method, *seed_args, "--run-dir", str(run_dir)]
                 seconds = _run([*cmd, *common, *resume], root / f"{seq.name}-{method}.log")
