@@ -26,7 +26,8 @@ game cut by a switch).
 Checkpoints (``cl_suites.job.jax.checkpoint``): every ``checkpoint_every`` env steps, at
 every task's end and at the end; a resume cuts the logs back to the checkpoint and
 continues bit for bit (parameters, optimizer and CL state, env state and PRNG keys are in
-the state).
+the state). With ``keep_task_policies`` each seed's parameters at every task's end are
+kept as well (``cl_suites.job.jax.task_policies``: ``checkpoint/task-NNN.npz``).
 
 Steps are env steps (one joint action of all agents).
 """
@@ -49,10 +50,12 @@ from cl_suites.job.jax.checkpoint import (
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
+from cl_suites.job.jax.task_policies import save_task_policy
 from cl_suites.job.run_spec import JobSpec
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress
 from cl_suites.rundir.runlog import RunLog, truncate_logs
+from cl_suites.rundir.task_policies import remove_task_policies_after
 
 PLASTICITY_KEY = "plasticity|"
 """Prefix of the plasticity tracker's arrays in a seed's checkpoint (``flat_state``)."""
@@ -268,6 +271,7 @@ def _train(
     if resume:
         for d in run_dirs:
             truncate_logs(d, loop.step if files is not None else -1)
+            remove_task_policies_after(d, spec.schedule, loop.step if files is not None else -1)
     error: BaseException | None = None
     try:
         for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
@@ -302,6 +306,7 @@ class _Loop:
         self.episode_len = int(spec.meal.episode_len)
         self.every = spec.options.checkpoint_every
         self.greedy = spec.options.eval_deterministic
+        self.keep_task_policies = bool(spec.options.keep_task_policies)
         self.runs: list[JaxRun] = []
         self.state: Any = None
         self.step = 0
@@ -350,9 +355,11 @@ class _Loop:
                     soups += cut_episode_soup_rows(self.state, i, self.step, seg.task_id)
                 run.run_log.log_episodes(rows)
                 run.run_log.log_episode_soups(soups)
-            # the end of a task is evaluated (and diagnosed) before end_task closes it
+            # the end of a task is evaluated (and diagnosed) and its policy kept before
+            # end_task closes it
             self.evaluate(due_only=True)
             if ended:
+                self.save_task_policies(seg)
                 self.state = learner.end_task(self.state, seg.task_id)
             compile_s = learner.compile_seconds - compiled
             for run in self.runs:
@@ -421,6 +428,15 @@ class _Loop:
         self.grad_norms = [
             {"actor": float(a), "critic": float(c)} for a, c in zip(actor, critic, strict=True)
         ]
+
+    def save_task_policies(self, seg: Segment) -> None:
+        """Every seed's parameters at the end of ``seg`` (the ones its evaluation of
+        that end acted with) as its run's task policy, with ``keep_task_policies``."""
+        if not self.keep_task_policies:
+            return
+        for i, run in enumerate(self.runs):
+            params = seed_slice(self.state.params, i)
+            save_task_policy(run.run_dir, seg, self.step, params, run.seed)
 
     def save(self, finished: bool = False) -> None:
         """Every seed's checkpoint (its slice of the state) in its run directory."""
