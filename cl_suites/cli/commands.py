@@ -132,7 +132,7 @@ def coordination_matrices(run_dirs: list[str], episodes: int) -> None:
     from cl_suites.errors import InputError
     from cl_suites.job.task_policies import check_coordination_inputs, coordination_matrix_of_run
     from cl_suites.metrics.runs import expand_run_dirs
-    from cl_suites.rundir.runlog import read_metadata
+    from cl_suites.rundir.runlog import METADATA_FILE, read_metadata
     from cl_suites.suites import find_suite
 
     def is_meal(run: Path) -> bool:
@@ -141,8 +141,11 @@ def coordination_matrices(run_dirs: list[str], episodes: int) -> None:
         except Exception:  # not a run: the report names what is wrong with it
             return False
 
-    runs = [run for run in expand_run_dirs(run_dirs) if is_meal(run)]
+    given = expand_run_dirs(run_dirs)
+    runs = [run for run in given if is_meal(run)]
     if not runs:
+        if any(not (run / METADATA_FILE).is_file() for run in given):
+            return  # not a run: the report names what is wrong with it
         raise InputError(
             "--coordination: none of the runs is a MEAL run (the coordination matrix is MEAL's)"
         )

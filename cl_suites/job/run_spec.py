@@ -160,8 +160,9 @@ class JobOptions:
     keep_task_policies: bool | None = _opt(
         None,
         Opt("bool", none_ok=True),
-        "keep the policy of every task's end in RUN_DIR/checkpoint/task-NNN.* (the coordination "
-        "matrix's input; default: the suite's, MEAL: yes; 1.5 MB a task on MEAL, 7-8 on CORA)",
+        "keep the policy of every task's end as RUN_DIR/checkpoint/task-NNN.* (the coordination "
+        "matrix's input; default: the suite's, MEAL: yes; 1.5 MB each on MEAL's paper network, "
+        "7-8 MB on CORA's CNNs)",
     )
     report: bool = _opt(True, _BOOL, "write the metrics report to RUN_DIR/report at the end")
     tensorboard: bool = _opt(False, _BOOL, "training scalars and eval returns to RUN_DIR/tb")

@@ -20,18 +20,14 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
-
-import numpy as np
+from typing import Any
 
 CHECKPOINT_DIR = "checkpoint"
 TASK_POLICY_GLOB = f"{CHECKPOINT_DIR}/task-*"
 """Where a run's task policies are (``task-NNN.pt`` / ``task-NNN.npz``)."""
 _NAME = re.compile(r"^task-(\d{3,})\.(pt|npz)$")
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def task_policy_path(run_dir: str | os.PathLike[str], segment: int, ext: str) -> Path:
@@ -64,15 +60,3 @@ def remove_task_policies_after(
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def write_npz(f: IO[bytes], arrays: Mapping[str, Any]) -> None:
-    """``arrays`` as an ``.npz`` (``np.load`` reads it) whose bytes depend on the arrays
-    only: ``np.savez`` stamps each member with the time of writing, so two writes of the
-    same arrays differ; here every member has a fixed date."""
-    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-        for name, value in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
-            info.external_attr = 0o644 << 16
-            with z.open(info, "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)

@@ -317,28 +317,35 @@ def test_a_crafted_task_policy_file_is_refused_in_one_line(tmp_path, capsys):
         read_task_policy(path)
 
 
-def test_a_diagnostic_run_keeps_task_ends_inside_rollouts_when_asked(tmp_path):
-    """Diagnostic's task ends (steps 304, 608, 912 with the small preset) fall inside a
-    rollout: each file is the policy its evaluation acted with at that step."""
+def test_a_diagnostic_run_keeps_task_ends_inside_rollouts_when_asked(tmp_path, capsys):
+    """Diagnostic's task ends (every 304 steps with the small preset) fall inside a
+    rollout: each file is the policy its evaluation acted with at that step; with two
+    cycles every segment keeps its own (``task-000`` .. ``task-005``)."""
     recorded: dict[int, list] = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Evaluator, "evaluate", _recording(recorded))
         run_main_job(suite="Diagnostic", method="ft", learner="ppo", preset="small", seed=0,
                      num_envs=None, run_dir=tmp_path, resume=False,
-                     overrides={"steps_per_task": 300, "report": False,
+                     overrides={"steps_per_task": 300, "cycles": 2, "report": False,
                                 "keep_task_policies": True})  # fmt: skip
     files = task_policy_files(tmp_path)
-    ends = [seg["end_step"] for seg in json.loads((tmp_path / "metadata.json").read_text())[
-        "schedule"]]  # fmt: skip
-    assert list(files) == [0, 1, 2] and ends == [304, 608, 912]
+    schedule = json.loads((tmp_path / "metadata.json").read_text())["schedule"]
+    ends = [seg["end_step"] for seg in schedule]
+    assert list(files) == list(range(6)) and ends == [304 * (k + 1) for k in range(6)]
     spec = tp.run_spec(tmp_path)
     for segment, path in files.items():
-        assert read_task_policy(path)["total_step"] == ends[segment]
+        state = read_task_policy(path)
+        assert (state["total_step"], state["cycle"]) == (ends[segment], segment // 3)
+        assert state["task_id"] == schedule[segment]["task_id"]
         policy = tp.load_task_policy(path, spec)
         for obs, task_ids, actions in recorded[ends[segment]]:
             np.testing.assert_array_equal(policy(obs, task_ids), actions)
     with pytest.raises(InputError, match="coordination matrix is MEAL's"):
         tp.coordination_matrix_of_run(tmp_path)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path), "--coordination", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none of the runs is a MEAL run" in err[0]
 
 
 def test_report_coordination_without_task_policies_is_one_line(tmp_path, capsys):

@@ -7,11 +7,11 @@ directory: the seed's parameters right after the evaluation of the task's end, b
 read with ``np.load(allow_pickle=False)``: the parameter tree's leaves named by their path
 (``params/actor_dense1/kernel``, ...), and ``meta``, the UTF-8 bytes of a JSON object
 (``format``, ``segment``, ``task_id``, ``cycle``, ``total_step``, ``seed``, ``learner``).
-Its bytes depend on its content only (no time stamps).
+Its bytes depend on its content only (``np.savez`` dates every member 1980-01-01).
 
 :func:`load_task_policy` rebuilds the run's network (``baselines_jax.learner.actor_critic``
 from the run's settings), checks the saved tree against it and acts greedily with it as
-the evaluator does (``cl_suites.job.jax.train.eval_policy``).
+the evaluator does (``cl_suites.job.jax.acting.eval_policy``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cl_suites.rundir.checkpoint_files import CheckpointError
+from cl_suites.errors import RunFileError
 from cl_suites.rundir.fsutil import atomic_write
-from cl_suites.rundir.task_policies import task_policy_path, write_npz
+from cl_suites.rundir.task_policies import task_policy_path
 
 if TYPE_CHECKING:
     from cl_suites.job.run_spec import JobSpec
@@ -72,13 +72,13 @@ def save_task_policy(
     arrays = flat_params(params)
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
     path = task_policy_path(run_dir, segment.index, EXTENSION)
-    atomic_write(path, lambda f: write_npz(f, arrays))
+    atomic_write(path, lambda f: np.savez(f, **arrays))
     return path
 
 
 def read_task_policy(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict]:
     """``(arrays, meta)`` of a ``ppo-jax`` task-policy file (``arrays``: the flat parameter
-    names of :func:`flat_params`); ``CheckpointError`` (one line naming the file) for
+    names of :func:`flat_params`); ``RunFileError`` (one line naming the file) for
     anything else. No object in it is unpickled."""
     path = Path(path)
     try:
@@ -87,10 +87,10 @@ def read_task_policy(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray
             arrays = {k: data[k] for k in data.files if k.startswith(_PREFIX)}
     except (OSError, ValueError, KeyError, json.JSONDecodeError, zipfile.BadZipFile) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path} is not a readable task policy ({first})") from None
+        raise RunFileError(f"{path} is not a readable task policy ({first})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
-        raise CheckpointError(f"{path} has task-policy format {found!r}, not {FORMAT!r}")
+        raise RunFileError(f"{path} has task-policy format {found!r}, not {FORMAT!r}")
     return arrays, meta
 
 
@@ -108,7 +108,7 @@ class _Actor:
 
 def network_params(path: str | os.PathLike[str], spec: JobSpec) -> tuple[Any, Any, int]:
     """``(network, params, obs_dim)`` of the task policy in ``path`` of a run of ``spec``:
-    the run's network and the saved parameters in its tree (``CheckpointError`` naming
+    the run's network and the saved parameters in its tree (``RunFileError`` naming
     the file when names or shapes differ)."""
     import jax
     import jax.numpy as jnp
@@ -131,7 +131,7 @@ def network_params(path: str | os.PathLike[str], spec: JobSpec) -> tuple[Any, An
         and (arrays[n].shape != reference[n].shape or arrays[n].dtype != reference[n].dtype)
     ]
     if missing or unexpected or wrong:
-        raise CheckpointError(
+        raise RunFileError(
             f"{path} does not fit the run's network (missing {missing[:3]}, unexpected "
             f"{unexpected[:3]}, other shape or dtype {wrong[:3]})"
         )
@@ -145,7 +145,7 @@ def load_task_policy(
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``policy(obs, task_ids) -> greedy actions`` of the task policy in ``path`` of a
     ``ppo-jax`` run of ``spec``: the evaluator's policy of that task's end."""
-    from cl_suites.job.jax.train import eval_policy
+    from cl_suites.job.jax.acting import eval_policy
 
     network, params, obs_dim = network_params(path, spec)
     return eval_policy(_Actor(network, obs_dim), params, greedy=True)

@@ -35,7 +35,7 @@ Steps are env steps (one joint action of all agents).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.task import Segment, task_seed
 from cl_suites.job import shared
+from cl_suites.job.jax.acting import eval_policy
 from cl_suites.job.jax.checkpoint import (
     common_checkpoint,
     load_jax_checkpoint,
@@ -62,34 +63,6 @@ PLASTICITY_KEY = "plasticity|"
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
-
-
-def eval_policy(
-    learner: Any, params: Any, greedy: bool = True, key_seed: int = 0
-) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: ``JaxIPPO.act``
-    with one seed's ``params``, called once per task present in the batch (rows ``(B, H,
-    W, C)``, one per agent of each env; ``task_ids (B,)``). Sampled actions (``greedy``
-    False) draw their keys from ``key_seed`` and the call's index."""
-    import jax
-
-    calls = [0]
-
-    def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
-        task_ids = np.asarray(task_ids)
-        actions = np.zeros(len(task_ids), dtype=np.int64)
-        key = None
-        if not greedy:
-            key = jax.random.fold_in(jax.random.PRNGKey(key_seed), calls[0])
-            calls[0] += 1
-        for task in np.unique(task_ids):
-            rows = task_ids == task
-            sub = None if key is None else jax.random.fold_in(key, int(task))
-            out = learner.act(params, obs[rows], int(task), greedy, key=sub)
-            actions[rows] = np.asarray(out)
-        return actions
-
-    return act
 
 
 def seed_slice(tree: Any, i: int) -> Any:
