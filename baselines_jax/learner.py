@@ -154,6 +154,46 @@ def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
     return tuple(out[:, i] for i in range(n))
 
 
+def actor_critic(config: IPPOConfig, num_tasks: int) -> ActorCritic:
+    """The network of a run of ``config`` over ``num_tasks`` tasks (MEAL's MLP
+    actor-critic; ``JaxIPPO.network``)."""
+    return ActorCritic(
+        action_dim=NUM_ACTIONS,
+        num_tasks=int(num_tasks),
+        hidden_sizes=tuple(config.hidden_sizes),
+        activation=config.activation,
+        layer_norm=config.layer_norm,
+        shared_backbone=config.shared_backbone,
+        multi_head=config.multi_head,
+        task_id_input=config.task_id_input,
+    )
+
+
+def act_with(
+    network: ActorCritic,
+    obs_dim: int,
+    params: Any,
+    obs: Any,
+    task_id: int,
+    greedy: bool,
+    key: jax.Array | None = None,
+) -> jax.Array:
+    """Actions of ``network`` with ``params`` for observations ``obs (..., H, W, C)`` (or
+    flat ``(..., D)``, ``D = obs_dim``) of task ``task_id``: argmax with ``greedy``, else
+    sampled with ``key`` (:meth:`JaxIPPO.act`, and a saved task policy's actions)."""
+    if not greedy and key is None:
+        raise ValueError("act(greedy=False) needs a PRNG key")
+    return _act(
+        network,
+        params,
+        jnp.asarray(obs),
+        jnp.int32(task_id),
+        greedy,
+        key if key is not None else jax.random.PRNGKey(0),
+        int(obs_dim),
+    )
+
+
 class JaxIPPO:
     """MEAL's IPPO (``IPPOConfig``) on ``suite`` for ``seeds`` (one program, vmapped).
 
@@ -183,16 +223,7 @@ class JaxIPPO:
         opts = suite.options
         self.sparse_rewards = bool(opts.get("sparse_rewards", False))
         self.shaping_horizon = float(opts.get("shaping_horizon", self.steps_per_task))
-        self.network = ActorCritic(
-            action_dim=NUM_ACTIONS,
-            num_tasks=self.num_tasks,
-            hidden_sizes=tuple(config.hidden_sizes),
-            activation=config.activation,
-            layer_norm=config.layer_norm,
-            shared_backbone=config.shared_backbone,
-            multi_head=config.multi_head,
-            task_id_input=config.task_id_input,
-        )
+        self.network = actor_critic(config, self.num_tasks)
         self.tx = make_optimizer(config, self.updates_per_task)
         self.compile_seconds = 0.0
         self.compile_log: list[tuple[str, float]] = []
@@ -351,17 +382,7 @@ class JaxIPPO:
     ) -> jax.Array:
         """Actions for observations ``obs (..., H, W, C)`` (or flat ``(..., D)``) of one
         seed's ``params``: argmax with ``greedy``, else sampled with ``key``."""
-        if not greedy and key is None:
-            raise ValueError("act(greedy=False) needs a PRNG key")
-        return _act(
-            self.network,
-            params,
-            jnp.asarray(obs),
-            jnp.int32(task_id),
-            greedy,
-            key if key is not None else jax.random.PRNGKey(0),
-            self.obs_dim,
-        )
+        return act_with(self.network, self.obs_dim, params, obs, task_id, greedy, key)
 
     def state_dict(self, state: TrainState) -> dict[str, np.ndarray]:
         """Flat ``name -> numpy array`` (leading seed axis kept)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.vec_env import VecEnv
@@ -165,3 +167,56 @@ def build_model(
         verbose=0,
         **kw,
     )
+
+
+class _SpacesVecEnv(VecEnv):
+    """A VecEnv of one env that has spaces and nothing else: what :func:`build_policy`
+    wraps to get the observation layout the learner's policy takes."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space):
+        super().__init__(1, observation_space, action_space)
+
+    def _no_env(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a policy rebuilt from its spaces has no env to step")
+
+    reset = step_async = step_wait = set_attr = env_method = _no_env
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        return [None]
+
+    def env_is_wrapped(self, wrapper_class: Any, indices: Any = None) -> list[bool]:
+        return [False]
+
+    def close(self) -> None:
+        pass
+
+
+def build_policy(
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    sequence: TaskSequence,
+    hp: dict[str, Any],
+    *,
+    method: str,
+    multi_head: bool,
+    task_id_input: bool,
+) -> ContinualPolicy:
+    """The policy :func:`build_model` gives the learner over a training env with these
+    (per-env) spaces, built alone on the CPU: the observation layout of :func:`wrap_env`
+    (task id, previous action and reward) and of SB3's own wrapping (image channels
+    first), the policy class (``ProgressCompressPolicy`` for P&C) and ``policy_kwargs``.
+    Its parameters are freshly initialised (torch's global generator is left as it was):
+    load a saved state dict into it. A learner may attach more to its policy (V-trace's
+    reward normaliser), which acting does not use."""
+    env, _ = wrap_env(
+        _SpacesVecEnv(observation_space, action_space),
+        sequence,
+        hp,
+        multi_head=multi_head,
+        task_id_input=task_id_input,
+    )
+    env = OnPolicyAlgorithm._wrap_env(env, verbose=0, monitor_wrapper=False)
+    policy_cls = ProgressCompressPolicy if method == "pnc" else ContinualPolicy
+    kwargs = policy_kwargs(env, sequence, hp, multi_head=multi_head, task_id_input=task_id_input)
+    with th.random.fork_rng(devices=[]):
+        return policy_cls(env.observation_space, env.action_space, lambda _: 0.0, **kwargs)

@@ -220,6 +220,20 @@ def report_arguments(report: argparse.ArgumentParser) -> None:
         help="MEAL's F: weighted (default, its result scripts' Table 2 formula), paper "
         "(eq. 2) or peak_final (its comparison scripts')",
     )
+    report.add_argument(
+        "--coordination",
+        action="store_true",
+        help="first compute MEAL's coordination matrix of every MEAL run from the policies it "
+        "kept at each task's end (keep_task_policies) into RUN_DIR/coordination_matrix.csv "
+        "(cells x episodes of play: minutes on MEAL-20)",
+    )
+    report.add_argument(
+        "--coordination-episodes",
+        type=positive_int,
+        default=64,
+        metavar="N",
+        help="envs (one episode each) per cell of the coordination matrix (default 64, MEAL's)",
+    )
 
 
 # -- the parser ----------------------------------------------------------------------------

@@ -124,11 +124,47 @@ def cmd_options(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def coordination_matrices(run_dirs: list[str], episodes: int) -> None:
+    """``report --coordination``: MEAL's coordination matrix of every MEAL run among
+    ``run_dirs`` (directories holding runs stand for them), each stored as
+    ``RUN_DIR/coordination_matrix.csv``. Every run is checked before any is computed: a
+    MEAL run without its task policies, or no MEAL run at all, is one line."""
+    from cl_suites.errors import InputError
+    from cl_suites.job.task_policies import check_coordination_inputs, coordination_matrix_of_run
+    from cl_suites.metrics.runs import expand_run_dirs
+    from cl_suites.rundir.runlog import METADATA_FILE, read_metadata
+    from cl_suites.suites import find_suite
+
+    def is_meal(run: Path) -> bool:
+        try:
+            return find_suite(str(read_metadata(run).get("suite_id"))).family == "meal"
+        except Exception:  # not a run: the report names what is wrong with it
+            return False
+
+    given = expand_run_dirs(run_dirs)
+    runs = [run for run in given if is_meal(run)]
+    if not runs:
+        if any(not (run / METADATA_FILE).is_file() for run in given):
+            return  # not a run: the report names what is wrong with it
+        raise InputError(
+            "--coordination: none of the runs is a MEAL run (the coordination matrix is MEAL's)"
+        )
+    for run in runs:
+        check_coordination_inputs(run)
+    for run in runs:
+        output.err_console.print(
+            f"coordination matrix of {escape(str(run))} ({episodes} episodes a cell) ..."
+        )
+        coordination_matrix_of_run(run, episodes=episodes)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from cl_suites.metrics.published import protocol_notes
     from cl_suites.metrics.report import SUMMARY_TITLES, build_report
     from cl_suites.metrics.tables import rich_table
 
+    if args.coordination:
+        coordination_matrices(args.run_dirs, args.coordination_episodes)
     result = build_report(
         [Path(p) for p in args.run_dirs],
         Path(args.out),

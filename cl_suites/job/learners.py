@@ -117,6 +117,12 @@ class LearnerEntry(Protocol):
         ``run_dirs[0]``), or a seed group (``seed_groups``)."""
         ...
 
+    def load_task_policy(self, spec: JobSpec, path: Path) -> Any:
+        """The greedy ``policy(obs, task_ids) -> actions`` of the task policy its run of
+        ``spec`` kept in ``path`` (``keep_task_policies``). Optional: a learner without it
+        keeps none that can be loaded (``cl_suites.job.task_policies``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LearnerSpec:

@@ -157,6 +157,13 @@ class JobOptions:
         "JAX's persistent compilation cache: a directory where MEAL's compiled programs are "
         "kept for later runs of the same shapes (default: none)",
     )
+    keep_task_policies: bool | None = _opt(
+        None,
+        Opt("bool", none_ok=True),
+        "keep the policy of every task's end as RUN_DIR/checkpoint/task-NNN.* (the coordination "
+        "matrix's input; default: the suite's, MEAL: yes; 1.5 MB each on MEAL's paper network, "
+        "7-8 MB on CORA's CNNs)",
+    )
     report: bool = _opt(True, _BOOL, "write the metrics report to RUN_DIR/report at the end")
     tensorboard: bool = _opt(False, _BOOL, "training scalars and eval returns to RUN_DIR/tb")
     wandb: bool | str | None = _opt(
@@ -612,6 +619,9 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
         eval_at_start=info.evaluation.at_start if job.eval_at_start is None else job.eval_at_start,
         eval_per_task=info.evaluation.per_task if job.eval_per_task is None else job.eval_per_task,
         update_threads=job.update_threads or job.torch_threads,
+        keep_task_policies=(
+            info.task_policies if job.keep_task_policies is None else job.keep_task_policies
+        ),
     )
     return JobSpec(
         suite=info,

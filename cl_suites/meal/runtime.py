@@ -123,4 +123,5 @@ def meal_suite(num_tasks: int) -> SuiteInfo:
         methods=MEAL_METHODS,
         preset_name="MEAL",
         runtime=MealRuntime(num_tasks),
+        task_policies=True,
     )

@@ -52,6 +52,8 @@ from cl_suites.metrics.runs import (
     metric_split_mask,
     metric_split_wide,
 )
+from cl_suites.rundir.runlog import read_metadata
+from cl_suites.rundir.task_policies import TASK_POLICY_GLOB, task_policy_files
 
 
 def task_bounds(normalizers: Mapping[int, float | None], task_ids) -> np.ndarray:
@@ -694,34 +696,44 @@ def coordination_matrix(
     return m
 
 
-TASK_CHECKPOINT_GLOB = "checkpoint/task-*"
-"""Where the policy saved at the end of each task would be (``task-<position>.*``, one per
-segment of the first cycle): what the coordination matrix needs."""
+TASK_CHECKPOINT_GLOB = TASK_POLICY_GLOB
+"""Where the policy of every task's end is (``checkpoint/task-NNN.pt`` or ``.npz``, ``NNN``
+the segment of the run's schedule; ``cl_suites.rundir.task_policies``): what the
+coordination matrix needs."""
 
 
 def task_checkpoints(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """The run's per-task checkpoints in training order (``checkpoint/task-000.*`` ..), or
-    a one-line :class:`MetricsInputError` naming what is missing.
-
-    cl-suites runs keep only their newest two checkpoints (``checkpoint/step-*.pt``,
-    ``checkpoint/jax_state*.npz``, for resuming), not the policy at every task's end, so
-    every run is refused until the job keeps them.
-    """
+    """The run's per-task checkpoints (the policy of every task's end, job option
+    ``keep_task_policies``) in schedule order, or a one-line :class:`MetricsInputError`
+    naming what is missing."""
     run_dir = Path(run_dir)
-    found = sorted(run_dir.glob(TASK_CHECKPOINT_GLOB))
+    found = task_policy_files(run_dir)
     if not found:
         kept = sorted(p.name for p in (run_dir / "checkpoint").glob("*")) or ["none"]
         raise MetricsInputError(
             f"{run_dir}: no per-task checkpoints ({TASK_CHECKPOINT_GLOB}, the policy at the end "
             f"of every task), which the coordination matrix needs; the run kept "
-            f"{', '.join(kept[:4])} (its newest checkpoints, for resuming)"
+            f"{', '.join(kept[:4])}; runs keep them with the job option keep_task_policies "
+            "(on by default for MEAL suites since it exists; train again with it)"
         )
-    return found
+    return list(found.values())
+
+
+def segment_tasks(run_dir: str | os.PathLike[str], num_tasks: int, count: int) -> list[int]:
+    """The task of each of the run's first ``count`` schedule segments (its
+    ``metadata.json``; without one, segment ``k`` plays task ``k mod num_tasks``)."""
+    try:
+        schedule = read_metadata(run_dir).get("schedule") or []
+    except Exception:  # no metadata: an own loop's directory
+        schedule = []
+    if schedule:
+        return [int(seg["task_id"]) for seg in schedule]
+    return [k % num_tasks for k in range(count)]
 
 
 COORDINATION_FILE = "coordination_matrix.csv"
-"""A run's coordination matrix (:func:`run_coordination_matrix`): rows = evaluated task
-and agent 0's checkpoint ``i``, columns = agent 1's checkpoint ``j``, normalised scores."""
+"""A run's coordination matrix (:func:`run_coordination_matrix`): rows = agent 0's policy
+``i`` and its kitchen, columns = agent 1's policy ``j``, normalised scores."""
 
 
 def run_coordination_matrix(
@@ -734,9 +746,14 @@ def run_coordination_matrix(
 ) -> np.ndarray:
     """MEAL's coordination matrix of a run, written to ``RUN_DIR/coordination_matrix.csv``.
 
+    One row and column per segment of the run's schedule (its tasks; with ``cycles > 1``
+    every repetition, as MEAL's script takes every ``model_env_k`` it finds): ``M[i, j]``
+    has agent 0 play the policy of segment ``i``'s end and agent 1 segment ``j``'s, on
+    segment ``i``'s kitchen, over that kitchen's bound.
+
     Args:
-        run_dir: the run; refused in one line (:func:`task_checkpoints`) without the policy
-            saved at the end of every task.
+        run_dir: the run; refused in one line without the policy of every segment's end
+            (:func:`task_checkpoints`; a run killed before its last task has only some).
         suite: the run's ``MealSuite`` (its kitchens and bounds).
         load_policy: ``path -> policy(obs, task_ids) -> greedy actions`` of a per-task
             checkpoint.
@@ -746,17 +763,23 @@ def run_coordination_matrix(
 
     files = task_checkpoints(run_dir)
     n = len(suite.layouts)
-    if len(files) != n:
+    tasks = segment_tasks(run_dir, n, len(files))
+    found = task_policy_files(run_dir)
+    missing = [k for k in range(len(tasks)) if k not in found]
+    if missing or len(found) != len(tasks):
+        what = f"task-{missing[0]:03d}" if missing else f"{len(found) - len(tasks)} too many"
         raise MetricsInputError(
-            f"{run_dir}: {len(files)} per-task checkpoint(s) for {n} tasks; the coordination "
-            "matrix needs one per task"
+            f"{run_dir}: {len(found)} per-task checkpoint(s) for {len(tasks)} segments "
+            f"({what}); the coordination matrix needs one per segment (an unfinished run?)"
         )
-    policies = [load_policy(f) for f in files]
-    bounds = [suite.score_normalizers()[i] for i in range(n)]
-    bounds = [b / REWARD_SCALE if b else None for b in bounds]  # returns -> soups
+    policies = [load_policy(found[k]) for k in range(len(tasks))]
+    normalizers = suite.score_normalizers()
+    bounds = [normalizers[t] / REWARD_SCALE if normalizers[t] else None for t in tasks]
     m = coordination_matrix(
-        lambda i, j: cross_play(suite, i, [policies[i], policies[j]], episodes=episodes, seed=seed),
-        n,
+        lambda i, j: cross_play(
+            suite, tasks[i], [policies[i], policies[j]], episodes=episodes, seed=seed
+        ),
+        len(tasks),
         bounds,
     )
     write_coordination_matrix(run_dir, m)
@@ -770,7 +793,7 @@ REWARD_SCALE = 20.0
 def write_coordination_matrix(run_dir: str | os.PathLike[str], matrix: np.ndarray) -> Path:
     """Store a run's coordination matrix as ``RUN_DIR/coordination_matrix.csv``."""
     m = np.asarray(matrix, dtype=float)
-    frame = pd.DataFrame(m, index=pd.Index(range(len(m)), name="task"), columns=range(len(m)))
+    frame = pd.DataFrame(m, index=pd.Index(range(len(m)), name="segment"), columns=range(len(m)))
     path = Path(run_dir) / COORDINATION_FILE
     frame.to_csv(path)
     return path

@@ -17,6 +17,7 @@ field                single-agent suites              ``MEAL-<N>``
 ``default_learner``  ``vtrace`` (Diagnostic: ``ppo``) ``ppo-jax``
 ``methods``          all                              ``ft ewc online-ewc mas l2``
 ``preset_key``       the name                         ``"MEAL"``
+``task_policies``    no                               yes (the coordination matrix)
 ``runtime``          ``VectorRuntime``                ``MealRuntime`` (batched JAX engine)
 ===================  ===============================  ===================================
 
@@ -85,6 +86,8 @@ class SuiteInfo:
             every ``MEAL-<N>`` shares ``"MEAL"``).
         runtime: builds its instance, training env and evaluation source
             (``cl_suites.suites.runtime``).
+        task_policies: its runs keep the policy of every task's end by default (the job
+            option ``keep_task_policies``; MEAL: its coordination matrix needs them).
     """
 
     name: str
@@ -101,6 +104,7 @@ class SuiteInfo:
     methods: tuple[str, ...] | None = None
     preset_name: str | None = None
     runtime: SuiteRuntime = field(default=VECTOR_RUNTIME, compare=False, repr=False)
+    task_policies: bool = False
 
     @property
     def id(self) -> str:

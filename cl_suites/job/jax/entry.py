@@ -341,6 +341,13 @@ class JaxLearner:
 
         run_jax(list(specs), [int(s) for s in seeds], list(run_dirs), resume)
 
+    def load_task_policy(self, spec: JobSpec, path: Path) -> Any:
+        """Greedy ``policy(obs, task_ids) -> actions`` of a run's task policy
+        (``cl_suites.job.jax.task_policies``)."""
+        from cl_suites.job.jax.task_policies import load_task_policy
+
+        return load_task_policy(path, spec)
+
 
 PPO_JAX = JaxLearner()
 """The entry of ``ppo-jax``."""

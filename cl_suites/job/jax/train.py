@@ -32,7 +32,8 @@ game cut by a switch).
 Checkpoints (``cl_suites.job.jax.checkpoint``): every ``checkpoint_every`` env steps, at
 every task's end and at the end; a resume cuts the logs back to the checkpoint and
 continues bit for bit (parameters, optimizer and CL state, env state and PRNG keys are in
-the state).
+the state). With ``keep_task_policies`` each seed's parameters at every task's end are
+kept as well (``cl_suites.job.jax.task_policies``: ``checkpoint/task-NNN.npz``).
 
 Steps are env steps (one joint action of all agents).
 """
@@ -40,7 +41,7 @@ Steps are env steps (one joint action of all agents).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,49 +51,24 @@ from cl_suites.core.evaluation import Evaluator
 from cl_suites.core.interrupts import outcome_of
 from cl_suites.core.task import Segment, task_seed
 from cl_suites.job import shared
+from cl_suites.job.jax.acting import eval_policy
 from cl_suites.job.jax.checkpoint import (
     common_checkpoint,
     load_jax_checkpoint,
     save_jax_checkpoint,
 )
+from cl_suites.job.jax.task_policies import save_task_policy
 from cl_suites.job.run_spec import JobSpec
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress
 from cl_suites.rundir.runlog import RunLog, truncate_logs
+from cl_suites.rundir.task_policies import remove_task_policies_after
 
 PLASTICITY_KEY = "plasticity|"
 """Prefix of the plasticity tracker's arrays in a seed's checkpoint (``flat_state``)."""
 
 SAMPLING_SEED_OFFSET = 3_000_017
 """Offset of the keys of sampled evaluation actions (``eval_deterministic=False``)."""
-
-
-def eval_policy(
-    learner: Any, params: Any, greedy: bool = True, key_seed: int = 0
-) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``policy(obs, task_ids) -> actions`` for the core ``Evaluator``: ``JaxIPPO.act``
-    with one seed's ``params``, called once per task present in the batch (rows ``(B, H,
-    W, C)``, one per agent of each env; ``task_ids (B,)``). Sampled actions (``greedy``
-    False) draw their keys from ``key_seed`` and the call's index."""
-    import jax
-
-    calls = [0]
-
-    def act(obs: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
-        task_ids = np.asarray(task_ids)
-        actions = np.zeros(len(task_ids), dtype=np.int64)
-        key = None
-        if not greedy:
-            key = jax.random.fold_in(jax.random.PRNGKey(key_seed), calls[0])
-            calls[0] += 1
-        for task in np.unique(task_ids):
-            rows = task_ids == task
-            sub = None if key is None else jax.random.fold_in(key, int(task))
-            out = learner.act(params, obs[rows], int(task), greedy, key=sub)
-            actions[rows] = np.asarray(out)
-        return actions
-
-    return act
 
 
 def seed_slice(tree: Any, i: int) -> Any:
@@ -318,6 +294,7 @@ def _train(
     if resume:
         for d in run_dirs:
             truncate_logs(d, loop.step if files is not None else -1)
+            remove_task_policies_after(d, spec.schedule, loop.step if files is not None else -1)
     error: BaseException | None = None
     try:
         for i, (s, seed, d) in enumerate(zip(specs, seeds, run_dirs, strict=True)):
@@ -352,6 +329,7 @@ class _Loop:
         self.episode_len = int(spec.meal.episode_len)
         self.every = spec.options.checkpoint_every
         self.greedy = spec.options.eval_deterministic
+        self.keep_task_policies = bool(spec.options.keep_task_policies)
         self.runs: list[JaxRun] = []
         self.state: Any = None
         self.step = 0
@@ -406,9 +384,11 @@ class _Loop:
                     metrics, learner.remedy_metrics, i, start, self.rollout, seg.task_id
                 )
                 run.run_log.log_remedy(acts)
-            # the end of a task is evaluated (and diagnosed) before end_task closes it
+            # the end of a task is evaluated (and diagnosed) and its policy kept before
+            # end_task closes it (and a remedy changes the network)
             self.evaluate(due_only=True)
             if ended:
+                self.save_task_policies(seg)
                 done = int(np.asarray(self.state.update)[0])  # updates of the task
                 self.state = learner.end_task(self.state, seg.task_id, next_task)
                 if learner.switch_event is not None and next_task is not None:
@@ -483,6 +463,15 @@ class _Loop:
         self.grad_norms = [
             {"actor": float(a), "critic": float(c)} for a, c in zip(actor, critic, strict=True)
         ]
+
+    def save_task_policies(self, seg: Segment) -> None:
+        """Every seed's parameters at the end of ``seg`` (the ones its evaluation of
+        that end acted with) as its run's task policy, with ``keep_task_policies``."""
+        if not self.keep_task_policies:
+            return
+        for i, run in enumerate(self.runs):
+            params = seed_slice(self.state.params, i)
+            save_task_policy(run.run_dir, seg, self.step, params, run.seed)
 
     def save(self, finished: bool = False) -> None:
         """Every seed's checkpoint (its slice of the state) in its run directory."""

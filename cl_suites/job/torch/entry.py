@@ -150,6 +150,13 @@ class TorchLearner:
 
         run_torch(specs[0], int(seeds[0]), Path(run_dirs[0]), resume)
 
+    def load_task_policy(self, spec: JobSpec, path: Path) -> Any:
+        """Greedy ``policy(obs, task_ids) -> actions`` of a run's task policy
+        (``cl_suites.job.torch.task_policies``)."""
+        from cl_suites.job.torch.task_policies import load_task_policy
+
+        return load_task_policy(path, spec)
+
 
 PPO = TorchLearner("ppo", suites=("cora", "diagnostic", "meal"))
 """``--learner ppo``: SB3's PPO as CORA and MEAL run it (``ContinualPPO``; on MEAL: IPPO)."""

@@ -4,10 +4,12 @@
 :func:`run_torch` builds the suite's training env and its SB3 view, the learner with the
 CL method (``baselines_sb3.factory``), evaluates on the suite's schedule with the core
 ``Evaluator`` (greedy policy), logs training episodes, checkpoints periodically
-(``cl_suites.job.torch.checkpoint``), resumes after a kill, and writes the metrics report
-at the end, with the run pieces both wings share (``cl_suites.job.shared``). What differs
-between suites comes from the suite's catalog entry (its runtime builds the training env
-and the evaluator's env source), never from "is this MEAL?" tests here.
+(``cl_suites.job.torch.checkpoint``), keeps the policy of every task's end
+(``keep_task_policies``: ``cl_suites.job.torch.task_policies``), resumes after a kill, and
+writes the metrics report at the end, with the run pieces both wings share
+(``cl_suites.job.shared``). What differs between suites comes from the suite's catalog
+entry (its runtime builds the training env and the evaluator's env source), never from
+"is this MEAL?" tests here.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ from cl_suites.job.torch.checkpoint import (
     truncate_logs,
 )
 from cl_suites.job.torch.sb3_env import observation_location, sb3_env
+from cl_suites.job.torch.task_policies import TaskPolicyCallback
 from cl_suites.job.torch.tracking import configure_logger
 from cl_suites.metrics.plasticity_tracker import PROBE_FILE, PlasticityTracker
 from cl_suites.rundir.progress import RunProgress, plan_text
 from cl_suites.rundir.runlog import RunLog
+from cl_suites.rundir.task_policies import remove_task_policies_after
 
 
 def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
@@ -63,7 +67,9 @@ def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     state, ckpt_file = None, None
     if resume and shared.resume_checked(run_dir, metadata):
         state, ckpt_file = load_resume_state(run_dir) or (None, None)
-        truncate_logs(run_dir, checkpoint_step(state) if state is not None else -1)
+        resumed_at = checkpoint_step(state) if state is not None else -1
+        truncate_logs(run_dir, resumed_at)
+        remove_task_policies_after(run_dir, spec.schedule, resumed_at)
     if state is not None and state.get("finished"):
         print(f"run {run_dir} is already complete; writing the report only")
         shared.write_report(run_dir, spec.options)
@@ -188,8 +194,13 @@ def _train(
     plasticity_cb = _plasticity_callback(spec, model, run_log, run_dir, evaluator, state)
     if plasticity_cb is not None:
         ckpt_cb.extra_state = lambda: {"plasticity": plasticity_cb.tracker.state_dict()}
+    task_policies = (  # the policy of every task's end, before that step's checkpoint
+        [TaskPolicyCallback(run_dir, schedule, agents, learner=spec.learner, method=spec.method)]
+        if job.keep_task_policies
+        else []
+    )
     callbacks = CallbackList(
-        [  # the task's end evaluated and diagnosed, then the method's switch (own methods)
+        [  # the task's end evaluated, kept and diagnosed, then the method's switch
             ContinualEvalCallback(
                 evaluator,
                 run_log,
@@ -199,6 +210,7 @@ def _train(
                 deterministic=job.eval_deterministic,
                 beside_training=job.eval_beside_training,
             ),
+            *task_policies,
             *([plasticity_cb] if plasticity_cb is not None else []),
             cl_callback,
             ckpt_cb,
