@@ -78,6 +78,12 @@ def seed_slice(tree: Any, i: int) -> Any:
     return jax.tree.map(lambda x: x[i], tree)
 
 
+SOUPS = ("episode_soups", "soups")
+"""``episode_soups.csv``'s value in the chunk's metrics, and its column."""
+CUT_SOUPS = ("ep_soups", "soups")
+"""The same for episodes cut by a task's end: the field of the batch state, and the column."""
+
+
 def episode_rows(
     metrics: dict[str, Any],
     seed_index: int,
@@ -85,6 +91,7 @@ def episode_rows(
     task_id: int,
     num_envs: int,
     episode_len: int,
+    value: tuple[str, str] = ("episode_return", "episode_return"),
 ) -> list[dict[str, Any]]:
     """``episodes.csv`` rows of the training episodes one seed finished in a chunk.
 
@@ -92,63 +99,22 @@ def episode_rows(
     num_steps, num_envs)``: whether env ``e``'s episode (of ``episode_len`` steps) ended at
     that step, and its return (agent 0's, the team's shared reward). An episode ending at
     vector step ``j`` of the chunk is logged at ``start_step + (j + 1) * num_envs`` (env
-    steps), as the torch job logs it: one row per env.
+    steps), as the torch job logs it: one row per env. ``value``: ``(metric, column)`` of
+    the logged value (``episodes.csv``: the return; ``episode_soups.csv``:
+    ``("episode_soups", "soups")``, the soups the team delivered).
     """
+    metric, column = value
     done = np.asarray(metrics["episode_done"])[:, seed_index].reshape(-1, num_envs)
-    returns = np.asarray(metrics["episode_return"])[:, seed_index].reshape(-1, num_envs)
+    values = np.asarray(metrics[metric])[:, seed_index].reshape(-1, num_envs)
     steps, envs = np.nonzero(done)
     return [
         {
             "total_step": int(start_step + (j + 1) * num_envs),
             "task_id": int(task_id),
-            "episode_return": float(returns[j, e]),
+            column: float(values[j, e]),
             "episode_length": int(episode_len),
         }
         for j, e in zip(steps, envs, strict=True)
-    ]
-
-
-def episode_soup_rows(
-    metrics: dict[str, Any],
-    seed_index: int,
-    start_step: int,
-    task_id: int,
-    num_envs: int,
-    episode_len: int,
-) -> list[dict[str, Any]]:
-    """``episode_soups.csv`` rows of the training episodes one seed finished in a chunk:
-    the rows of :func:`episode_rows` with the soups the team delivered
-    (``metrics["episode_soups"]``) instead of the return."""
-    done = np.asarray(metrics["episode_done"])[:, seed_index].reshape(-1, num_envs)
-    soups = np.asarray(metrics["episode_soups"])[:, seed_index].reshape(-1, num_envs)
-    steps, envs = np.nonzero(done)
-    return [
-        {
-            "total_step": int(start_step + (j + 1) * num_envs),
-            "task_id": int(task_id),
-            "soups": float(soups[j, e]),
-            "episode_length": int(episode_len),
-        }
-        for j, e in zip(steps, envs, strict=True)
-    ]
-
-
-def cut_episode_soup_rows(
-    state: Any, seed_index: int, step: int, task_id: int
-) -> list[dict[str, Any]]:
-    """``episode_soups.csv`` rows of the episodes :func:`cut_episode_rows` logs."""
-    length = int(np.asarray(state.t)[seed_index])
-    if length == 0:
-        return []
-    soups = np.asarray(state.ep_soups)[seed_index]
-    return [
-        {
-            "total_step": int(step),
-            "task_id": int(task_id),
-            "soups": float(s),
-            "episode_length": length,
-        }
-        for s in soups
     ]
 
 
@@ -196,25 +162,33 @@ def remedy_rows(
     return rows
 
 
-def cut_episode_rows(state: Any, seed_index: int, step: int, task_id: int) -> list[dict[str, Any]]:
+def cut_episode_rows(
+    state: Any,
+    seed_index: int,
+    step: int,
+    task_id: int,
+    value: tuple[str, str] = ("ep_return", "episode_return"),
+) -> list[dict[str, Any]]:
     """``episodes.csv`` rows of the episodes one seed was playing when task ``task_id``
     ended at env step ``step`` (``JaxIPPO`` restarts its envs at the next task, as MEAL):
     one row per env with the return and length so far (``state.ep_return (K, M)``,
     ``state.t (K,)``), logged at the switch step under the old task, as the torch job's
     ``MealBatchedEnv`` and the other suites' vector envs report a game cut by a switch.
-    None when the episodes had just ended (``t == 0``)."""
+    None when the episodes had just ended (``t == 0``). ``value``: ``(state field,
+    column)`` (``("ep_soups", "soups")`` for ``episode_soups.csv``)."""
+    field, column = value
     length = int(np.asarray(state.t)[seed_index])
     if length == 0:
         return []
-    returns = np.asarray(state.ep_return)[seed_index]
+    values = np.asarray(getattr(state, field))[seed_index]
     return [
         {
             "total_step": int(step),
             "task_id": int(task_id),
-            "episode_return": float(r),
+            column: float(v),
             "episode_length": length,
         }
-        for r in returns
+        for v in values
     ]
 
 
@@ -372,12 +346,12 @@ class _Loop:
             ended = self.step >= seg.end_step
             for i, run in enumerate(self.runs):
                 rows = episode_rows(metrics, i, start, seg.task_id, self.num_envs, self.episode_len)
-                soups = episode_soup_rows(
-                    metrics, i, start, seg.task_id, self.num_envs, self.episode_len
+                soups = episode_rows(
+                    metrics, i, start, seg.task_id, self.num_envs, self.episode_len, SOUPS
                 )
                 if ended:  # the running episodes, cut by the switch
                     rows += cut_episode_rows(self.state, i, self.step, seg.task_id)
-                    soups += cut_episode_soup_rows(self.state, i, self.step, seg.task_id)
+                    soups += cut_episode_rows(self.state, i, self.step, seg.task_id, CUT_SOUPS)
                 run.run_log.log_episodes(rows)
                 run.run_log.log_episode_soups(soups)
                 acts = remedy_rows(
