@@ -97,10 +97,12 @@ def _run(cmd: list[str], log: Path) -> float:
     return time.monotonic() - start
 
 
-def run_all(root: Path, smoke: bool, seeds: tuple[int, ...]) -> None:
+def run_all(root: Path, smoke: bool, seeds: tuple[int, ...], only: str | None = None) -> None:
     cli = [sys.executable, "-m", "cl_suites", "run"]
     common = ["--set", "report=false", "--set", "progress=false"]
     for seq in SEQUENCES:
+        if only is not None and seq.name != only:
+            continue
         args = list(seq.smoke if smoke else seq.args)
         for method in METHODS:
             if seq.seeds_in_one_program:
@@ -191,11 +193,12 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--plot-only", action="store_true")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--only", choices=[s.name for s in SEQUENCES], help="one sequence")
     args = parser.parse_args()
     root = args.root / "smoke" if args.smoke else args.root
     root.mkdir(parents=True, exist_ok=True)
     if not args.plot_only:
-        run_all(root, args.smoke, tuple(args.seeds))
+        run_all(root, args.smoke, tuple(args.seeds), args.only)
     report(root)
     plot(root, root if args.smoke else RESULTS)
 
