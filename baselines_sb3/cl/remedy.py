@@ -28,7 +28,6 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch as th
 
 from baselines_sb3 import remedies as lib
@@ -115,8 +114,8 @@ class RemedyMethod(ContinualMethod):
     # -- events ----------------------------------------------------------------------
     def on_rollout_end(self, rollout: Rollout) -> None:
         super().on_rollout_end(rollout)
-        if self.remedy_config.remedy == "redo":
-            self._rollout_obs = rollout.observations
+        if self.remedy_config.remedy == "redo":  # rows now: the update flattens the buffer
+            self._rollout_obs = flat_obs(rollout.observations)
 
     def on_update_end(self) -> None:
         super().on_update_end()
@@ -182,10 +181,9 @@ class RemedyMethod(ContinualMethod):
     def _recycle(self) -> None:
         if self._rollout_obs is None:
             return
-        obs = _as_tensor(flat_obs(self._rollout_obs), self.policy.device)
         recycled = lib.recycle_dormant(
             self.policy,
-            obs,
+            self._rollout_obs,  # numpy through the policy's obs_to_tensor, tensors as they are
             tau=self.remedy_config.redo_tau,
             optimizer=self.policy.optimizer,
             reset_moments=self.remedy_config.redo_reset_moments,
@@ -249,14 +247,6 @@ class RemedyMethod(ContinualMethod):
             self._initial = [t.to(device) for t in mine["initial"]]
         if mine.get("cbp") is not None and self._cbp is not None:
             self._cbp.load_state_dict(mine["cbp"])
-
-
-def _as_tensor(obs: Any, device: th.device) -> Any:
-    if isinstance(obs, dict):
-        return {k: _as_tensor(v, device) for k, v in obs.items()}
-    if isinstance(obs, th.Tensor):
-        return obs.to(device)
-    return th.as_tensor(np.asarray(obs), device=device)
 
 
 def _remedy_signature(base: type) -> inspect.Signature:

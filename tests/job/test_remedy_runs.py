@@ -115,3 +115,34 @@ def test_a_remedy_composes_with_a_regulariser(tmp_path):
     run = _run(tmp_path / "l2redo", "l2+redo", redo_every=2, redo_tau=0.6)
     state = _last_state(run)["method"]
     assert "remedy" in state and state["remedy"]["task_id"] == 1
+
+
+@pytest.mark.parametrize(
+    ("suite", "overrides"),
+    [
+        ("Diagnostic", {**OVERRIDES, "redo_every": 4}),
+        ("MEAL-2", {"report": False, "plasticity": False, "steps_per_task": 1024}),
+    ],
+)
+def test_redo_scores_the_units_on_the_rollout_s_rows(suite, overrides, tmp_path, monkeypatch):
+    """ReDo's batch is the rollout the update trained on, one row per (step, env), taken
+    before the update flattens SB3's buffer in place (a dict observation of MEAL's torch
+    learner once came out 7 times too many rows and broke its sparse first layer)."""
+    from baselines_sb3.cl import remedy
+
+    seen = []
+    original = remedy.lib.recycle_dormant
+
+    def spy(policy, obs, *a, **k):
+        rows = obs["obs"] if isinstance(obs, dict) else obs
+        ids = obs.get("task_id") if isinstance(obs, dict) else None
+        seen.append((len(rows), None if ids is None else len(ids)))
+        return original(policy, obs, *a, **k)
+
+    monkeypatch.setattr(remedy.lib, "recycle_dormant", spy)
+    job = {**JOB, "suite": suite, "method": "redo", "seed": 0}
+    run_main_job(run_dir=tmp_path / "run", resume=False, overrides=overrides, **job)
+    meta_learner = read_remedy(tmp_path / "run")
+    assert seen and not meta_learner.empty
+    per_rollout = {"Diagnostic": 16 * 8, "MEAL-2": 16 * 32}[suite]  # n_steps x (envs x agents)
+    assert all(rows == per_rollout and ids in (None, per_rollout) for rows, ids in seen), seen
