@@ -10,10 +10,11 @@ Two sequences, three seeds each, the remedies at their defaults (Plasticine's ca
   per task, evaluation every 2,500: the setting where fine-tuning's actor went from 0.64 to
   0.90 dormant (docs/metrics.md, "What they showed on a real run"); the three seeds of a
   method are one program (``--seeds 0 1 2``).
-* Procgen6 (CORA), the ``vtrace`` learner (CORA's IMPALA), small preset, 5,000 agent steps
-  per task, evaluation every 2,500 with 3 episodes: one CORA sequence a 2-core CPU can run
-  three times per method in minutes (far from CORA's budget: a check that the remedies run
-  and what they do to the diagnostics, not a result about Procgen).
+* Procgen6 (CORA), the ``vtrace`` learner (CORA's IMPALA), small preset, 2,000 agent steps
+  per task, evaluation at each task's end (1 episode per task and split, cut at 100 steps):
+  one CORA sequence a 2-core CPU can run three times per method in minutes. Far from CORA's
+  budget (25M steps per task): what the remedies do to the diagnostics, not a result about
+  Procgen's returns.
 
 Each run is a ``cl-suites run`` process writing ``<root>/<sequence>-<method>/``; a finished
 one is skipped, an unfinished one resumed (``--resume``). Then ``cl-suites report`` over all
@@ -72,7 +73,8 @@ SEQUENCES = (
         "procgen6",
         (
             "--suite", "Procgen6", "--learner", "vtrace", "--preset", "small",
-            "--steps-per-task", "5000", "--eval-every", "2500", "--eval-episodes", "3",
+            "--steps-per-task", "2000", "--eval-every", "2000", "--eval-episodes", "1",
+            "--set", "eval_max_episode_steps=100",
         ),
         (
             "--suite", "Procgen6", "--learner", "vtrace", "--preset", "small",
