@@ -59,7 +59,7 @@ class RemedyMethod(ContinualMethod):
         self.generator = th.Generator().manual_seed(int(seed) + REMEDY_SEED_OFFSET)
         self._rollout_obs: Any = None
         self._updates_in_task = 0
-        self._updates_per_task = 0
+        self._task_steps = 0  # the current task's budget, in the schedule's steps
         self._remedy_task = 0
         self._initial: list[th.Tensor] | None = None
         self._cbp: lib.ContinualBackprop | None = None
@@ -68,6 +68,7 @@ class RemedyMethod(ContinualMethod):
         self._rows: list[dict[str, Any]] = []
         self._row_sink: Callable[[list[dict[str, Any]]], None] | None = None
         self._step_source: Callable[[], int] | None = None
+        self._agents_per_env = 1
 
     # -- wiring ----------------------------------------------------------------------
     def bind(self, policy: Any, model: Any = None) -> None:
@@ -102,14 +103,23 @@ class RemedyMethod(ContinualMethod):
     def _start_task(self, segment: Segment) -> None:
         self._remedy_task = int(segment.task_id)
         self._updates_in_task = 0
+        self._task_steps = int(segment.steps)
+
+    @property
+    def _updates_per_task(self) -> int:
+        """The current task's updates (its budget over the steps of one update)."""
         per_update = self._steps_per_update()
-        self._updates_per_task = max(1, math.ceil(segment.steps / per_update)) if per_update else 1
+        return max(1, math.ceil(self._task_steps / per_update)) if per_update else 1
 
     def _steps_per_update(self) -> int:
+        """Steps of the schedule's unit per update: the learner's rows (``n_steps x
+        n_envs``, one per agent) over the agents per env (MEAL's segments count env
+        steps, its learner a row per agent)."""
         model = self.model
         if model is None:
             return 0
-        return int(getattr(model, "n_steps", 0)) * int(getattr(model, "n_envs", 0))
+        rows = int(getattr(model, "n_steps", 0)) * int(getattr(model, "n_envs", 0))
+        return rows // self._agents_per_env
 
     # -- events ----------------------------------------------------------------------
     def on_rollout_end(self, rollout: Rollout) -> None:
@@ -205,11 +215,15 @@ class RemedyMethod(ContinualMethod):
         self,
         sink: Callable[[list[dict[str, Any]]], None] | None,
         step: Callable[[], int] | None = None,
+        agents_per_env: int = 1,
     ) -> None:
-        """Where :meth:`flush_events` writes (the job: ``RunLog.log_remedy``), and the
-        step count its rows carry (the job: the sequence's ``total_step``, as
-        ``eval.csv``'s; default: the learner's ``num_timesteps``)."""
+        """Where :meth:`flush_events` writes (the job: ``RunLog.log_remedy``), the step
+        count its rows carry (the job: the sequence's ``total_step``, as ``eval.csv``'s;
+        default: the learner's ``num_timesteps``) and the agents per env (the learner's
+        rows per step of the schedule: MEAL's 2 or 3), which a task's updates are counted
+        with (ReDo's and injection's cadences)."""
         self._row_sink, self._step_source = sink, step
+        self._agents_per_env = max(1, int(agents_per_env))
 
     def flush_events(self) -> None:
         """Write what the remedy did since the last flush. The job calls it after each
@@ -224,7 +238,7 @@ class RemedyMethod(ContinualMethod):
         state = dict(super().state_dict())
         state["remedy"] = {
             "updates_in_task": self._updates_in_task,
-            "updates_per_task": self._updates_per_task,
+            "task_steps": self._task_steps,
             "task_id": self._remedy_task,
             "initial": None if self._initial is None else [t.cpu() for t in self._initial],
             "cbp": None if self._cbp is None else self._cbp.state_dict(),
@@ -239,7 +253,7 @@ class RemedyMethod(ContinualMethod):
         if not mine:
             return
         self._updates_in_task = int(mine["updates_in_task"])
-        self._updates_per_task = int(mine["updates_per_task"])
+        self._task_steps = int(mine["task_steps"])
         self._remedy_task = int(mine["task_id"])
         self.generator.set_state(mine["generator"])
         if mine.get("initial") is not None and self.policy is not None:

@@ -146,3 +146,17 @@ def test_redo_scores_the_units_on_the_rollout_s_rows(suite, overrides, tmp_path,
     assert seen and not meta_learner.empty
     per_rollout = {"Diagnostic": 16 * 8, "MEAL-2": 16 * 32}[suite]  # n_steps x (envs x agents)
     assert all(rows == per_rollout and ids in (None, per_rollout) for rows, ids in seen), seen
+
+
+def test_injection_in_the_middle_of_a_multi_agent_task(tmp_path):
+    """MEAL's torch learner trains a row per agent, its schedule counts env steps: the
+    mid-task injection comes after half of the task's updates (4 of 8), not after a
+    quarter (the agents once counted as steps)."""
+    job = {**JOB, "suite": "MEAL-2", "method": "plasticity-injection", "seed": 0}
+    run_main_job(
+        run_dir=tmp_path / "run", resume=False, overrides={"report": False, "plasticity": False},
+        **job,
+    )  # fmt: skip
+    acts = read_remedy(tmp_path / "run")
+    task0 = acts[acts.task_id == 0]
+    assert list(task0["update"]) == [4, 8]  # the middle update, then the task's end

@@ -167,7 +167,7 @@ def _train(
             )
         )
     if isinstance(cl, RemedyMethod):  # remedy.csv, in eval.csv's steps
-        cl.set_event_sink(run_log.log_remedy, lambda: train_env.cursor.total_step)
+        cl.set_event_sink(run_log.log_remedy, lambda: train_env.cursor.total_step, agents)
     if state is not None:
         cut = apply_checkpoint(state, model, cl, train_env, evaluator, task_wrapper, ckpt_file)
         run_log.log_episodes(cut)
