@@ -38,7 +38,6 @@ def child(args: argparse.Namespace) -> None:
     import torch as th
 
     from baselines_sb3.cl import remedy as rm
-    from baselines_sb3.remedies import links
     from cl_suites.job.main_job import run_main_job
     from cl_suites.rundir.progress import read_progress
 
@@ -60,7 +59,7 @@ def child(args: argparse.Namespace) -> None:
     if args.learner != "ppo-jax":
         for name in ("_recycle", "_after_step", "on_task_switch", "on_update_end"):
             timed(rm.RemedyMethod, name)
-        original_capture = links.capture_features
+        original_capture = rm.lib.capture_features
 
         def capture(link_list):  # the forward hooks' own cost, per forward pass
             def keep_time(hook):
@@ -80,8 +79,7 @@ def child(args: argparse.Namespace) -> None:
                 )
             return original_capture(link_list)
 
-        links.capture_features = capture
-        rm.lib.capture_features = capture
+        rm.lib.capture_features = capture  # where RemedyMethod looks it up
     overrides = {"report": False, "progress": False, "plasticity": False}
     run_dir = Path(tempfile.mkdtemp(prefix="bench-remedy-"))
     start = time.perf_counter()
