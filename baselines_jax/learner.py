@@ -68,11 +68,13 @@ class TrainState(NamedTuple):
     (updates done in this task), ``seed``, and the running episodes' ``ep_return (K, M)``
     (agent 0's return: the team's with shared rewards), ``ep_soups (K, M)`` and the
     plasticity remedy's ``remedy`` (``baselines_jax.remedies.RemedyState``: leafless
-    without shrink-and-perturb's initial parameters or continual backprop's statistics)."""
+    without shrink-and-perturb's initial parameters or continual backprop's statistics).
+    ``cl`` is the CL method's state (``baselines_jax.cl``: the regularisers'
+    ``CLState(anchor, importance)``, AGEM's memory, PackNet's masks)."""
 
     params: Any
     opt_state: Any
-    cl: cl_lib.CLState
+    cl: Any
     env: BatchState
     obs: jax.Array
     t: jax.Array
@@ -98,7 +100,9 @@ With a remedy (``JaxIPPO.remedy_metrics`` names them), shape ``(num_updates, K)`
 where ReDo ran after the update) and ``remedy/recycled/<layer>`` (units it recycled),
 ``remedy/injected`` (1 after an update that injected plasticity); shape ``(num_updates,
 K, update_epochs * num_minibatches)``: ``remedy/replaced/<layer>`` (continual backprop:
-units replaced after each optimizer step)."""
+units replaced after each optimizer step). With a CL method that reports
+(``JaxIPPO.cl_metrics`` names them), shape ``(num_updates, K)``: ``cl/<name>``, the mean
+over the update's minibatches (``baselines_jax.cl``)."""
 
 
 _COMPILE_SECONDS = [0.0]
@@ -230,6 +234,8 @@ class JaxIPPO:
         self._compiled: dict[tuple, Any] = {}
         template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.obs_dim)))
         self.mask = cl_lib.reg_mask(template, config.regularize_critic, config.regularize_heads)
+        self.method = cl_lib.make(config, self.network, template, self.num_tasks)
+        self.cl_metrics = tuple(f"cl/{name}" for name in self.method.metric_names)
         self.remedy = config.remedy
         self.layers = rem.layers_of(self.network)
         self.per_unit = rem.outputs_per_unit(config.activation)
@@ -304,7 +310,7 @@ class JaxIPPO:
         params = jax.tree.map(lambda *x: jnp.stack(x), *[self.init_params(s) for s in self.seeds])
         k = len(self.seeds)
         opt_state = jax.vmap(self.tx.init)(params)
-        cl_state = jax.vmap(lambda p: cl_lib.init_cl_state(p, self.cfg))(params)
+        cl_state = jax.vmap(self.method.init_state)(params)
         keys = jnp.stack([jax.random.split(jax.random.PRNGKey(s))[0] for s in self.seeds])
         env, obs = self._reset_envs(0, keys, 0)
         return TrainState(
@@ -482,24 +488,32 @@ class JaxIPPO:
         return state, traj, soups.sum(0), episodes
 
     def _ppo(self, params, opt_state, cl_state, traj: Transition, last_obs, rng, task_id: int):
-        """One seed's PPO epochs on its rollout ``traj`` ``(T, N, ...)`` (no remedy)."""
-        params, opt_state, rng, losses, _, _ = self._epochs(
-            params, opt_state, cl_state, traj, last_obs, rng, task_id, None, None
+        """One seed's PPO epochs on its rollout ``traj`` ``(T, N, ...)`` (no remedy, no CL
+        keys; the CL state is not advanced)."""
+        params, opt_state, rng, losses, _, _, _, _ = self._epochs(
+            params, opt_state, cl_state, traj, last_obs, rng, task_id, None, None, None
         )
         return params, opt_state, rng, losses
 
-    def _epochs(self, params, opt_state, cl_state, traj, last_obs, rng, task_id, remedy, key):
+    def _epochs(self, params, opt_state, cl_state, traj, last_obs, rng, task_id, remedy, key, cl_key):
         """One seed's PPO epochs; with ``remedy`` (its ``RemedyState``) and ``key``, the
         remedies of every optimizer step (shrink-and-perturb, continual backprop) after
         each step, minibatch ``j`` of epoch ``e`` drawing from ``split(fold_in(key, e),
         num_minibatches)[j]`` (continual backprop: ``split`` of it into the count draws'
-        key and the weights' key). Returns ``(params, opt_state, rng, mean losses, remedy,
-        {layer: units replaced at each optimizer step (epochs * minibatches,)})``."""
-        cfg, rc = self.cfg, self.remedy
+        key and the weights' key). The CL method (``self.method``) adds its penalty to each
+        minibatch loss and transforms each minibatch gradient; a method that draws
+        (``needs_key``) gets ``split(fold_in(steps_key, e), num_minibatches)[j]`` there
+        and ``after_key`` after the epochs, where ``steps_key, after_key = split(cl_key)``.
+        Returns ``(params, opt_state, rng, mean losses, remedy, {layer: units replaced at
+        each optimizer step (epochs * minibatches,)}, cl_state after the update, {CL
+        metric: mean over the minibatches})``."""
+        cfg, rc, method = self.cfg, self.remedy, self.method
         cbp = rc.remedy == "cbp"
         snp = rc.remedy == "shrink-perturb" and rc.snp_every == "minibatch"
         per_step = remedy is not None and (cbp or snp)
         features = per_step and cbp
+        drawing = cl_key is not None
+        steps_key, after_key = jax.random.split(cl_key) if drawing else (None, None)
         _, last_value = self.apply(params, self._flat(last_obs), task_id)
         advantages, targets = gae(
             traj.done, traj.value, traj.reward, last_value, cfg.gamma, cfg.gae_lambda
@@ -512,9 +526,8 @@ class JaxIPPO:
             else:
                 logits, values = self.apply(p, batch.obs, task_id)
             loss, (value_loss, actor_loss, entropy) = ppo_loss(logits, values, batch, adv, tgt, cfg)
-            reg = cl_lib.penalty(p, cl_state, self.mask, cfg)
-            aux = (value_loss, actor_loss, entropy, reg)
-            return loss + reg, ((aux, acts) if features else aux)
+            reg = method.penalty(p, cl_state)
+            return loss + reg, ((value_loss, actor_loss, entropy, reg), acts)
 
         def remedy_step(p, o, r, acts, k):
             """The per-step remedy after the optimizer step."""
@@ -534,30 +547,24 @@ class JaxIPPO:
                 r = r._replace(cbp=state)
             return p, o, r, counts
 
-        def minibatch(carry, mb):
-            if per_step:
-                (p, o, r), (*mb, k) = carry, mb
-            else:
-                p, o = carry
-            (total, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, *mb)
-            if features:
-                aux, acts = aux
-            updates, o = self.tx.update(grads, o, p)
+        def minibatch(carry, xs):
+            p, o, r = carry
+            mb, k, ck = xs
+            (total, (aux, acts)), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, *mb)
             norms = (
                 _grad_norm(grads, ("actor_", "common_")),
                 _grad_norm(grads, ("critic_", "common_")),
             )
+            grads, cl_stats = method.transform_grads(grads, p, cl_state, task_id, ck)
+            updates, o = self.tx.update(grads, o, p)
             p = optax.apply_updates(p, updates)
-            if not per_step:
-                return (p, o), (total, *aux, *norms)
-            p, o, r, counts = remedy_step(p, o, r, acts if features else None, k)
-            return (p, o, r), ((total, *aux, *norms), counts)
+            counts = {}
+            if per_step:
+                p, o, r, counts = remedy_step(p, o, r, acts, k)
+            return (p, o, r), ((total, *aux, *norms), counts, cl_stats)
 
         def epoch(carry, index):
-            if per_step:
-                p, o, r, k = carry
-            else:
-                p, o, k = carry
+            p, o, r, k = carry
             k, sub = jax.random.split(k)
             size = advantages.size
             perm = jax.random.permutation(sub, size)
@@ -567,34 +574,43 @@ class JaxIPPO:
                 ),
                 (traj, advantages, targets),
             )
-            if not per_step:
-                (p, o), losses = jax.lax.scan(minibatch, (p, o), batch)
-                return (p, o, k), losses
-            keys = jax.random.split(jax.random.fold_in(key, index), cfg.num_minibatches)
-            (p, o, r), out = jax.lax.scan(minibatch, (p, o, r), (*batch, keys))
+            keys = cl_keys = None
+            if per_step:
+                keys = jax.random.split(jax.random.fold_in(key, index), cfg.num_minibatches)
+            if drawing:
+                cl_keys = jax.random.split(
+                    jax.random.fold_in(steps_key, index), cfg.num_minibatches
+                )
+            (p, o, r), out = jax.lax.scan(minibatch, (p, o, r), (batch, keys, cl_keys))
             return (p, o, r, k), out
 
-        if not per_step:
-            (params, opt_state, rng), losses = jax.lax.scan(
-                epoch, (params, opt_state, rng), None, cfg.update_epochs
-            )
-            return params, opt_state, rng, [x.mean() for x in losses], remedy, {}
-        (params, opt_state, remedy, rng), (losses, counts) = jax.lax.scan(
-            epoch, (params, opt_state, remedy, rng), jnp.arange(cfg.update_epochs)
+        carry = (params, opt_state, remedy if per_step else None, rng)
+        (params, opt_state, r, rng), (losses, counts, cl_stats) = jax.lax.scan(
+            epoch, carry, jnp.arange(cfg.update_epochs)
         )
+        remedy = r if per_step else remedy
         counts = {name: n.reshape(-1) for name, n in counts.items()}  # (epochs * minibatches,)
-        return params, opt_state, rng, [x.mean() for x in losses], remedy, counts
+        cl_state = method.after_update(cl_state, traj, advantages, targets, task_id, after_key)
+        cl_stats = {name: v.mean() for name, v in cl_stats.items()}
+        return params, opt_state, rng, [x.mean() for x in losses], remedy, counts, cl_state, cl_stats
 
     def _update(self, state: TrainState, task_id: int) -> tuple[TrainState, Metrics]:
         coef = self.shaping_coef(state.update)
         state, traj, soups, episodes = self._rollout(state, task_id, coef)
-        rng, steps_key, after_key = state.rng, None, None
+        rng, steps_key, after_key, cl_key = state.rng, None, None, None
         if self.remedy.enabled:  # keys of the remedy: only a run with one draws them
             rng, remedy_key = _split(rng)
             steps_key, after_key = _split(remedy_key)
-        params, opt_state, rng, losses, remedy, replaced = jax.vmap(
-            lambda p, o, c, tr, ob, r, rs, k: self._epochs(p, o, c, tr, ob, r, task_id, rs, k)
-        )(state.params, state.opt_state, state.cl, traj, state.obs, rng, state.remedy, steps_key)
+        if self.method.needs_key:  # the CL method's: only a method that draws gets them
+            rng, cl_key = _split(rng)
+        params, opt_state, rng, losses, remedy, replaced, cl_state, cl_stats = jax.vmap(
+            lambda p, o, c, tr, ob, r, rs, k, ck: self._epochs(
+                p, o, c, tr, ob, r, task_id, rs, k, ck
+            )
+        )(
+            state.params, state.opt_state, state.cl, traj, state.obs, rng, state.remedy,
+            steps_key, cl_key,
+        )  # fmt: skip
         params, opt_state, remedy_metrics = self._after_update(
             params, opt_state, state.update + 1, traj.obs, task_id, after_key
         )
@@ -628,9 +644,15 @@ class JaxIPPO:
             learning_rate=lr,
             **episodes,
             **remedy_metrics,
+            **{f"cl/{name}": v for name, v in cl_stats.items()},
         )
         state = state._replace(
-            params=params, opt_state=opt_state, rng=rng, update=state.update + 1, remedy=remedy
+            params=params,
+            opt_state=opt_state,
+            cl=cl_state,
+            rng=rng,
+            update=state.update + 1,
+            remedy=remedy,
         )
         return state, metrics
 
@@ -667,22 +689,18 @@ class JaxIPPO:
         return params, opt_state, metrics
 
     def _end_task(self, state: TrainState, task_id: int, next_task: jax.Array) -> TrainState:
-        cfg = self.cfg
+        cfg, method = self.cfg, self.method
         rng, key = _split(state.rng)
-        if cfg.cl_method in ("ewc", "online-ewc"):
+        new = None
+        if method.importance == "fisher":
             new = self._fisher(state.params, key, task_id)
-        elif cfg.cl_method == "mas":
+        elif method.importance == "mas":
             new = self._mas(state.params, key, task_id)
-        else:
-            new = None
         if new is not None and cfg.normalize_importance:
             new = jax.vmap(cl_lib.normalize)(new)
-        if new is None:
-            cl_state = jax.vmap(lambda c, p: cl_lib.update(c, p, None, cfg))(state.cl, state.params)
-        else:
-            cl_state = jax.vmap(lambda c, p, n: cl_lib.update(c, p, n, cfg))(
-                state.cl, state.params, new
-            )
+        cl_state = jax.vmap(lambda c, p, n: method.end_task(c, p, n, task_id))(
+            state.cl, state.params, new
+        )
         state = state._replace(
             cl=cl_state,
             opt_state=jax.vmap(self.tx.init)(state.params),
