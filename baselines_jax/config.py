@@ -20,7 +20,12 @@ DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc
     "online-ewc": 1e11,
     "mas": 1e9,
     "l2": 1e7,
+    "agem": 0.0,
+    "er-ace": 0.0,
+    "packnet": 0.0,
 }
+IMPORTANCE_MODES: tuple[str, ...] = ("multi", "online", "last")
+DEFAULT_IMPORTANCE_MODE: dict[str, str] = {"ewc": "multi", "online-ewc": "online", "mas": "last"}
 
 
 @dataclass(frozen=True)
@@ -72,11 +77,28 @@ class IPPOConfig:
     task_id_input: bool = True
     """One-hot task id appended to the flattened observation (IPPO_CL.py ``use_task_id``)."""
     cl_method: str = "ft"
-    """``ft``, ``ewc``, ``online-ewc``, ``mas`` or ``l2``."""
+    """``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2`` (MEAL's paper), ``agem``,
+    ``er-ace`` or ``packnet`` (MEAL 057f862 ``experiments/continual/``)."""
     reg_coef: float | None = None
     """Penalty strength lambda; ``None``: Table 4's value for ``cl_method``."""
     ewc_decay: float = 0.9
     """Online EWC: ``F = decay F + (1 - decay) F_new`` (Table 4)."""
+    importance_mode: str | None = None
+    """How a task's new importance joins the old one (EWC, online EWC, MAS; MEAL 057f862
+    ``--importance-mode``): ``multi`` (summed), ``online`` (``decay old + (1 - decay)
+    new``), ``last`` (replaced); ``None``: the method's own (``ewc`` multi, ``online-ewc``
+    online, ``mas`` last: the paper-time code's)."""
+    agem_memory_size: int = 100_000
+    """AGEM / ER-ACE: transitions in the episodic memory, split evenly over the sequence's
+    tasks (``memory_size // num_tasks`` each; MEAL 057f862 ``algos/base.py:61``)."""
+    agem_sample_size: int = 1024
+    """AGEM / ER-ACE: memory transitions per gradient (``sample_size // num_tasks`` from
+    each task's slot), also the transitions stored after each update (``base.py:62``)."""
+    er_ace_coef: float = 1.0
+    """ER-ACE: weight of the replayed behaviour-cloning gradient (``base.py:63``)."""
+    packnet_finetune_steps: int = 10_000_000
+    """PackNet: env steps of fine-tuning after each task's pruning, beyond the task's budget
+    (MEAL 057f862 ``finetune_timesteps``, ``base.py:68``); whole updates."""
     importance_episodes: int = 5
     """Fresh episodes per importance estimate (Table 4)."""
     importance_steps: int = 500
@@ -98,6 +120,11 @@ class IPPOConfig:
             raise ValueError(
                 f"unknown cl_method {self.cl_method!r}; valid: {', '.join(MEAL_METHODS)}"
             )
+        if self.importance_mode is not None and self.importance_mode not in IMPORTANCE_MODES:
+            raise ValueError(
+                f"unknown importance_mode {self.importance_mode!r}; valid: "
+                f"{', '.join(IMPORTANCE_MODES)} (or None: the method's own)"
+            )
         if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
             raise ValueError(
                 f"unknown advantage_normalization {self.advantage_normalization!r}; valid: "
@@ -114,6 +141,8 @@ class IPPOConfig:
             "num_minibatches",
             "importance_episodes",
             "importance_steps",
+            "agem_memory_size",
+            "agem_sample_size",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -130,6 +159,11 @@ class IPPOConfig:
     def lam(self) -> float:
         """The penalty strength in effect."""
         return DEFAULT_REG_COEF[self.cl_method] if self.reg_coef is None else float(self.reg_coef)
+
+    @property
+    def mode(self) -> str:
+        """The importance mode in effect (``importance_mode`` or the method's own)."""
+        return self.importance_mode or DEFAULT_IMPORTANCE_MODE.get(self.cl_method, "multi")
 
     @property
     def env_steps_per_update(self) -> int:

@@ -6,8 +6,10 @@ parameter trees.
   ``regularize_heads``); importances are computed over the whole tree.
 * penalty: ``0.5 * lam * sum(mask * F * (theta - anchor)^2) / (sum(mask) + 1e-8)``
   (``F = 1`` for L2; zero for FT; L2's anchor starts at the initial parameters).
-* ``update``: EWC ``F + F_new``, online EWC ``decay F + (1 - decay) F_new``, MAS ``F_new``
-  (replaced per task); the anchor becomes the task's final parameters.
+* ``update``: by ``IPPOConfig.mode`` (MEAL 057f862's ``importance_mode``): ``multi``
+  ``F + F_new`` (EWC's own), ``online`` ``decay F + (1 - decay) F_new`` (online EWC's),
+  ``last`` ``F_new`` (MAS's: replaced per task); the anchor becomes the task's final
+  parameters.
 """
 
 from __future__ import annotations
@@ -78,12 +80,12 @@ def update(cl: CLState, params: Params, new: Params | None, cfg: IPPOConfig) -> 
     anchor = jax.tree.map(jnp.array, params)
     if cfg.cl_method == "l2":
         return CLState(anchor, cl.importance)
-    if cfg.cl_method == "ewc":
+    if cfg.mode == "multi":
         importance = jax.tree.map(jnp.add, cl.importance, new)
-    elif cfg.cl_method == "online-ewc":
+    elif cfg.mode == "online":
         d = cfg.ewc_decay
         importance = jax.tree.map(lambda a, b: d * a + (1.0 - d) * b, cl.importance, new)
-    else:  # mas: replaced
+    else:  # last: replaced
         importance = new
     return CLState(anchor, importance)
 
