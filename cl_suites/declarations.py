@@ -16,8 +16,8 @@ from cl_suites.remedies import REMEDIES, split_method
 
 RANDOM_METHOD = "random"
 """``--method random``: the random agent (``cl_suites.random_agent``), no learner."""
-CL_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
-"""The built-in CL methods (``baselines_sb3.cl.METHODS`` holds their classes)."""
+TORCH_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "l2", "mas", "pnc", "clear")
+"""The CL methods of the torch learners (``baselines_sb3.cl.METHODS`` holds their classes)."""
 MEAL_PAPER_METHODS: tuple[str, ...] = ("ft", "ewc", "online-ewc", "mas", "l2")
 """The CL methods of MEAL's paper (Table 2): both MEAL learners run them, the JAX IPPO and
 the torch ``ppo`` (their values: ``cl_suites.job.presets``)."""
@@ -26,7 +26,10 @@ MEAL_REPLAY_METHODS: tuple[str, ...] = ("agem", "er-ace", "packnet")
 episodic-memory gradient projection, replayed behaviour cloning, pruning with a mask per
 task; only the JAX learners run them."""
 MEAL_METHODS: tuple[str, ...] = (*MEAL_PAPER_METHODS, *MEAL_REPLAY_METHODS)
-"""Every CL method MEAL's code defines (the JAX learners compile these)."""
+"""Every CL method MEAL's code defines (the JAX learners compile these;
+``baselines_jax.cl.METHODS`` holds their classes)."""
+CL_METHODS: tuple[str, ...] = (*TORCH_METHODS, *MEAL_REPLAY_METHODS)
+"""Every built-in CL method (each learner entry declares which it runs)."""
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
 

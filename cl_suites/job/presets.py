@@ -176,6 +176,16 @@ MEAL_METHOD_VALUES: dict[str, dict[str, Any]] = {
     },
     "mas": {"variant": "meal", "lam": 1e9, "episodes": 5, "max_steps": 500},
     "l2": {"variant": "meal", "lam": 1e7},
+    # MEAL 057f862 experiments/algos/base.py:61-68 (the paper has none of these three;
+    # IPPOConfig field names: only the JAX learners run them)
+    "agem": {"variant": "meal", "agem_memory_size": 100_000, "agem_sample_size": 1024},
+    "er-ace": {
+        "variant": "meal",
+        "agem_memory_size": 100_000,
+        "agem_sample_size": 1024,
+        "er_ace_coef": 1.0,
+    },
+    "packnet": {"variant": "meal", "packnet_finetune_steps": 10_000_000},
 }
 
 # ----------------------------------------------------------------- meal-authors
@@ -285,5 +295,10 @@ SMALL_CORA_METHODS: dict[str, dict[str, Any]] = {
 SMALL_MEAL_METHODS: dict[str, dict[str, Any]] = {
     name: {**values, **({"episodes": 2, "max_steps": 100} if "episodes" in values else {})}
     for name, values in MEAL_METHOD_VALUES.items()
+}
+SMALL_MEAL_METHODS["packnet"] = {
+    "variant": "meal",
+    # a tenth of the task's budget, as MEAL's 1e7 of its 1e8 (whole updates: at least one)
+    "packnet_finetune_steps": SMALL_SUITE_OVERRIDES["MEAL"]["steps_per_task"] // 10,
 }
 SMALL_NET = {"net_arch": [64], "cnn_features_dim": 64}

@@ -46,7 +46,12 @@ from cl_suites.config import (
 )
 from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
-from cl_suites.declarations import base_method, check_method_name, is_builtin_method
+from cl_suites.declarations import (
+    MEAL_REPLAY_METHODS,
+    base_method,
+    check_method_name,
+    is_builtin_method,
+)
 from cl_suites.errors import BadValueError, ConfigError, MethodPluginError
 from cl_suites.job import presets
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Hyperparameters
@@ -575,8 +580,15 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
     if builtin and info.methods is not None:
         _check_choice(f"method for {info.preset_key}", base, info.methods)
     entry = find_learner(request.learner, info)  # the default: the same under every preset
-    if builtin and entry.methods is not None:
-        _check_choice(f"method for learner {entry.name}", base, entry.methods)
+    if builtin and entry.methods is not None and base not in entry.methods:
+        takers = [n for n in learners_for(info) if base in (load_learner(n).methods or ())]
+        elsewhere = f"; {base!r} runs on --learner {' or '.join(takers)}" if takers else ""
+        if not takers and base in MEAL_REPLAY_METHODS:
+            elsewhere = f"; {base!r} is one of MEAL's methods: MEAL suites, --learner ppo-jax"
+        raise ValueError(
+            f"learner {entry.name!r} does not run method {base!r}; valid: "
+            f"{', '.join(entry.methods)}{elsewhere}"
+        )
     own = entry.own_method_options(method, info)  # an own method: imported, options read
     specs = run_option_specs(entry, own)
     overrides = {

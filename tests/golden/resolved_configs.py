@@ -34,8 +34,8 @@ def _jsonable(value: Any) -> Any:
 
 def combinations() -> list[tuple[str, str | None, str, str]]:
     """(suite, learner or None for the suite's default, method, preset) to resolve."""
-    from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS
+    from cl_suites.declarations import CL_METHODS
     from cl_suites.job import presets
     from cl_suites.suites import SUITES
 
@@ -44,7 +44,7 @@ def combinations() -> list[tuple[str, str | None, str, str]]:
         (suite, learner, method, preset)
         for suite in (*SUITES, *MEAL_SUITES)
         for learner in learners
-        for method in METHODS
+        for method in CL_METHODS
         for preset in presets.PRESETS
     ]
 

@@ -71,11 +71,11 @@ def test_the_declared_names_have_their_classes_and_parse_without_torch():
 
     from baselines_sb3.cl import METHODS
     from baselines_sb3.factory import LEARNERS as TORCH
-    from cl_suites.declarations import CL_METHODS, MEAL_METHODS
+    from cl_suites.declarations import MEAL_PAPER_METHODS, TORCH_METHODS
     from cl_suites.job.learners import REGISTRY, load_learner
 
-    assert tuple(METHODS) == CL_METHODS
-    assert {name for name, variants in METHODS.items() if "meal" in variants} == set(MEAL_METHODS)
+    assert tuple(METHODS) == TORCH_METHODS
+    assert {name for name, variants in METHODS.items() if "meal" in variants} == set(MEAL_PAPER_METHODS)
     assert tuple(REGISTRY) == ("ppo-jax", "ppo", "vtrace")
     assert {n for n in REGISTRY if load_learner(n).own_methods} == set(TORCH)
     code = (

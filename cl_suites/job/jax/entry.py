@@ -58,7 +58,23 @@ OPTIONS: dict[str, Option] = {
     "importance_episodes": Option(_L, _int(), "fresh episodes of the importance estimate"),
     "importance_steps": Option(_L, _int(), "steps per importance episode"),
     "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
+    "importance_mode": Option(
+        _L, Opt("choice", choices=("multi", "online", "last"), none_ok=True),
+        "how a task's importance joins the old one (EWC, MAS)",
+    ),
+    "agem_memory_size": Option(_L, _int(), "AGEM/ER-ACE memory (transitions, all tasks)"),
+    "agem_sample_size": Option(_L, _int(), "AGEM/ER-ACE memory transitions per gradient"),
+    "er_ace_coef": Option(_L, _num(0.0), "weight of ER-ACE's replayed gradient"),
+    "packnet_finetune_steps": Option(_L, _int(0), "PackNet fine-tuning per task (env steps)"),
 }
+METHOD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "importance_mode": ("ewc", "online-ewc", "mas"),
+    "agem_memory_size": ("agem", "er-ace"),
+    "agem_sample_size": ("agem", "er-ace"),
+    "er_ace_coef": ("er-ace",),
+    "packnet_finetune_steps": ("packnet",),
+}
+"""Options only some CL methods read -> those methods (another method refuses them)."""
 """The options of ``ppo-jax`` that are not the torch learner's (its ``IPPOConfig`` fields
 with a declared type; the others keep the torch learner's declarations through
 ``TORCH_TO_JAX``): section, type and range, one-line doc."""
@@ -155,6 +171,9 @@ def jax_settings(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
             values[jax_key] = sources[torch_key]
     if "anneal_lr" in values and "lr_schedule" in torch_hp["learner"]:
         values["anneal_lr"] = lr_anneal(torch_hp["learner"]["lr_schedule"])
+    for key, value in torch_hp["method"].items():  # MEAL's post-paper methods: JAX names
+        if key in values and key not in TORCH_TO_JAX.values():
+            values[key] = value
     base, remedy = split_method(method)
     if "cl_method" in values:
         values["cl_method"] = base
@@ -270,6 +289,13 @@ class JaxLearner:
             chosen = {k: overrides.pop(k) for k in list(overrides) if k in REMEDY_OPTIONS}
             defaults = as_dict(RemedyConfig(remedy=values["remedy"]["remedy"]))
             values["remedy"] = {**defaults, **chosen}
+        base = split_method(method)[0]
+        foreign = sorted(k for k in overrides if base not in METHOD_OPTIONS.get(k, (base,)))
+        if foreign:
+            raise ValueError(
+                f"option(s) {', '.join(map(repr, foreign))} mean nothing to method {base!r}: "
+                + "; ".join(f"{k} is read by {', '.join(METHOD_OPTIONS[k])}" for k in foreign)
+            )
         overrides = route_jax_overrides(values, overrides, torch_only)
         for key in ("multi_head", "task_id_input"):
             if key in job and key in values:

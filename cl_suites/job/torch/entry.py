@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.declarations import is_builtin_method, is_plugin_spec
+from cl_suites.declarations import TORCH_METHODS, is_builtin_method, is_plugin_spec
 from cl_suites.errors import BadValueError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import Values
@@ -46,11 +46,12 @@ def signature_defaults(cls: type) -> dict[str, Any]:
 @dataclass(frozen=True)
 class TorchLearner:
     """An SB3/torch learner of ``baselines_sb3`` (``ppo``: ``ContinualPPO``; ``vtrace``:
-    ``VTrace``): one process, one seed per run, every built-in and own CL method."""
+    ``VTrace``): one process, one seed per run, the torch CL methods
+    (``declarations.TORCH_METHODS``) and own ones."""
 
     name: str
     suites: tuple[str, ...]
-    methods: tuple[str, ...] | None = None
+    methods: tuple[str, ...] | None = TORCH_METHODS
     own_methods: bool = True
     seed_groups: bool = False
     refused_job_options: tuple[str, ...] = ()
