@@ -495,7 +495,9 @@ class JaxIPPO:
         )
         return params, opt_state, rng, losses
 
-    def _epochs(self, params, opt_state, cl_state, traj, last_obs, rng, task_id, remedy, key, cl_key):
+    def _epochs(
+        self, params, opt_state, cl_state, traj, last_obs, rng, task_id, remedy, key, cl_key
+    ):
         """One seed's PPO epochs; with ``remedy`` (its ``RemedyState``) and ``key``, the
         remedies of every optimizer step (shrink-and-perturb, continual backprop) after
         each step, minibatch ``j`` of epoch ``e`` drawing from ``split(fold_in(key, e),
@@ -592,7 +594,16 @@ class JaxIPPO:
         counts = {name: n.reshape(-1) for name, n in counts.items()}  # (epochs * minibatches,)
         cl_state = method.after_update(cl_state, traj, advantages, targets, task_id, after_key)
         cl_stats = {name: v.mean() for name, v in cl_stats.items()}
-        return params, opt_state, rng, [x.mean() for x in losses], remedy, counts, cl_state, cl_stats
+        return (
+            params,
+            opt_state,
+            rng,
+            [x.mean() for x in losses],
+            remedy,
+            counts,
+            cl_state,
+            cl_stats,
+        )
 
     def _update(self, state: TrainState, task_id: int) -> tuple[TrainState, Metrics]:
         coef = self.shaping_coef(state.update)

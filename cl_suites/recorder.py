@@ -201,7 +201,12 @@ class Recorder:
         if progress:
             print(plan_text(schedule, unit, self.evaluator), flush=True)
         self.progress = RunProgress(
-            schedule, run_dir=self.run_dir, show=progress, unit=unit, evaluator=self.evaluator
+            schedule,
+            run_dir=self.run_dir,
+            show=progress,
+            unit=unit,
+            evaluator=self.evaluator,
+            on_memory=self.log.log_resources,
         )
         self.total_step = 0
         self.done = False

@@ -74,7 +74,9 @@ class JaxCLMethod:
         """The state after an update on ``traj`` (``(T, N, ...)``; GAE ``(T, N)``)."""
         return state
 
-    def end_task(self, state: Any, params: Params, importance: Params | None, task: jax.Array) -> Any:
+    def end_task(
+        self, state: Any, params: Params, importance: Params | None, task: jax.Array
+    ) -> Any:
         """The state after task ``task``'s last update (``params``: its final ones)."""
         return state
 
@@ -86,9 +88,7 @@ class Regularizer(JaxCLMethod):
     def __init__(self, cfg: IPPOConfig, network: nn.Module, template: Params, num_tasks: int):
         super().__init__(cfg, network, template, num_tasks)
         self.mask = reg.reg_mask(template, cfg.regularize_critic, cfg.regularize_heads)
-        self.importance = {"ewc": "fisher", "online-ewc": "fisher", "mas": "mas"}.get(
-            cfg.cl_method
-        )
+        self.importance = {"ewc": "fisher", "online-ewc": "fisher", "mas": "mas"}.get(cfg.cl_method)
 
     def init_state(self, params: Params) -> reg.CLState:
         return reg.init_cl_state(params, self.cfg)

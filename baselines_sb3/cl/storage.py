@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
+from cl_suites.core.resources import available_memory
 from cl_suites.errors import CLSuitesError
 from cl_suites.rundir.fsutil import format_bytes, free_bytes
 
@@ -38,35 +38,6 @@ the memory still available to the process."""
 class ReplayMemoryError(CLSuitesError, MemoryError):
     """A replay buffer fits neither in memory nor on disk as configured (the message gives
     the sizes and the options to change)."""
-
-
-def available_memory() -> int | None:
-    """Bytes of memory this process may still allocate: ``MemAvailable`` of
-    ``/proc/meminfo``, capped by the cgroup's limit minus its usage; ``None`` where
-    neither can be read (then the guard assumes the buffer fits)."""
-    candidates = []
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    candidates.append(int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ):
-        try:
-            limit = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            candidates.append(max(int(limit) - usage, 0))
-    return min(candidates) if candidates else None
 
 
 def replay_storage(option: bool | str | None) -> str:

@@ -144,6 +144,12 @@ class JobOptions:
         "draw the progress bar (library calls stay quiet; the CLI asks); "
         "RUN_DIR/progress.json is written either way",
     )
+    memory_growth_warn: float | None = _opt(
+        0.25,
+        Opt("float", low=0.0, none_ok=True),
+        "warn when resident memory at a task's end exceeds the last task's end by more "
+        "than this fraction (none: never)",
+    )
     device: str = _opt(
         "auto",
         Opt("str"),

@@ -210,6 +210,8 @@ def open_run(
             show=job.progress and show_progress,
             unit=spec.suite.step_unit.name,
             initial_step=initial_step,
+            on_memory=run_log.log_resources,
+            memory_growth_warn=job.memory_growth_warn,
         )
     except BaseException:
         run_log.close()

@@ -9,10 +9,17 @@ written whenever a run directory is given::
     {"state": "running" | "finished" | "interrupted" | "failed", "reason",
      "phase": "training" | "evaluation", "total_step", "total_steps", "task_id",
      "task_name", "cycle", "steps_per_s", "compile_s", "eval_seconds", "eval_share",
-     "eta_s", "updated" (ISO time, UTC), "pid", "host"}
+     "eta_s", "rss_mb", "gpu_mb", "updated" (ISO time, UTC), "pid", "host"}
 
 ``interrupted``: Ctrl-C or SIGTERM stopped the run (``--resume`` continues it);
 ``failed``: an error; ``reason`` says which (``None`` while running and when finished).
+
+``rss_mb``: the process's resident memory (MiB) when the file was written; ``gpu_mb``: the
+GPU memory its learner holds (``None`` on a CPU run; :mod:`cl_suites.core.resources`).
+The same figures go to the run log every ``memory_every_s`` seconds and at every task's
+end (``on_memory``: ``RunLog.log_resources``, ``resources.csv``), and a warning is printed
+when the resident memory at a task's end exceeds the previous task's end by more than
+``memory_growth_warn`` (a leak grows per task: CORA's issue 3, sample-factory's 116).
 
 ``compile_s``: seconds the loop spent compiling (a JIT learner reports them with
 :meth:`RunProgress.add_compile_time`); they are kept out of ``steps_per_s``.
@@ -34,21 +41,31 @@ from __future__ import annotations
 import bisect
 import datetime as _dt
 import json
+import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cl_suites.core.resources import memory_row
+
 if TYPE_CHECKING:  # annotations only: the run directory sits below the env machinery
     from cl_suites.core.task import Segment
+
+logger = logging.getLogger(__name__)
 
 PROGRESS_FILE = "progress.json"
 WRITE_EVERY_S = 2.0
 REFRESH_EVERY_S = 0.25
 WARMUP_S = 10.0
 """Seconds of training (evaluation apart) after which the duration estimate is printed."""
+MEMORY_EVERY_S = 30.0
+"""Seconds between two memory rows of the run log (and one at every task's end)."""
+MEMORY_GROWTH_WARN = 0.25
+"""Default ``memory_growth_warn``: the fraction of growth from one task's end to the next
+that prints a warning."""
 
 
 def _duration(seconds: float) -> str:
@@ -108,6 +125,11 @@ class RunProgress:
         initial_step: the step the loop starts from (a resumed run's checkpoint step).
         evaluator: the run's evaluator: its evaluations are shown as a phase and timed,
             and its remaining points enter the duration estimate.
+        on_memory: called with each memory row (``total_step``, ``task_id``, ``time``
+            (Unix seconds), ``steps_per_s``, ``rss_mb``, ``gpu_mb``) every
+            ``memory_every_s`` seconds and at each task's end (``RunLog.log_resources``).
+        memory_growth_warn: warn when the resident memory at a task's end exceeds the
+            previous task's end by more than this fraction (``None``: never).
     """
 
     def __init__(
@@ -119,6 +141,9 @@ class RunProgress:
         unit: str = "steps",
         initial_step: int = 0,
         evaluator: Any = None,
+        on_memory: Callable[[Mapping[str, Any]], None] | None = None,
+        memory_every_s: float = MEMORY_EVERY_S,
+        memory_growth_warn: float | None = MEMORY_GROWTH_WARN,
     ):
         self.schedule = tuple(schedule)
         self._ends = [s.end_step for s in self.schedule]
@@ -139,6 +164,14 @@ class RunProgress:
         )
         self._estimated = 0  # 1: training measured, 2: evaluation too
         self.eta_s: float | None = None
+        self.on_memory = on_memory
+        self.memory_every_s = float(memory_every_s)
+        self.memory_growth_warn = memory_growth_warn
+        self._memory_logged = time.monotonic()
+        self._segment_index = self._index(self.total_step)
+        self._task_end_rss: float | None = None  # resident MiB at the last task's end
+        self._last_logged = False
+        self.memory: dict[str, float | None] = memory_row()
         if evaluator is not None:
             evaluator.progress = self
         if show:
@@ -161,10 +194,13 @@ class RunProgress:
             self._bar.start()
         self.update(self.total_step, force=True)
 
+    def _index(self, total_step: int) -> int:
+        i = bisect.bisect_right(self._ends, max(int(total_step) - 1, 0))
+        return min(i, len(self.schedule) - 1)
+
     def segment(self, total_step: int) -> Segment:
         """The segment trained at ``total_step`` (the last one once the run is over)."""
-        i = bisect.bisect_right(self._ends, max(int(total_step) - 1, 0))
-        return self.schedule[min(i, len(self.schedule) - 1)]
+        return self.schedule[self._index(total_step)]
 
     @property
     def steps_per_s(self) -> float:
@@ -251,10 +287,48 @@ class RunProgress:
                 rate=f"{self.steps_per_s:,.0f} {self.unit}/s"
                 + (f" (compile {self.compile_s:,.0f} s apart)" if self.compile_s else ""),
             )
+        ended = self.total_step >= self._ends[self._segment_index] and not self._last_logged
+        if ended or now - self._memory_logged >= self.memory_every_s:
+            self._log_memory(now, task_end=ended)
+        if ended:
+            self._last_logged = self.total_step >= self.total_steps
+            following = max(self._index(self.total_step), self._segment_index + 1)
+            self._segment_index = min(following, len(self.schedule) - 1)
         if self.path is not None and (force or now - self._written >= WRITE_EVERY_S):
             self._written = now
             self._update_estimate()
             self._write("running")
+
+    def _log_memory(self, now: float, task_end: bool) -> None:
+        """Measure the memory, hand the row to ``on_memory``; at a task's end, compare
+        the resident memory with the previous task's end."""
+        self._memory_logged = now
+        self.memory = memory_row()
+        if self.on_memory is not None:
+            self.on_memory(
+                {
+                    "total_step": self.total_step,
+                    "task_id": self.schedule[self._segment_index].task_id,
+                    "time": round(time.time(), 3),
+                    "steps_per_s": round(self.steps_per_s, 3),
+                    **self.memory,
+                }
+            )
+        if not task_end:
+            return
+        rss = float(self.memory["rss_mb"] or 0.0)
+        before, self._task_end_rss = self._task_end_rss, rss
+        limit = self.memory_growth_warn
+        if before and limit is not None and rss > before * (1.0 + limit):
+            seg = self.schedule[self._segment_index]
+            message = (
+                f"resident memory grew {100 * (rss / before - 1):.0f}% over task "
+                f"{seg.task_id}:{seg.task_name} ({before:,.0f} -> {rss:,.0f} MiB), more than "
+                f"memory_growth_warn={limit}: a leak grows like this"
+            )
+            logger.warning(message)
+            if self._bar is not None:
+                self._bar.console.print(f"[yellow]warning:[/] {message}")
 
     def _update_estimate(self) -> None:
         estimate = self.estimate()
@@ -317,6 +391,7 @@ class RunProgress:
             "eval_seconds": round(self.eval_seconds, 3),
             "eval_share": round(self.eval_share, 4),
             "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+            **memory_row(),
             "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "pid": os.getpid(),
             "host": socket.gethostname(),

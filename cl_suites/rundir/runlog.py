@@ -16,6 +16,8 @@ One run = one directory::
       heterogeneity.csv  multi-agent suites (MEAL): the role-heterogeneity index of every
                       evaluation, one row per (eval point, task, split)
       episode_soups.csv  MEAL: the soups of every training episode (MEAL's training signal)
+      resources.csv   the training process's memory (resident, GPU) and rate over time
+                      (``RESOURCE_COLUMNS``)
       .lock           while a writer holds the directory (``RunDirLock``)
       tb/             optional TensorBoard scalars
 
@@ -110,8 +112,22 @@ switch's shrink-and-perturb); ``update`` the update's count within the task; ``u
 units recycled or replaced in ``layer`` (``all``: the remedy acted on the whole network or
 its heads, ``units`` then 0)."""
 
+RESOURCE_COLUMNS: tuple[str, ...] = (
+    "total_step",
+    "task_id",
+    "time",
+    "steps_per_s",
+    "rss_mb",
+    "gpu_mb",
+)
+"""``resources.csv``: the run's memory every 30 s of training and at each task's end
+(``RunProgress``): ``time`` Unix seconds, ``steps_per_s`` the training rate so far,
+``rss_mb`` the resident memory of the training process (MiB), ``gpu_mb`` the GPU memory its
+learner holds (empty on a CPU run)."""
+
 PLASTICITY_FILE = "plasticity.csv"
 REMEDY_FILE = "remedy.csv"
+RESOURCES_FILE = "resources.csv"
 HETEROGENEITY_FILE = "heterogeneity.csv"
 EPISODE_SOUPS_FILE = "episode_soups.csv"
 METADATA_FILE = "metadata.json"
@@ -292,8 +308,9 @@ def _note(path: Path, message: str) -> None:
 
 
 def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
-    """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``heterogeneity.csv`` and
-    ``episode_soups.csv`` back to a checkpoint at agent step ``max_step``.
+    """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``remedy.csv``,
+    ``heterogeneity.csv``, ``episode_soups.csv`` and ``resources.csv`` back to a checkpoint
+    at agent step ``max_step``.
 
     Rows with ``total_step > max_step`` were written after the checkpoint and will be
     written again by the resumed run; torn last lines and unparsable rows are dropped with
@@ -313,6 +330,7 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
                 (REMEDY_FILE, REMEDY_COLUMNS),
                 (HETEROGENEITY_FILE, HETEROGENEITY_COLUMNS),
                 (EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS),
+                (RESOURCES_FILE, RESOURCE_COLUMNS),
             )
         }
 
@@ -576,6 +594,11 @@ class RunLog:
         ``episode_soups.csv`` (created at the first call)."""
         self._log_optional(EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS, list(rows))
 
+    def log_resources(self, row: Mapping[str, Any]) -> None:
+        """Append one memory row (keys of ``RESOURCE_COLUMNS``) to ``resources.csv``
+        (created at the first call); ``RunProgress``'s ``on_memory``."""
+        self._log_optional(RESOURCES_FILE, RESOURCE_COLUMNS, [row])
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
         tables = (self._eval, self._episodes, self._plasticity, self._remedy)
@@ -666,6 +689,14 @@ def read_episode_soups(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame({c: [] for c in EPISODE_SOUPS_COLUMNS})
     return _read_table(path, EPISODE_SOUPS_COLUMNS)
+
+
+def read_resources(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The memory table of a run (empty when the run has none)."""
+    path = Path(run_dir) / RESOURCES_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in RESOURCE_COLUMNS})
+    return _read_table(path, RESOURCE_COLUMNS)
 
 
 def read_episodes(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

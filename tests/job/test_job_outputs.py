@@ -17,7 +17,7 @@ from cl_suites.job import main_job
 from cl_suites.job.torch import train as torch_train
 from cl_suites.random_agent import run_random_agent
 from cl_suites.rundir.progress import RunProgress, read_progress
-from cl_suites.rundir.runlog import read_eval
+from cl_suites.rundir.runlog import read_eval, read_resources
 from tests.helpers.toy_envs import paint_sequence
 
 th.set_num_threads(1)
@@ -36,6 +36,9 @@ def test_random_agent_writes_progress_json_and_stays_quiet(tmp_path, capsys):
     assert (progress["task_id"], progress["task_name"], progress["cycle"]) == (1, "cue-shift-1", 0)
     assert progress["steps_per_s"] > 0 and progress["pid"] > 0 and progress["host"]
     assert progress["updated"].endswith("+00:00")
+    assert progress["rss_mb"] > 0 and progress["gpu_mb"] is None  # issue 50 item 4
+    resources = read_resources(tmp_path)  # each task's end, the rate beside the memory
+    assert list(resources["total_step"]) == [40, 80] and (resources["rss_mb"] > 0).all()
 
 
 def test_progress_bar_shows_task_and_one_rate_when_asked(tmp_path, capsys):

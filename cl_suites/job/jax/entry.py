@@ -59,7 +59,8 @@ OPTIONS: dict[str, Option] = {
     "importance_steps": Option(_L, _int(), "steps per importance episode"),
     "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
     "importance_mode": Option(
-        _L, Opt("choice", choices=("multi", "online", "last"), none_ok=True),
+        _L,
+        Opt("choice", choices=("multi", "online", "last"), none_ok=True),
         "how a task's importance joins the old one (EWC, MAS)",
     ),
     "agem_memory_size": Option(_L, _int(), "AGEM/ER-ACE memory (transitions, all tasks)"),

@@ -190,6 +190,8 @@ def _train(
         unit=unit,
         initial_step=start_step,
         evaluator=evaluator,
+        on_memory=run_log.log_resources,
+        memory_growth_warn=job.memory_growth_warn,
     )
     plasticity_cb = _plasticity_callback(spec, model, run_log, run_dir, evaluator, state)
     if plasticity_cb is not None:
