@@ -16,6 +16,8 @@ One run = one directory::
       heterogeneity.csv  multi-agent suites (MEAL): the role-heterogeneity index of every
                       evaluation, one row per (eval point, task, split)
       episode_soups.csv  MEAL: the soups of every training episode (MEAL's training signal)
+      packnet.csv     PackNet runs: capacity left and sparsity per layer at every task's
+                      end (``PACKNET_COLUMNS``)
       .lock           while a writer holds the directory (``RunDirLock``)
       tb/             optional TensorBoard scalars
 
@@ -110,7 +112,25 @@ switch's shrink-and-perturb); ``update`` the update's count within the task; ``u
 units recycled or replaced in ``layer`` (``all``: the remedy acted on the whole network or
 its heads, ``units`` then 0)."""
 
+PACKNET_COLUMNS: tuple[str, ...] = (
+    "total_step",
+    "task_id",
+    "layer",
+    "weights",
+    "kept",
+    "capacity_left",
+    "sparsity",
+)
+"""``packnet.csv`` (PackNet runs, ``baselines_jax.cl.packnet``): one row per (task end,
+prunable layer) and one with ``layer`` ``all`` (every prunable layer together), written
+after the task's fine-tuning ended: ``weights`` the layer's prunable weights, ``kept`` the
+weights some finished task's mask holds, ``capacity_left`` ``1 - kept / weights`` (the
+share later tasks can still train), ``sparsity`` the share of the layer's kernel entries
+with ``|w| < 1e-7`` (``all``: of every kernel, critic and heads included, MEAL 057f862's
+``_compute_sparsity``)."""
+
 PLASTICITY_FILE = "plasticity.csv"
+PACKNET_FILE = "packnet.csv"
 REMEDY_FILE = "remedy.csv"
 HETEROGENEITY_FILE = "heterogeneity.csv"
 EPISODE_SOUPS_FILE = "episode_soups.csv"
@@ -292,8 +312,9 @@ def _note(path: Path, message: str) -> None:
 
 
 def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
-    """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``heterogeneity.csv`` and
-    ``episode_soups.csv`` back to a checkpoint at agent step ``max_step``.
+    """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``heterogeneity.csv``,
+    ``episode_soups.csv`` and ``packnet.csv`` back to a checkpoint at agent step
+    ``max_step``.
 
     Rows with ``total_step > max_step`` were written after the checkpoint and will be
     written again by the resumed run; torn last lines and unparsable rows are dropped with
@@ -313,6 +334,7 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
                 (REMEDY_FILE, REMEDY_COLUMNS),
                 (HETEROGENEITY_FILE, HETEROGENEITY_COLUMNS),
                 (EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS),
+                (PACKNET_FILE, PACKNET_COLUMNS),
             )
         }
 
@@ -576,6 +598,11 @@ class RunLog:
         ``episode_soups.csv`` (created at the first call)."""
         self._log_optional(EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS, list(rows))
 
+    def log_packnet(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append PackNet's task-end rows (keys of ``PACKNET_COLUMNS``) to ``packnet.csv``
+        (created at the first call)."""
+        self._log_optional(PACKNET_FILE, PACKNET_COLUMNS, list(rows))
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
         tables = (self._eval, self._episodes, self._plasticity, self._remedy)
@@ -658,6 +685,14 @@ def read_heterogeneity(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame({c: [] for c in HETEROGENEITY_COLUMNS})
     return _read_table(path, HETEROGENEITY_COLUMNS)
+
+
+def read_packnet(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """``packnet.csv`` (empty with the columns when the run has none)."""
+    path = Path(run_dir) / PACKNET_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in PACKNET_COLUMNS})
+    return _read_table(path, PACKNET_COLUMNS)
 
 
 def read_episode_soups(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
