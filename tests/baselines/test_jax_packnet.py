@@ -137,7 +137,7 @@ def test_masks_of_different_tasks_are_disjoint_and_pruned_weights_zero(tiny_runs
 def test_weights_frozen_by_earlier_tasks_stay_exactly(tiny_runs):
     """A finished task's weights (its mask; task 0's biases and norms) do not move in any
     later task's training or fine-tuning, to the bit; the critic and the heads do."""
-    learner, stages, _ = tiny_runs[(3, 5)]
+    _, stages, _ = tiny_runs[(3, 5)]
     final = stages[-1]["ended"]
     masks = final.cl.masks
     for t in range(TASKS - 1):
@@ -161,7 +161,9 @@ def test_capacity_decreases_task_by_task_to_zero(tiny_runs):
     learner, stages, _ = tiny_runs[(3, 5)]
     left = []
     for stage in stages:
-        rows = learner.method.task_rows(_seed(stage["ended"].cl, 0), _seed(stage["ended"].params, 0))
+        rows = learner.method.task_rows(
+            _seed(stage["ended"].cl, 0), _seed(stage["ended"].params, 0)
+        )
         by_layer = {r["layer"]: r for r in rows}
         assert set(by_layer) == {*_prunable_kernels(learner), "all"}
         assert by_layer["all"]["weights"] == sum(
@@ -176,7 +178,7 @@ def test_fine_tune_restarts_adam_and_the_learning_rate(tiny_runs):
     """MEAL's ``on_train_end`` rebuilds the optimizer: the fine-tune phase starts at the
     full learning rate and decays on the training's slope; the task counts its updates
     on (the shaping continues)."""
-    learner, stages, metrics = tiny_runs[(3, 5)]
+    _, stages, metrics = tiny_runs[(3, 5)]
     m_train, m_ft = metrics[0]
     np.testing.assert_allclose(np.asarray(m_train["learning_rate"])[:, 0], [3e-4, 2e-4, 1e-4])
     np.testing.assert_allclose(np.asarray(m_ft["learning_rate"])[:, 0], [3e-4, 2e-4])
@@ -229,11 +231,9 @@ def test_evaluation_acts_with_the_eval_masks(tiny_runs):
     want = learner.act(learner.eval_params(params, cl, 0), obs, 0, True)
     np.testing.assert_array_equal(policy(obs, np.zeros(6, int)), np.asarray(want))
     np.testing.assert_array_equal(learner.act(params, obs, 0, True, cl=cl), np.asarray(want))
-    plain = learner.act(params, obs, 0, True)  # all weights: another network
     logits_masked = learner.apply(learner.eval_params(params, cl, 0), obs.reshape(6, -1), 0)[0]
     logits_plain = learner.apply(params, obs.reshape(6, -1), 0)[0]
-    assert not np.allclose(logits_masked, logits_plain)
-    del plain
+    assert not np.allclose(logits_masked, logits_plain)  # all weights: another network
 
 
 BAD = [
@@ -341,7 +341,7 @@ def test_job_fine_tunes_inside_the_tasks_schedule_and_logs_capacity(packnet_run)
         (640, 1280),
     ]
     ev = read_eval(packnet_run)
-    assert {0, 256, 512, 640, 896, 1152, 1280} <= set(ev.total_step)
+    assert set(ev.total_step) == {256, 512, 640, 896, 1152, 1280}
     episodes = read_episodes(packnet_run)  # the fine-tune's episodes are task 0's training
     assert (episodes[episodes.total_step.between(513, 640)].task_id == 0).all()
     table = read_packnet(packnet_run)
