@@ -184,6 +184,9 @@ def test_fine_tune_restarts_adam_and_the_learning_rate(tiny_runs):
     np.testing.assert_allclose(np.asarray(m_ft["learning_rate"])[:, 0], [3e-4, 2e-4])
     pruned = stages[0]["pruned"]
     assert all(float(np.abs(x).sum()) == 0 for x in jax.tree.leaves(pruned.opt_state))
+    # the fine-tune updates draw from MEAL's finetune_rng: the second key of a split
+    split = jax.vmap(lambda k: jax.random.split(k)[1])(stages[0]["trained"].rng)
+    np.testing.assert_array_equal(pruned.rng, split)
     assert np.asarray(stages[0]["finetuned"].update).tolist() == [5, 5]
     assert not np.asarray(pruned.cl.train_mode).any()
     assert np.asarray(stages[0]["ended"].cl.train_mode).all()
