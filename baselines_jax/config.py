@@ -98,7 +98,9 @@ class IPPOConfig:
     """ER-ACE: weight of the replayed behaviour-cloning gradient (``base.py:63``)."""
     packnet_finetune_steps: int = 10_000_000
     """PackNet: env steps of fine-tuning after each task's pruning, beyond the task's budget
-    (MEAL 057f862 ``finetune_timesteps``, ``base.py:68``); whole updates."""
+    (MEAL 057f862 ``finetune_timesteps``, ``base.py:68``); whole updates: MEAL's
+    ``finetune_timesteps // num_steps // num_envs`` (:attr:`finetune_updates`), as the
+    task budgets; 0: prune without fine-tuning."""
     importance_episodes: int = 5
     """Fresh episodes per importance estimate (Table 4)."""
     importance_steps: int = 500
@@ -154,6 +156,20 @@ class IPPOConfig:
             )
         if not self.hidden_sizes:
             raise ValueError("hidden_sizes must name at least one layer width")
+        steps = self.packnet_finetune_steps
+        if isinstance(steps, float) and steps.is_integer():  # 1e7, MEAL's float
+            steps = int(steps)
+            object.__setattr__(self, "packnet_finetune_steps", steps)
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(
+                f"packnet_finetune_steps must be a non-negative int (env steps), got {steps!r}"
+            )
+        if self.cl_method == "packnet" and 0 < steps < self.env_steps_per_update:
+            raise ValueError(
+                f"packnet_finetune_steps={steps} is less than one update (num_envs * "
+                f"num_steps = {self.env_steps_per_update} env steps): 0 for no fine-tuning, "
+                f"or at least {self.env_steps_per_update}"
+            )
 
     @property
     def lam(self) -> float:
@@ -168,3 +184,11 @@ class IPPOConfig:
     @property
     def env_steps_per_update(self) -> int:
         return self.num_envs * self.num_steps
+
+    @property
+    def finetune_updates(self) -> int:
+        """PackNet's fine-tune updates per task (MEAL's ``finetune_updates``:
+        ``packnet_finetune_steps // num_steps // num_envs``); 0 for other methods."""
+        if self.cl_method != "packnet":
+            return 0
+        return self.packnet_finetune_steps // self.num_steps // self.num_envs

@@ -53,7 +53,7 @@ from baselines_jax import cl as cl_lib
 from baselines_jax import remedies as rem
 from baselines_jax.config import IPPOConfig
 from baselines_jax.network import ActorCritic
-from baselines_jax.ppo import Transition, gae, make_optimizer, ppo_loss
+from baselines_jax.ppo import Transition, gae, lr_schedule, make_optimizer, ppo_loss
 from cl_suites.core.task import task_seed
 from cl_suites.meal.batched import shared_engine
 from cl_suites.meal.engine import BatchState
@@ -153,6 +153,13 @@ def _grad_norm(grads: Any, prefixes: tuple[str, ...]) -> jax.Array:
     return jnp.sqrt(sum(parts)) if parts else jnp.float32(jnp.nan)
 
 
+def _schedule_count(opt_state: Any) -> jax.Array:
+    """The learning-rate schedule's step count in an optax state (``(K,)``)."""
+    is_sched = lambda x: isinstance(x, optax.ScaleByScheduleState)  # noqa: E731
+    (found,) = [x for x in jax.tree.leaves(opt_state, is_leaf=is_sched) if is_sched(x)]
+    return found.count
+
+
 def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
     out = jax.vmap(lambda k: jax.random.split(k, n))(keys)
     return tuple(out[:, i] for i in range(n))
@@ -171,6 +178,21 @@ def actor_critic(config: IPPOConfig, num_tasks: int) -> ActorCritic:
         multi_head=config.multi_head,
         task_id_input=config.task_id_input,
     )
+
+
+def check_method(config: IPPOConfig, num_tasks: int, obs_dim: int, cycles: int = 1) -> None:
+    """``ValueError`` (one line) when ``config``'s CL method cannot train a sequence of
+    ``num_tasks`` tasks played ``cycles`` times on observations of ``obs_dim`` values
+    (PackNet's limits); builds the method on the network's shapes, compiles nothing."""
+    if config.cl_method not in cl_lib.METHODS:
+        return  # not built here (JaxIPPO names it)
+    if cl_lib.method_class(config).check_sequence is cl_lib.JaxCLMethod.check_sequence:
+        return  # the method has no limits to check
+    network = actor_critic(config, num_tasks)
+    template = jax.eval_shape(
+        lambda: network.init(jax.random.PRNGKey(0), jnp.zeros((1, int(obs_dim))))
+    )
+    cl_lib.make(config, network, template, int(num_tasks)).check_sequence(int(cycles))
 
 
 def act_with(
@@ -228,14 +250,20 @@ class JaxIPPO:
         self.sparse_rewards = bool(opts.get("sparse_rewards", False))
         self.shaping_horizon = float(opts.get("shaping_horizon", self.steps_per_task))
         self.network = actor_critic(config, self.num_tasks)
-        self.tx = make_optimizer(config, self.updates_per_task)
         self.compile_seconds = 0.0
         self.compile_log: list[tuple[str, float]] = []
         self._compiled: dict[tuple, Any] = {}
         template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.obs_dim)))
         self.mask = cl_lib.reg_mask(template, config.regularize_critic, config.regularize_heads)
         self.method = cl_lib.make(config, self.network, template, self.num_tasks)
+        self.method.check_sequence(int(suite.sequence.cycles))
         self.cl_metrics = tuple(f"cl/{name}" for name in self.method.metric_names)
+        self.finetunes = bool(self.method.finetunes)
+        self.finetune_updates = (
+            int(self.method.finetune_steps) // config.env_steps_per_update if self.finetunes else 0
+        )
+        self.tx = make_optimizer(config, self.updates_per_task, floor=self.finetunes)
+        self.tx_schedule = lr_schedule(config, self.updates_per_task, floor=self.finetunes)
         self.remedy = config.remedy
         self.layers = rem.layers_of(self.network)
         self.per_unit = rem.outputs_per_unit(config.activation)
@@ -380,14 +408,58 @@ class JaxIPPO:
         self._check_task(task_id)
         if next_task is not None:
             self._check_task(next_task)
+        if self.finetunes and bool(np.asarray(state.cl.train_mode).any()):
+            raise RuntimeError(
+                f"{self.cfg.cl_method}: end_train (the pruning) must come before end_task"
+            )
         fn = self._compile(("end_task",), lambda s, tid, nxt: self._end_task(s, tid, nxt))
         return fn(state, jnp.int32(task_id), jnp.int32(-1 if next_task is None else next_task))
 
+    def end_train(self, state: TrainState) -> TrainState:
+        """The end of a task's training updates, for a method with a fine-tune phase
+        (``finetunes``; MEAL's PackNet ``on_train_end``): the method's ``end_train``
+        (PackNet: pruning), a new optimizer state, and the fine-tune updates' key split
+        off the state's ``rng`` (MEAL's ``finetune_rng``). The job then trains
+        ``finetune_updates`` more updates of the task (``train``) and ends it
+        (``end_task``: PackNet's fine-tune end)."""
+        if not self.finetunes:
+            raise ValueError(f"cl_method {self.cfg.cl_method!r} has no fine-tune phase")
+        fn = self._compile(("end_train",), self._end_train)
+        return fn(state)
+
+    def _end_train(self, state: TrainState) -> TrainState:
+        params, cl_state = jax.vmap(self.method.end_train)(state.params, state.cl)
+        _, finetune_rng = _split(state.rng)
+        return state._replace(
+            params=params,
+            cl=cl_state,
+            opt_state=jax.vmap(self.tx.init)(params),
+            rng=finetune_rng,
+        )
+
+    def eval_params(self, params: Any, cl: Any, task_id: int) -> Any:
+        """The parameters of one seed (``params``, its CL state ``cl``) that task
+        ``task_id`` is evaluated with: the method's ``eval_params`` (PackNet: the masks
+        of the tasks up to ``task_id``), ``params`` itself for the other methods."""
+        if not self.method.masks_eval or cl is None:
+            return params
+        self._check_task(task_id)
+        fn = self._compile(("eval_params",), self.method.eval_params)
+        return fn(params, cl, jnp.int32(task_id))
+
     def act(
-        self, params: Any, obs: Any, task_id: int, greedy: bool, key: jax.Array | None = None
+        self,
+        params: Any,
+        obs: Any,
+        task_id: int,
+        greedy: bool,
+        key: jax.Array | None = None,
+        cl: Any = None,
     ) -> jax.Array:
         """Actions for observations ``obs (..., H, W, C)`` (or flat ``(..., D)``) of one
-        seed's ``params``: argmax with ``greedy``, else sampled with ``key``."""
+        seed's ``params``: argmax with ``greedy``, else sampled with ``key``; with that
+        seed's CL state ``cl``, through :meth:`eval_params` (PackNet's eval masks)."""
+        params = self.eval_params(params, cl, task_id)
         return act_with(self.network, self.obs_dim, params, obs, task_id, greedy, key)
 
     def state_dict(self, state: TrainState) -> dict[str, np.ndarray]:
@@ -633,6 +705,8 @@ class JaxIPPO:
             if self.cfg.anneal_lr
             else jnp.full_like(coef, self.cfg.learning_rate)
         )
+        if self.finetunes and self.cfg.anneal_lr:  # the schedule restarts at the pruning
+            lr = self.tx_schedule(_schedule_count(state.opt_state))
         metrics = dict(
             zip(
                 (

@@ -86,21 +86,30 @@ def ppo_loss(
     return loss, (value_loss, actor_loss, entropy)
 
 
-def lr_schedule(cfg: IPPOConfig, updates_per_task: int) -> Callable[[jax.Array], jax.Array]:
+def lr_schedule(
+    cfg: IPPOConfig, updates_per_task: int, floor: bool = False
+) -> Callable[[jax.Array], jax.Array]:
     """MEAL's ``linear_schedule``: ``lr * (1 - k / updates_per_task)`` for the ``k``-th
-    update of a task (``count`` = optimizer steps since the per-task reset)."""
+    update of a task (``count`` = optimizer steps since the per-task reset). ``floor``:
+    held at 0 past ``updates_per_task`` updates (a PackNet fine-tune phase longer than the
+    training, restarted at the pruning: optax's ``linear_schedule`` of MEAL 057f862 holds
+    its end value)."""
     per_update = cfg.num_minibatches * cfg.update_epochs
 
     def schedule(count: jax.Array) -> jax.Array:
-        return cfg.learning_rate * (1.0 - (count // per_update) / updates_per_task)
+        lr = cfg.learning_rate * (1.0 - (count // per_update) / updates_per_task)
+        return jnp.maximum(lr, 0.0) if floor else lr
 
     return schedule
 
 
-def make_optimizer(cfg: IPPOConfig, updates_per_task: int) -> optax.GradientTransformation:
+def make_optimizer(
+    cfg: IPPOConfig, updates_per_task: int, floor: bool = False
+) -> optax.GradientTransformation:
     """``clip_by_global_norm(max_grad_norm)`` then Adam (eps 1e-5) with the per-task
-    schedule, as MEAL's ``tx``; its state is rebuilt at every task (``JaxIPPO.end_task``)."""
-    lr = lr_schedule(cfg, updates_per_task) if cfg.anneal_lr else cfg.learning_rate
+    schedule, as MEAL's ``tx``; its state is rebuilt at every task (``JaxIPPO.end_task``)
+    and, with a fine-tune phase, at the pruning (``JaxIPPO.end_train``)."""
+    lr = lr_schedule(cfg, updates_per_task, floor) if cfg.anneal_lr else cfg.learning_rate
     return optax.chain(
         optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate=lr, eps=cfg.adam_eps)
     )

@@ -33,15 +33,21 @@ METHODS: dict[str, str] = {
     "online-ewc": "baselines_jax.cl.base:Regularizer",
     "mas": "baselines_jax.cl.base:Regularizer",
     "l2": "baselines_jax.cl.base:Regularizer",
+    "packnet": "baselines_jax.cl.packnet:PackNet",
 }
 """``cl_method`` -> ``"module:Class"`` of its :class:`JaxCLMethod`."""
+
+
+def method_class(cfg: IPPOConfig) -> type[JaxCLMethod]:
+    """The class of the method ``cfg.cl_method`` (imported on first use)."""
+    module, _, attr = METHODS[cfg.cl_method].partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def make(cfg: IPPOConfig, network: nn.Module, template: Any, num_tasks: int) -> JaxCLMethod:
     """The method ``cfg.cl_method`` for ``network`` (``template``: its parameters'
     shapes) on a sequence of ``num_tasks`` tasks."""
-    module, _, attr = METHODS[cfg.cl_method].partition(":")
-    return getattr(importlib.import_module(module), attr)(cfg, network, template, num_tasks)
+    return method_class(cfg)(cfg, network, template, num_tasks)
 
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "init_cl_state",
     "make",
     "mas_term",
+    "method_class",
     "normalize",
     "penalty",
     "reg_mask",

@@ -18,6 +18,14 @@ inside its compiled programs and per seed:
   importance the learner computed from fresh episodes when :attr:`importance` names one
   (``"fisher"`` or ``"mas"``; ``None`` otherwise).
 
+A method with a fine-tune phase (:attr:`finetunes`, MEAL's PackNet) splits a task into
+its training updates and ``JaxIPPO.finetune_updates`` more: between them the learner calls
+``end_train(params, state)`` (it may change the parameters; the learner then rebuilds the
+optimizer state). A method that evaluates with other parameters than it trains
+(:attr:`masks_eval`) gives them per task with ``eval_params(params, state, task)``;
+``task_rows(state, params)`` (host side, one seed) are its rows of the run log at each
+task's end.
+
 ``needs_key``: the method draws random numbers (a per-minibatch key and an after-update
 key, split from the update's ``rng`` only for such methods, so the others draw what they
 always drew); the keys are ``None`` otherwise.
@@ -44,9 +52,19 @@ class JaxCLMethod:
     needs_key: bool = False
     importance: str | None = None
     metric_names: tuple[str, ...] = ()
+    finetunes: bool = False
+    """The method has a fine-tune phase after each task's training (``end_train``)."""
+    masks_eval: bool = False
+    """Evaluation acts with ``eval_params``, not the trained parameters."""
+    finetune_steps: int = 0
+    """Env steps of the fine-tune phase (whole updates; with :attr:`finetunes`)."""
 
     def __init__(self, cfg: IPPOConfig, network: nn.Module, template: Params, num_tasks: int):
         self.cfg, self.network, self.num_tasks = cfg, network, num_tasks
+
+    def check_sequence(self, cycles: int) -> None:
+        """``ValueError`` (one line) when the method cannot train a sequence played
+        ``cycles`` times (checked before anything compiles)."""
 
     def init_state(self, params: Params) -> Any:
         """One seed's state at the start of a run (``()``: none)."""
@@ -79,6 +97,19 @@ class JaxCLMethod:
     ) -> Any:
         """The state after task ``task``'s last update (``params``: its final ones)."""
         return state
+
+    def end_train(self, params: Params, state: Any) -> tuple[Params, Any]:
+        """``(params, state)`` after a task's training updates, before its fine-tune
+        updates (only with :attr:`finetunes`; the learner then rebuilds the optimizer)."""
+        return params, state
+
+    def eval_params(self, params: Params, state: Any, task: jax.Array) -> Params:
+        """The parameters task ``task`` is evaluated with (with :attr:`masks_eval`)."""
+        return params
+
+    def task_rows(self, state: Any, params: Params) -> list[dict[str, Any]]:
+        """Rows of the run log at a task's end (one seed, numpy; none by default)."""
+        return []
 
 
 class Regularizer(JaxCLMethod):

@@ -422,8 +422,13 @@ class JobSpec:
     @cached_property
     def schedule(self) -> Schedule:
         """The run's schedule: ``sequence`` cut for ``num_envs`` envs (computed once; the
-        training env follows it, ``runtime.vector_env``)."""
-        return self.sequence.schedule(self.num_envs)
+        training env follows it, ``runtime.vector_env``), each task longer by the
+        learner's extra steps of a task (``extra_task_steps``: ``ppo-jax`` with PackNet,
+        the fine-tune phase after each task's budget, MEAL's ``finetune_timesteps``)."""
+        schedule = self.sequence.schedule(self.num_envs)
+        extra_of = getattr(self.learner_entry, "extra_task_steps", None)
+        extra = int(extra_of(self.learner_config)) if extra_of is not None else 0
+        return stretch_schedule(schedule, extra) if extra else schedule
 
     @property
     def rollout_steps(self) -> int:
@@ -474,6 +479,17 @@ class JobSpec:
             "multi_head": self.multi_head,
             "task_id_input": self.task_id_input,
         }
+
+
+def stretch_schedule(schedule: Schedule, extra: int) -> Schedule:
+    """``schedule`` with every segment ``extra`` steps longer (the later ones shifted)."""
+    segments = [
+        dataclasses.replace(
+            seg, start_step=seg.start_step + i * extra, end_step=seg.end_step + (i + 1) * extra
+        )
+        for i, seg in enumerate(schedule)
+    ]
+    return Schedule(segments, schedule.num_envs)
 
 
 def cadence_note(spec: JobSpec) -> str | None:

@@ -18,6 +18,8 @@ One run = one directory::
       episode_soups.csv  MEAL: the soups of every training episode (MEAL's training signal)
       resources.csv   the training process's memory (resident, GPU) and rate over time
                       (``RESOURCE_COLUMNS``)
+      packnet.csv     PackNet runs: capacity left and sparsity per layer at every task's
+                      end (``PACKNET_COLUMNS``)
       .lock           while a writer holds the directory (``RunDirLock``)
       tb/             optional TensorBoard scalars
 
@@ -125,7 +127,25 @@ RESOURCE_COLUMNS: tuple[str, ...] = (
 ``rss_mb`` the resident memory of the training process (MiB), ``gpu_mb`` the GPU memory its
 learner holds (empty on a CPU run)."""
 
+PACKNET_COLUMNS: tuple[str, ...] = (
+    "total_step",
+    "task_id",
+    "layer",
+    "weights",
+    "kept",
+    "capacity_left",
+    "sparsity",
+)
+"""``packnet.csv`` (PackNet runs, ``baselines_jax.cl.packnet``): one row per (task end,
+prunable layer) and one with ``layer`` ``all`` (every prunable layer together), written
+after the task's fine-tuning ended: ``weights`` the layer's prunable weights, ``kept`` the
+weights some finished task's mask holds, ``capacity_left`` ``1 - kept / weights`` (the
+share later tasks can still train), ``sparsity`` the share of the layer's kernel entries
+with ``|w| < 1e-7`` (``all``: of every kernel, critic and heads included, MEAL 057f862's
+``_compute_sparsity``)."""
+
 PLASTICITY_FILE = "plasticity.csv"
+PACKNET_FILE = "packnet.csv"
 REMEDY_FILE = "remedy.csv"
 RESOURCES_FILE = "resources.csv"
 HETEROGENEITY_FILE = "heterogeneity.csv"
@@ -309,8 +329,8 @@ def _note(path: Path, message: str) -> None:
 
 def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, int]:
     """Cut ``eval.csv``, ``episodes.csv``, ``plasticity.csv``, ``remedy.csv``,
-    ``heterogeneity.csv``, ``episode_soups.csv`` and ``resources.csv`` back to a checkpoint
-    at agent step ``max_step``.
+    ``heterogeneity.csv``, ``episode_soups.csv``, ``packnet.csv`` and ``resources.csv`` back
+    to a checkpoint at agent step ``max_step``.
 
     Rows with ``total_step > max_step`` were written after the checkpoint and will be
     written again by the resumed run; torn last lines and unparsable rows are dropped with
@@ -331,6 +351,7 @@ def truncate_logs(run_dir: str | os.PathLike[str], max_step: int) -> dict[str, i
                 (HETEROGENEITY_FILE, HETEROGENEITY_COLUMNS),
                 (EPISODE_SOUPS_FILE, EPISODE_SOUPS_COLUMNS),
                 (RESOURCES_FILE, RESOURCE_COLUMNS),
+                (PACKNET_FILE, PACKNET_COLUMNS),
             )
         }
 
@@ -599,6 +620,11 @@ class RunLog:
         (created at the first call); ``RunProgress``'s ``on_memory``."""
         self._log_optional(RESOURCES_FILE, RESOURCE_COLUMNS, [row])
 
+    def log_packnet(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append PackNet's task-end rows (keys of ``PACKNET_COLUMNS``) to ``packnet.csv``
+        (created at the first call)."""
+        self._log_optional(PACKNET_FILE, PACKNET_COLUMNS, list(rows))
+
     def close(self) -> None:
         """Close the tables and scalar writers and release the run directory's lock."""
         tables = (self._eval, self._episodes, self._plasticity, self._remedy)
@@ -681,6 +707,14 @@ def read_heterogeneity(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame({c: [] for c in HETEROGENEITY_COLUMNS})
     return _read_table(path, HETEROGENEITY_COLUMNS)
+
+
+def read_packnet(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """``packnet.csv`` (empty with the columns when the run has none)."""
+    path = Path(run_dir) / PACKNET_FILE
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in PACKNET_COLUMNS})
+    return _read_table(path, PACKNET_COLUMNS)
 
 
 def read_episode_soups(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

@@ -122,8 +122,8 @@ def test_state_dict_round_trip_and_bad_input(tiny_runs):
         pair.train(state, 2, 1)
     with pytest.raises(ValueError, match="seeds must be distinct non-negative ints"):
         JaxIPPO(pair.suite, TINY, [1, 1])
-    with pytest.raises(ValueError, match="unknown cl_method 'packnet'; valid: ft, ewc"):
-        IPPOConfig(cl_method="packnet")
+    with pytest.raises(ValueError, match="unknown cl_method 'clear'; valid: ft, ewc"):
+        IPPOConfig(cl_method="clear")  # a torch method (packnet is MEAL's, since 59bdd4f)
 
 
 def test_a_restored_state_keeps_the_weak_types_and_trains_without_a_warning(tiny_runs):

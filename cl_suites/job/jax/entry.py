@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS, is_builtin_method
 from cl_suites.errors import MethodPluginError, UnknownOptionError
 from cl_suites.job import hyperparameters
@@ -355,7 +357,19 @@ class JaxLearner:
         return make_config(hp["learner"])
 
     def check_sequence(self, hp: Mapping[str, Any], sequence: Any) -> None:
-        return None  # MEAL's observations are what its network takes
+        """MEAL's observations are what its network takes; the CL method's limits on the
+        sequence (PackNet: one pass, a prunable layer of at least as many weights as
+        tasks) fail here, in one line, before anything compiles."""
+        from baselines_jax.learner import check_method
+
+        config = make_config(dict(hp["learner"]))
+        obs_dim = int(np.prod(sequence.observation_space.shape))
+        check_method(config, len(sequence.tasks), obs_dim, int(sequence.cycles))
+
+    def extra_task_steps(self, config: Any) -> int:
+        """Env steps each task trains beyond its budget: PackNet's fine-tune phase
+        (``IPPOConfig.finetune_updates`` whole updates; 0 for the other methods)."""
+        return int(config.finetune_updates) * int(config.env_steps_per_update)
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         fields = dataclasses.fields(jax_api().IPPOConfig)

@@ -78,6 +78,13 @@ def seed_slice(tree: Any, i: int) -> Any:
     return jax.tree.map(lambda x: x[i], tree)
 
 
+def jax_numpy_slice(tree: Any, i: int) -> Any:
+    """Seed ``i``'s part of a pytree with the leading seed axis, as numpy arrays."""
+    import jax
+
+    return jax.tree.map(lambda x: np.asarray(x)[i], tree)
+
+
 SOUPS = ("episode_soups", "soups")
 """``episode_soups.csv``'s value in the chunk's metrics, and its column."""
 CUT_SOUPS = ("ep_soups", "soups")
@@ -329,13 +336,22 @@ class _Loop:
         """Train ``seg`` from the current step to its end in chunks between eval and
         checkpoint points; at its end the evaluation and diagnostics of the task's end,
         then ``end_task`` (told ``next_task``, the next segment's task; ``None`` after the
-        last), then a checkpoint."""
+        last), then a checkpoint.
+
+        A method with a fine-tune phase (``learner.finetunes``, PackNet) takes the
+        segment's last ``learner.finetune_updates`` updates to fine-tune (the schedule
+        holds them: ``JobSpec.schedule``): after the training updates' chunk and its
+        evaluation, ``learner.end_train`` (the pruning), then the fine-tune chunks; a
+        checkpoint at or after that point holds the pruned state, so a resume there goes
+        on fine-tuning."""
         learner, next_ckpt = self.learner, (self.step // self.every + 1) * self.every
         self.task_started(seg.task_id)
+        train_end = seg.end_step - learner.finetune_updates * self.rollout
         while self.step < seg.end_step:
-            target = min(seg.end_step, self.runs[0].evaluator.next_eval_step, next_ckpt)
+            phase_end = train_end if learner.finetunes and self.step < train_end else seg.end_step
+            target = min(phase_end, self.runs[0].evaluator.next_eval_step, next_ckpt)
             updates = max(1, -(-(target - self.step) // self.rollout))  # points inside: end
-            updates = min(updates, (seg.end_step - self.step) // self.rollout)
+            updates = min(updates, (phase_end - self.step) // self.rollout)
             compiled = learner.compile_seconds
             self.state, metrics = learner.train(self.state, seg.task_id, updates, cycle=seg.cycle)
             start = self.step
@@ -361,10 +377,13 @@ class _Loop:
             # the end of a task is evaluated (and diagnosed) and its policy kept before
             # end_task closes it (and a remedy changes the network)
             self.evaluate(due_only=True)
+            if learner.finetunes and self.step == train_end:  # MEAL: prune, then fine-tune
+                self.state = learner.end_train(self.state)
             if ended:
                 self.save_task_policies(seg)
                 done = int(np.asarray(self.state.update)[0])  # updates of the task
                 self.state = learner.end_task(self.state, seg.task_id, next_task)
+                self.log_task_rows(seg.task_id)
                 if learner.switch_event is not None and next_task is not None:
                     row = {"total_step": self.step, "task_id": int(seg.task_id), "update": done,
                            "event": learner.switch_event, "layer": "all", "units": 0}  # fmt: skip
@@ -390,13 +409,28 @@ class _Loop:
         if not todo:
             return
         params = self.state.params
+        masked = self.learner.method.masks_eval
         for i in todo:
             seed = task_seed(self.runs[i].seed + SAMPLING_SEED_OFFSET, step, 0)
-            policy = eval_policy(self.learner, seed_slice(params, i), self.greedy, seed)
+            cl = seed_slice(self.state.cl, i) if masked else None
+            policy = eval_policy(self.learner, seed_slice(params, i), self.greedy, seed, cl)
             self.runs[i].evaluator.evaluate(step, policy)
             tracker = self.runs[i].plasticity
             if tracker is not None:
                 tracker.measure(step, self.task if self.task is not None else 0, self.probe(i))
+
+    def log_task_rows(self, task_id: int) -> None:
+        """The CL method's rows of the task's end (``packnet.csv``: PackNet's capacity
+        left and sparsity per layer, after ``end_task``), every seed."""
+        method = self.learner.method
+        if not method.finetunes:
+            return
+        for i, run in enumerate(self.runs):
+            cl = jax_numpy_slice(self.state.cl, i)
+            rows = method.task_rows(cl, jax_numpy_slice(self.state.params, i))
+            run.run_log.log_packnet(
+                [{"total_step": self.step, "task_id": int(task_id), **r} for r in rows]
+            )
 
     # -- plasticity diagnostics ----------------------------------------------------------
     def probe(self, i: int) -> Any:
