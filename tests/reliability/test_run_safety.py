@@ -116,6 +116,7 @@ def test_torn_and_unparsable_rows_are_dropped_on_resume_with_a_note(tmp_path, ca
         "heterogeneity.csv": 0,
         "episode_soups.csv": 0,
         "packnet.csv": 0,
+        "resources.csv": 0,
     }
     assert "torn last line" in caplog.text and "'4000,0,t0,tr'" in caplog.text
     assert "2 unparsable row(s)" in caplog.text and "line 4: 'oops,not,a,row'" in caplog.text
