@@ -298,7 +298,8 @@ SMALL_MEAL_METHODS: dict[str, dict[str, Any]] = {
 }
 SMALL_MEAL_METHODS["packnet"] = {
     "variant": "meal",
-    # a tenth of the task's budget, as MEAL's 1e7 of its 1e8 (whole updates: at least one)
-    "packnet_finetune_steps": SMALL_SUITE_OVERRIDES["MEAL"]["steps_per_task"] // 10,
+    # one update of the small preset (16 envs x 16 steps), an eighth of the task's 2,048
+    # steps (MEAL: 1e7 of 1e8, a tenth; fine-tuning is whole updates)
+    "packnet_finetune_steps": 256,
 }
 SMALL_NET = {"net_arch": [64], "cnn_features_dim": 64}

@@ -96,4 +96,4 @@ def test_replay_methods_take_meal_057f862_values_by_preset():
     assert (agem["agem_memory_size"], agem["agem_sample_size"]) == (100_000, 1024)
     assert learner("er-ace", "meal-authors")["er_ace_coef"] == 1.0
     assert learner("packnet", "meal-authors")["packnet_finetune_steps"] == 10_000_000
-    assert learner("packnet", "small")["packnet_finetune_steps"] == 204  # a tenth of 2,048
+    assert learner("packnet", "small")["packnet_finetune_steps"] == 256  # one small update
