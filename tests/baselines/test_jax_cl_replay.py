@@ -143,7 +143,13 @@ def test_first_task_leaves_the_gradient_untouched(cls):
         method.transform_grads(g, C.params(), mem, jnp.int32(1), None)
 
 
-def test_registry_and_memory_guard():
+def test_registry_defaults_and_memory_guard():
+    """The registry names both methods; MEAL 057f862's defaults (``base.py:61-63``); the
+    guard's bytes and its one-line refusal, also from ``JaxIPPO`` before anything is
+    built."""
+    default = IPPOConfig()
+    assert (default.agem_memory_size, default.agem_sample_size) == (100_000, 1024)
+    assert default.er_ace_coef == 1.0
     assert cl_lib.METHODS["agem"] == "baselines_jax.cl.agem:AGEM"
     assert cl_lib.METHODS["er-ace"] == "baselines_jax.cl.er_ace:ERACE"
     cfg = dataclasses.replace(TINY, agem_memory_size=1000)
