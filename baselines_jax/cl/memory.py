@@ -96,7 +96,9 @@ def store(
     ``key`` plays MEAL's ``rng`` argument (MEAL splits it and draws from the second half):
     the same key gives the same rows as MEAL's function. Observations are stored in the
     memory's dtype, which must be the rollout's (a float rollout into a uint8 memory would
-    truncate)."""
+    truncate). With ``sample_size > S`` one write visits a row more than once and XLA's
+    scatter decides which value stays (MEAL's too); the defaults write 1024 of 5000 rows
+    per task at 20 tasks."""
     if traj.obs.dtype != mem.obs.dtype:
         raise TypeError(
             f"rollout observations are {traj.obs.dtype}, the memory keeps {mem.obs.dtype}"
