@@ -51,6 +51,7 @@ import optax
 
 from baselines_jax import cl as cl_lib
 from baselines_jax import remedies as rem
+from baselines_jax.cl import memory as cl_memory
 from baselines_jax.config import IPPOConfig
 from baselines_jax.network import ActorCritic
 from baselines_jax.ppo import Transition, gae, lr_schedule, make_optimizer, ppo_loss
@@ -242,6 +243,7 @@ class JaxIPPO:
         self.num_tasks = len(suite.layouts)
         self.num_agents = suite.num_agents
         self.obs_dim = int(np.prod(suite.obs_shape))
+        cl_memory.check_memory(config, self.num_tasks, self.obs_dim, len(seeds))  # AGEM, ER-ACE
         self.episode_len = int(suite.episode_len)
         budgets = {int(t.budget) for t in suite.sequence.tasks}
         self.steps_per_task = max(budgets)

@@ -4,7 +4,8 @@ The hooks a method fills in are :class:`baselines_jax.cl.base.JaxCLMethod`'s; th
 (``baselines_jax.learner.JaxIPPO``) calls them inside its compiled programs. MEAL's
 penalty methods (``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2``) are
 :class:`~baselines_jax.cl.base.Regularizer`, their pure functions
-:mod:`baselines_jax.cl.regularizers` (re-exported here).
+:mod:`baselines_jax.cl.regularizers` (re-exported here); its replay methods ``agem`` and
+``er-ace`` keep the episodic memory of :mod:`baselines_jax.cl.memory`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ METHODS: dict[str, str] = {
     "online-ewc": "baselines_jax.cl.base:Regularizer",
     "mas": "baselines_jax.cl.base:Regularizer",
     "l2": "baselines_jax.cl.base:Regularizer",
+    "agem": "baselines_jax.cl.agem:AGEM",
+    "er-ace": "baselines_jax.cl.er_ace:ERACE",
     "packnet": "baselines_jax.cl.packnet:PackNet",
 }
 """``cl_method`` -> ``"module:Class"`` of its :class:`JaxCLMethod`."""

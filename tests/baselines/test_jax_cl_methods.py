@@ -35,7 +35,9 @@ def test_importance_modes_combine_as_meal_057f862(cl_method, mode, expected):
 
 
 def test_an_unknown_importance_mode_names_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown importance_mode 'sum'; valid: multi, online, last"):
+    with pytest.raises(
+        ValueError, match="unknown importance_mode 'sum'; valid: multi, online, last"
+    ):
         IPPOConfig(cl_method="ewc", importance_mode="sum")
 
 

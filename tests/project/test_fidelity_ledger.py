@@ -10,8 +10,9 @@ spans of the form `` `KEY = VALUE` `` where ``VALUE`` is a Python literal and ``
   indices);
 * a constructor default, ``Class.param``: ``VTrace.reward_std_count`` is the default of
   ``VTrace(reward_std_count=...)`` (classes of ``baselines_sb3.learners``,
-  ``baselines_sb3.cl``, ``baselines_sb3.policies``, ``baselines_sb3.cl.unroll_buffer`` and
-  ``cl_suites.remedies``: ``RemedyConfig.redo_tau``).
+  ``baselines_sb3.cl``, ``baselines_sb3.policies``, ``baselines_sb3.cl.unroll_buffer``,
+  ``cl_suites.remedies``: ``RemedyConfig.redo_tau``, and ``baselines_jax.config``:
+  ``IPPOConfig.agem_memory_size``).
 
 ``test_default_keys_match_the_code`` resolves every key and compares it with the value the
 row states, so a changed default without a ledger change fails. Keys are optional in
@@ -133,13 +134,14 @@ UNKEYED = {
 
 
 def _namespace() -> dict[str, Any]:
+    from baselines_jax import config as jax_config
     from baselines_sb3 import cl, learners, policies
     from baselines_sb3.cl import unroll_buffer
     from cl_suites import remedies
     from cl_suites.job import hyperparameters, presets
 
     names: dict[str, Any] = {"presets": presets, "hyperparameters": hyperparameters}
-    for module in (learners, cl, policies, unroll_buffer, remedies):
+    for module in (learners, cl, policies, unroll_buffer, remedies, jax_config):
         names.update({k: v for k, v in vars(module).items() if inspect.isclass(v)})
     return names
 
