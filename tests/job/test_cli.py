@@ -75,7 +75,8 @@ def test_the_declared_names_have_their_classes_and_parse_without_torch():
     from cl_suites.job.learners import REGISTRY, load_learner
 
     assert tuple(METHODS) == TORCH_METHODS
-    assert {name for name, variants in METHODS.items() if "meal" in variants} == set(MEAL_PAPER_METHODS)
+    meal = {name for name, variants in METHODS.items() if "meal" in variants}
+    assert meal == set(MEAL_PAPER_METHODS)
     assert tuple(REGISTRY) == ("ppo-jax", "ppo", "vtrace")
     assert {n for n in REGISTRY if load_learner(n).own_methods} == set(TORCH)
     code = (
