@@ -31,6 +31,7 @@ import jax.numpy as jnp
 
 from baselines_jax.config import IPPOConfig
 from baselines_jax.ppo import Transition
+from cl_suites.rundir.resources import available_memory
 
 REPLAY_METHODS: tuple[str, ...] = ("agem", "er-ace")
 """The ``cl_method`` values that keep this memory."""
@@ -170,17 +171,6 @@ def memory_bytes(
     return int(num_seeds) * one
 
 
-def available_bytes() -> int | None:
-    """Bytes of memory still available to this machine (``psutil.virtual_memory().
-    available``); ``None`` where psutil cannot tell."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # no psutil, or no /proc: the guard assumes it fits
-        return None
-
-
 def check_memory(
     cfg: IPPOConfig,
     num_tasks: int,
@@ -190,10 +180,11 @@ def check_memory(
     limit: int | None = None,
 ) -> int:
     """:func:`memory_bytes`, or a one-line ``ValueError`` naming ``agem_memory_size``, the
-    bytes and the limit when they exceed ``limit`` (default: :func:`available_bytes`; no
+    bytes and the limit when they exceed ``limit`` (default: the memory this process may
+    still allocate, ``cl_suites.rundir.resources.available_memory``: cgroup-aware; no
     check where that is unknown). Call it before anything is built."""
     need = memory_bytes(cfg, num_tasks, obs_dim, num_seeds, obs_itemsize)
-    limit = available_bytes() if limit is None else int(limit)
+    limit = available_memory() if limit is None else int(limit)
     if need and limit is not None and need > limit:
         per_seed = need // max(int(num_seeds), 1)
         raise ValueError(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 
-from cl_suites.core.resources import available_memory
+from cl_suites.rundir.resources import available_memory
 from cl_suites.errors import CLSuitesError
 from cl_suites.rundir.fsutil import format_bytes, free_bytes
 

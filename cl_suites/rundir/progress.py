@@ -15,7 +15,7 @@ written whenever a run directory is given::
 ``failed``: an error; ``reason`` says which (``None`` while running and when finished).
 
 ``rss_mb``: the process's resident memory (MiB) when the file was written; ``gpu_mb``: the
-GPU memory its learner holds (``None`` on a CPU run; :mod:`cl_suites.core.resources`).
+GPU memory its learner holds (``None`` on a CPU run; :mod:`cl_suites.rundir.resources`).
 The same figures go to the run log every ``memory_every_s`` seconds and at every task's
 end (``on_memory``: ``RunLog.log_resources``, ``resources.csv``), and a warning is printed
 when the resident memory at a task's end exceeds the previous task's end by more than
@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cl_suites.core.resources import memory_row
+from cl_suites.rundir.resources import memory_row
 
 if TYPE_CHECKING:  # annotations only: the run directory sits below the env machinery
     from cl_suites.core.task import Segment
