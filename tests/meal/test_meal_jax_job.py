@@ -40,6 +40,8 @@ from cl_suites.rundir.runlog import (
 )
 from tests.helpers.kill_drills import kill_inside_first_checkpoint
 
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
 JOB = dict(suite="MEAL-2", method="ft", learner=None, preset="small", num_envs=4)
 OVERRIDES = {
     "steps_per_task": 512,
@@ -53,21 +55,6 @@ OVERRIDES = {
     # Adam amplifies on near-zero gradients) were measured with dense rewards
     "shaping_horizon": 2_500_000,
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_cache(tmp_path_factory):
-    """Runs of one configuration compile the same programs: JAX's persistent cache lets
-    the later ones load them (the first run of the module still compiles)."""
-    import jax
-
-    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    previous = {k: getattr(jax.config, k) for k in keys}
-    jax.config.update(keys[0], str(tmp_path_factory.mktemp("jax-cache")))
-    jax.config.update(keys[1], 0.0)
-    yield
-    for key, value in previous.items():
-        jax.config.update(key, value)
 
 
 def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):

@@ -17,6 +17,8 @@ from cl_suites.job.jax.checkpoint import jax_checkpoint_path, load_jax_checkpoin
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir.runlog import read_eval, read_metadata, read_plasticity
 
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
 JOB = dict(suite="MEAL-2", learner="ppo-jax", preset="small", num_envs=4)
 OVERRIDES = {
     "steps_per_task": 512,
@@ -33,20 +35,6 @@ METHOD_OVERRIDES = {  # small memories, two updates of fine-tuning (4 envs x 16 
     "er-ace": {"agem_memory_size": 2048, "agem_sample_size": 64},
     "packnet": {"packnet_finetune_steps": 128},
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_cache(tmp_path_factory):
-    """Runs of one configuration load the programs the first one compiled."""
-    import jax
-
-    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    previous = {k: getattr(jax.config, k) for k in keys}
-    jax.config.update(keys[0], str(tmp_path_factory.mktemp("jax-cache")))
-    jax.config.update(keys[1], 0.0)
-    yield
-    for key, value in previous.items():
-        jax.config.update(key, value)
 
 
 def _kwargs(method: str, run_dir, **extra) -> dict:

@@ -36,6 +36,8 @@ from cl_suites.rundir.checkpoint_files import CheckpointError
 from cl_suites.rundir.runlog import read_eval
 from cl_suites.rundir.task_policies import remove_task_policies_after, task_policy_files
 
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
 th.set_num_threads(1)
 
 TINY = {
@@ -53,20 +55,6 @@ LEARNERS = {  # learner -> its own settings (ppo: as its job tests fix them)
 }
 EXT = {"ppo": "pt", "ppo-jax": "npz"}
 CALLS_KEPT = 4  # policy calls of each evaluation recorded
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_cache(tmp_path_factory):
-    """The JAX runs compile the same programs: JAX's persistent cache serves the later ones."""
-    import jax
-
-    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    previous = {k: getattr(jax.config, k) for k in keys}
-    jax.config.update(keys[0], str(tmp_path_factory.mktemp("jax-cache")))
-    jax.config.update(keys[1], 0.0)
-    yield
-    for key, value in previous.items():
-        jax.config.update(key, value)
 
 
 def _recording(recorded, on_eval=None):
