@@ -4,6 +4,8 @@
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 meal \\
         [--methods agem packnet] [--seeds 1 2 3]
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours
+    python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours-ln1 \
+        --methods packnet                 # diagnostic: ours on 057's PackNet network shape
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 compare
 
 MEAL's side is its trainer at 057f862 (``experiments/train.py ippo``, TTomilin/MEAL; pass a
@@ -40,15 +42,15 @@ Differences the two trainers leave (also in the results note):
 
 * 057 anneals the learning rate per gradient step (``optax.linear_schedule`` over the
   task's ``minibatches x epochs x updates`` steps, to ``--lr-end 0``); ours per update
-  (MEAL's paper-time rule: constant within an update). PackNet: 057 re-creates Adam after
-  pruning, so its schedule starts again at 3e-4 for fine-tuning.
+  (MEAL's paper-time rule: constant within an update). PackNet: both re-create Adam at
+  the pruning, so fine-tuning starts again at 3e-4 on both sides.
 * LayerNorm epsilon 1e-6 (057) vs 1e-5 (ours, the paper-time network's).
 * 057's PackNet network (``model/mlp_packnet.py``) has LayerNorm after the first trunk
   layer only; its other methods use the network with LayerNorm after both.
 * 057's network also computes a dormant-unit ratio (no effect on the outputs).
 
 **One scorer** (``score_matrix``): the saved parameters of every task's end on both sides
-are played on our engine (= 057's env, ``check``) for the same ``eval_episodes`` episodes
+are played on our engine (= 057's env, ``check``) for the same ``score_episodes`` episodes
 per task (random starts from fixed keys), the whole 400 steps, greedy actions (argmax; 057's
 evaluation takes ``pi.mode()``), each side through its own network; PackNet's policies with
 its evaluation masks (057: ``Packnet.get_eval_mask`` + ``apply_eval_mask`` with the CL
@@ -64,7 +66,13 @@ task 0, on task 0 and task 1 at the end of the sequence, A (mean final soups ove
 tasks) and F (task 0's drop from its own end to the sequence's end). A cell is *within seed
 noise* when our 3-seed mean lies inside MEAL's seed range widened by MEAL's standard
 deviation on each side: ``min - sd <= mean_ours <= max + sd``. Welch's t-test p (two
-sided) is printed beside it for information.
+sided) is printed beside it for information. ``compare`` writes
+``benchmarks/results/meal-replay-learning.{md,json,png}`` and exits 1 when a cell is
+outside; the note's text from ``NOTES_MARK`` on is written by hand and kept.
+
+**Diagnostic side** ``ours-ln1``: our run with ``baselines_jax.network`` built as 057's
+PackNet network (``patch_ln1``: LayerNorm after the first trunk layer only, eps 1e-6), in
+training and scoring; it tells whether a PackNet gap is the network's or the method's.
 """
 
 from __future__ import annotations
@@ -89,7 +97,8 @@ RESULTS = REPO / "benchmarks" / "results"
 DEFAULT_ROOT = Path("/tmp/meal_replay")
 METHODS = ("agem", "packnet")
 SEEDS = (1, 2, 3)
-SIDES = ("meal", "ours")
+SIDES = ("meal", "ours", "ours-ln1")
+"""``ours-ln1``: a diagnostic side, ours on 057's PackNet network shape (``patch_ln1``)."""
 POLL_S = 3.0
 SCORE_KEY = 7_000_000
 """Scoring episodes of seed ``s``, task ``j``: env keys from ``SCORE_KEY + 1000 s + j``
@@ -113,7 +122,10 @@ class Budget:
     num_envs: int = 16
     num_steps: int = 128
     eval_episodes: int = 32
-    """Scoring episodes per task and task end (both sides, one scorer)."""
+    """Episodes per task of each side's own evaluation at a task's end."""
+    score_episodes: int = 256
+    """Episodes per task and task end of the one scorer (both sides): at 32, its standard
+    error at these scores (about 0.7 soups) was 0.14 soups."""
 
     @property
     def shaping_horizon(self) -> int:
@@ -221,6 +233,29 @@ def replay_suite(seed: int, budget: Budget):
         shaping_horizon=budget.shaping_horizon,
         **SUITE_OPTIONS,
     )
+
+
+def patch_ln1() -> None:
+    """Diagnostic (side ``ours-ln1``): our network as 057's PackNet network
+    (``model/mlp_packnet.py``): LayerNorm after the first trunk layer only, epsilon 1e-6.
+    Done by handing ``baselines_jax.network`` a ``flax.linen`` whose ``LayerNorm`` gives
+    that (the trunk's ``*_ln1``) or nothing (``*_ln2``); in the training and the scoring
+    process alike."""
+    import types
+
+    import flax.linen
+
+    import baselines_jax.network as network
+
+    def layer_norm(epsilon: float, name: str):
+        if name.endswith("_ln1"):
+            return flax.linen.LayerNorm(epsilon=1e-6, name=name)
+        return lambda h: h
+
+    proxy = types.ModuleType("flax.linen (LayerNorm after the first layer only)")
+    proxy.__dict__.update(vars(flax.linen))
+    proxy.LayerNorm = layer_norm
+    network.nn = proxy
 
 
 # ----------------------------------------------------------------------------- MEAL's side
@@ -394,7 +429,7 @@ def meal_policies(repo: Path, run: Path, method: str, num_tasks: int) -> Callabl
 
 
 # ----------------------------------------------------------------------------- our side
-def ours_policies(run: Path, num_tasks: int) -> Callable:
+def ours_policies(run: Path, seed: int, num_tasks: int) -> Callable:
     """``act_for(i, j)``: greedy actions of our policy after task ``i`` on task ``j``: the
     run's task policy of task ``i`` (``checkpoint/task-00i.npz``) through its network;
     with a method that masks its evaluation (PackNet), through ``JaxIPPO.eval_params``
@@ -414,9 +449,9 @@ def ours_policies(run: Path, num_tasks: int) -> Callable:
     network, _, obs_dim = loaded[0]
     learner = None
     if spec.learner_config.cl_method == "packnet":
-        learner = JaxIPPO(spec.meal, spec.learner_config, [int(spec.seed)])
+        learner = JaxIPPO(spec.meal, spec.learner_config, [seed])
         arrays, _ = load_jax_checkpoint(jax_checkpoint_path(run))
-        state = learner.load_state_dict(arrays)
+        state = learner.load_state_dict({k: v[None] for k, v in arrays.items()})  # seed axis
         cl = jax.tree.map(lambda x: x[0], state.cl)
 
     def act_for(i: int, j: int) -> Callable:
@@ -452,13 +487,13 @@ def ours_own_eval(run: Path, method: str, budget: Budget, num_tasks: int = 2) ->
 def score_matrix(
     seed: int, budget: Budget, act_for: Callable[[int, int], Callable], num_tasks: int = 2
 ) -> list[list[float]]:
-    """Soups per episode after task ``i`` (rows) on task ``j`` (columns): ``eval_episodes``
+    """Soups per episode after task ``i`` (rows) on task ``j`` (columns): ``score_episodes``
     whole episodes per task on our engine, the same episodes for every row and side."""
     from cl_suites.meal.engine import MealEngine
 
     suite = replay_suite(seed, budget)
     engine = MealEngine(suite)
-    n = budget.eval_episodes
+    n = budget.score_episodes
     matrix = []
     for i in range(num_tasks):
         row = []
@@ -601,13 +636,15 @@ def _self_cmd(repo: Path, budget: Budget, *args: str) -> list[str]:
         str(budget.finetune_steps),
         "--eval-episodes",
         str(budget.eval_episodes),
+        "--score-episodes",
+        str(budget.score_episodes),
         *args,
     ]
 
 
 def _progress(side: str, method: str, run_dir: Path, budget: Budget) -> tuple[int, int] | None:
     """(done, total) of a running run: env steps (ours) or updates (MEAL)."""
-    if side == "ours":
+    if side != "meal":
         from cl_suites.rundir.progress import read_progress
 
         p = read_progress(run_dir)
@@ -650,7 +687,12 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
     name = f"{side}/{method}_s{seed}"
     run_dir = root / side / f"{method}_s{seed}"
     if (run_dir / "result.json").exists():
-        console.print(f"{name}: finished, skipped")
+        done = json.loads((run_dir / "result.json").read_text())
+        if done.get("score_episodes") == budget.score_episodes:
+            console.print(f"{name}: finished, skipped")
+            return
+        console.print(f"{name}: finished, scored again with {budget.score_episodes} episodes")
+        _score(repo, side, method, seed, run_dir, budget, done, root, console)
         return
     if run_dir.exists():  # an unfinished run starts again from scratch
         shutil.rmtree(run_dir)
@@ -659,8 +701,11 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
     if side == "meal":
         cmd = _self_cmd(repo, budget, "_meal-child", "--method", method)
         cmd += ["--seed", str(seed), "--out", str(run_dir)]
-    else:
+    elif side == "ours":
         cmd = ["nice", "-n", "10", *ours_command(method, seed, run_dir, budget)]
+    else:  # cl-suites run in a child that patches the network first
+        cmd = _self_cmd(repo, budget, "_ours-ln1-child", "--")
+        cmd += ours_command(method, seed, run_dir, budget)[1:]
     loads: list[float] = []
     last = [0.0]
     start, cpu0 = time.time(), _children_cpu()
@@ -678,7 +723,7 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
             p = _progress(side, method, run_dir, budget)
             if p is None:
                 return
-            unit = "env steps" if side == "ours" else "updates"
+            unit = "updates" if side == "meal" else "env steps"
             info = f"{p[0]:,}/{p[1]:,} {unit}, load {loads[-1]:.1f}"
             bar.update(task, completed=p[0], total=p[1], info=info)
             if not console.is_terminal and time.time() - last[0] > 60:
@@ -689,6 +734,27 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
     train_wall, train_cpu = time.time() - start, _children_cpu() - cpu0
     if rc != 0:
         raise SystemExit(f"{name} failed (exit {rc}); see {log}; rerun to redo it")
+    result = {
+        "side": side,
+        "method": method,
+        "seed": seed,
+        "train_wall_s": train_wall,
+        "train_cpu_s": train_cpu,
+        "load_mean": float(np.mean(loads)) if loads else float("nan"),
+        "command": cmd,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    if side == "meal" and (run_dir / "timing.json").exists():
+        result["meal_timing"] = json.loads((run_dir / "timing.json").read_text())
+    _score(repo, side, method, seed, run_dir, budget, result, root, console)
+
+
+def _score(repo, side, method, seed, run_dir: Path, budget: Budget, result, root, console):
+    """Score a trained run (``_score`` child), write ``result.json`` (``result`` with the
+    scores) and its line in ``runs.jsonl``, print its summary."""
+    env = {**os.environ, **CHILD_ENV, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    name = f"{side}/{method}_s{seed}"
+    log = root / side / f"{method}_s{seed}.log"
     score_cmd = _self_cmd(repo, budget, "_score", "--side", side, "--method", method)
     score_cmd += ["--seed", str(seed), "--run", str(run_dir)]
     t0, c0 = time.time(), _children_cpu()
@@ -697,21 +763,12 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
         raise SystemExit(f"{name}: scoring failed (exit {rc}); see {log}")
     scores = json.loads((run_dir / "scores.json").read_text())
     result = {
-        "side": side,
-        "method": method,
-        "seed": seed,
+        **result,
         **scores,
-        "train_wall_s": train_wall,
-        "train_cpu_s": train_cpu,
         "score_wall_s": time.time() - t0,
         "score_cpu_s": _children_cpu() - c0,
-        "load_mean": float(np.mean(loads)) if loads else float("nan"),
-        "command": cmd,
         "budget": asdict(budget),
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    if side == "meal" and (run_dir / "timing.json").exists():
-        result["meal_timing"] = json.loads((run_dir / "timing.json").read_text())
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
     with open(root / "runs.jsonl", "a") as f:
         f.write(json.dumps(result) + "\n")
@@ -720,8 +777,8 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
         f"{name}: task 0 after task 0 {c['task 0 after task 0']:.2f}, final "
         f"[{c['task 0 final']:.2f}, {c['task 1 final']:.2f}] soups/episode; A "
         f"{c['A']:.2f} F {c['F']:.2f}; own eval {scores['own_eval_matrix']}; "
-        f"train {train_wall / 60:.1f} min wall, {train_cpu / 60:.1f} min CPU, "
-        f"load {result['load_mean']:.1f}"
+        f"train {result['train_wall_s'] / 60:.1f} min wall, "
+        f"{result['train_cpu_s'] / 60:.1f} min CPU, load {result['load_mean']:.1f}"
     )
 
 
@@ -732,10 +789,13 @@ def score_run(repo: Path, side: str, method: str, seed: int, run: Path, budget: 
         act_for = meal_policies(repo, run, method, 2)
         own = json.loads((run / "meal_eval.json").read_text())
     else:
-        act_for = ours_policies(run, 2)
+        if side == "ours-ln1":
+            patch_ln1()
+        act_for = ours_policies(run, seed, 2)
         own = ours_own_eval(run, method, budget)
     matrix = score_matrix(seed, budget, act_for)
     out = {
+        "score_episodes": budget.score_episodes,
         "matrix": matrix,
         "cells": cells_of(matrix),
         "own_eval": own,
@@ -783,13 +843,19 @@ def compare(root: Path, methods, seeds, budget: Budget, out_md: Path, out_png: P
             if len(mv) >= 2 and ov:
                 row["within"], row["low"], row["high"], row["p"] = verdict(mv, ov)
                 all_ok &= row["within"]
+            diag = sorted(by.get(("ours-ln1", method), []), key=lambda r: r["seed"])
+            row["ours-ln1"] = [r["cells"][cell] for r in diag]
+            if len(mv) >= 2 and diag:  # the diagnostic side: its verdict, apart
+                row["ln1_within"], _, _, row["ln1_p"] = verdict(mv, row["ours-ln1"])
             rows.append(row)
     lines = _markdown(rows, results, methods, seeds, budget)
-    out_md.write_text(lines)
+    old = out_md.read_text() if out_md.exists() else ""
+    notes = old[old.index(NOTES_MARK) :] if NOTES_MARK in old else f"{NOTES_MARK}\n"
+    out_md.write_text(lines + "\n" + notes)
     out_md.with_suffix(".json").write_text(
         json.dumps({"budget": asdict(budget), "rows": rows, "runs": results}, indent=1)
     )
-    plot(rows, results, methods, out_png)
+    plot(rows, methods, budget, out_png)
     print(lines)
     return all_ok
 
@@ -812,8 +878,10 @@ with XLA's CPU thread pool off.
 **Budget and settings, both sides**: MEAL-2 easy, 057's kitchens for the seed (seed `s`:
 meal-bench's generator, kitchen `i` from `s + i`; ours `layout_seed=s,
 generator=meal-bench, dynamics=meal-bench, obs_padding=zeros`; `check` found the kitchens
-and 399 steps of 8 envs a task identical), random episode starts, each agent's own
-delivery and shaping reward, shaping annealed over {horizon:,} env steps; {updates}
+and 399 steps of 8 envs a task identical; so seed `s`'s task 1 is seed `s + 1`'s task 0),
+random episode starts, each agent's own delivery and shaping reward (057's default sums
+both agents' delivery and shaping, ours the delivery only: the one reward both implement
+alike is the individual one), shaping annealed over {horizon:,} env steps; {updates}
 updates of {num_envs} envs x {num_steps} steps = {steps:,} env steps per task (PackNet:
 +{ft_updates} fine-tuning updates, {ft:,} env steps); lr 3e-4 annealed to 0 per task,
 fresh Adam per task, 8 epochs x 8 minibatches, gamma 0.99, GAE lambda 0.957, clip 0.2,
@@ -832,12 +900,24 @@ two-sided p beside it for information.
 (ours per update, MEAL's paper-time rule); LayerNorm epsilon 1e-6 (057) vs 1e-5 (ours);
 057's PackNet network has LayerNorm after the first trunk layer only (its other methods
 after both; ours after both for every method); 057 re-creates Adam after PackNet's pruning,
-so its fine-tuning restarts the schedule at 3e-4 (ours: see the PackNet method's docs).
+so its fine-tuning restarts the schedule at 3e-4 (ours does the same: `JaxIPPO.end_train`).
 057's own evaluation logs 10 envs x 128 steps (part of an episode) and was switched off;
-its `make_eval_fn` on whole episodes at each task's end is the "own eval" column below,
-ours is our run's `eval.csv` (other episodes than the scorer's).
+its `make_eval_fn` on whole episodes at each task's end ({own} episodes a task, greedy, its
+masks) is the "own eval" column below, ours our run's `eval.csv` ({own} episodes; other
+episodes than the scorer's).
+
+```bash
+M=/tmp/refs/meal057   # TTomilin/MEAL at 057f862 (a checkout or export)
+python -m benchmarks.learning.meal_replay --meal-repo $M check      # kitchens and env
+python -m benchmarks.learning.meal_replay --meal-repo $M meal       # agem packnet, seeds 1 2 3
+python -m benchmarks.learning.meal_replay --meal-repo $M ours
+python -m benchmarks.learning.meal_replay --meal-repo $M ours-ln1 --methods packnet  # diagnostic
+python -m benchmarks.learning.meal_replay --meal-repo $M compare    # this note and its plot
+```
 
 """
+NOTES_MARK = "<!-- notes: kept by compare -->"
+"""Text from this line on in the results note is written by hand and kept by ``compare``."""
 
 
 def _markdown(rows, results, methods, seeds, budget: Budget) -> str:
@@ -852,7 +932,8 @@ def _markdown(rows, results, methods, seeds, budget: Budget) -> str:
             ft_updates=budget.finetune_updates,
             ft=budget.finetune_steps,
             seeds=", ".join(map(str, seeds)),
-            episodes=budget.eval_episodes,
+            episodes=budget.score_episodes,
+            own=budget.eval_episodes,
         ),
         "| method | cell (soups per episode) | MEAL 057 (mean ± sd) | MEAL seeds | ours "
         "(mean ± sd) | ours seeds | MEAL range ± sd | within seed noise | Welch p |",
@@ -871,6 +952,26 @@ def _markdown(rows, results, methods, seeds, budget: Budget) -> str:
             f"| {r['method']} | {r['cell']} | {_ms(r['meal'])} | {seeds_m} | {_ms(r['ours'])} "
             f"| {seeds_o} | {rng} | {ok} | {p} |"
         )
+    diag = [r for r in rows if r["ours-ln1"]]
+    if diag:
+        out += [
+            "",
+            "**Diagnostic** (side `ours-ln1`: our PackNet with 057's PackNet network shape, "
+            "LayerNorm after the first trunk layer only, eps 1e-6, `patch_ln1`; the same "
+            "seeds, settings and scorer):",
+            "",
+            "| method | cell | MEAL 057 (mean ± sd) | ours, 057's PackNet network (mean ± sd) "
+            "| its seeds | within seed noise | Welch p |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in diag:
+            seeds_d = " / ".join(f"{x:.2f}" for x in r["ours-ln1"])
+            ok = "-" if "ln1_within" not in r else ("yes" if r["ln1_within"] else "**no**")
+            p = f"{r['ln1_p']:.2f}" if "ln1_p" in r else "-"
+            out.append(
+                f"| {r['method']} | {r['cell']} | {_ms(r['meal'])} | {_ms(r['ours-ln1'])} | "
+                f"{seeds_d} | {ok} | {p} |"
+            )
     out += [
         "",
         "| side | method | seed | train wall (min) | train CPU (min) | compile (s) | load | "
@@ -890,24 +991,31 @@ def _markdown(rows, results, methods, seeds, budget: Budget) -> str:
     return "\n".join(out) + "\n"
 
 
-def plot(rows, results, methods, out_png: Path) -> None:
-    """Per method: each cell's per-seed values (dots) and mean +- sd (bars) of both sides."""
+def plot(rows, methods, budget: Budget, out_png: Path) -> None:
+    """Per method: each cell's per-seed values (dots) and mean +- sd (bars) of both sides,
+    the verdict's band (MEAL's range widened by its sd) shaded behind them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 4.6), squeeze=False)
-    colors = {"meal": "#4c72b0", "ours": "#dd8452"}
-    labels = {"meal": "MEAL 057f862", "ours": "ours (ppo-jax)"}
+    fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 5.4), squeeze=False)
+    colors = {"meal": "#4c72b0", "ours": "#dd8452", "ours-ln1": "#55a868"}
+    labels = {
+        "meal": "MEAL 057f862",
+        "ours": "ours (ppo-jax)",
+        "ours-ln1": "ours on 057's PackNet network (diagnostic)",
+    }
     for ax, method in zip(axes[0], methods, strict=True):
         mrows = [r for r in rows if r["method"] == method]
         x = np.arange(len(mrows))
-        for k, side in enumerate(("meal", "ours")):
-            off = (k - 0.5) * 0.36
+        sides = ["meal", "ours"] + (["ours-ln1"] if any(r["ours-ln1"] for r in mrows) else [])
+        width = 0.8 / len(sides)
+        for k, side in enumerate(sides):
+            off = (k - (len(sides) - 1) / 2) * width
             means = [np.mean(r[side]) if r[side] else np.nan for r in mrows]
             sds = [np.std(r[side], ddof=1) if len(r[side]) > 1 else 0.0 for r in mrows]
-            ax.bar(x + off, means, 0.34, yerr=sds, color=colors[side], alpha=0.55,
+            ax.bar(x + off, means, width * 0.94, yerr=sds, color=colors[side], alpha=0.55,
                    capsize=3, label=labels[side])  # fmt: skip
             for xi, r in zip(x, mrows, strict=True):
                 vals = r[side]
@@ -915,14 +1023,18 @@ def plot(rows, results, methods, out_png: Path) -> None:
                            edgecolor="black", s=22, zorder=3)  # fmt: skip
         for xi, r in zip(x, mrows, strict=True):
             if "within" in r:
+                ax.fill_between([xi - 0.42, xi + 0.42], r["low"], r["high"], color="grey",
+                                alpha=0.15, lw=0, zorder=0,
+                                label="MEAL range ± sd" if xi == 0 else None)  # fmt: skip
                 ax.annotate("within" if r["within"] else "OUTSIDE", (xi, 1.0),
                             xycoords=("data", "axes fraction"), ha="center", va="bottom",
                             fontsize=8, color="green" if r["within"] else "red")  # fmt: skip
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_xticks(x, [r["cell"].replace(" after ", "\nafter ") for r in mrows], fontsize=9)
-        ax.set_ylabel("soups per episode (32 greedy episodes, 3 seeds)")
-        ax.set_title(f"MEAL-2 easy, {method.upper()}", pad=16)
-        ax.legend(fontsize=8, loc="upper right")
+        ax.set_ylabel(f"soups per episode ({budget.score_episodes} greedy episodes a task)")
+        title = {"agem": "AGEM", "packnet": "PackNet"}.get(method, method)
+        ax.set_title(f"MEAL-2 easy, {title}: MEAL 057f862 vs ours, 3 seeds each", pad=16)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
     plt.close(fig)
@@ -930,18 +1042,21 @@ def plot(rows, results, methods, out_png: Path) -> None:
 
 # ----------------------------------------------------------------------------- CLI
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # a redirected log gets every line as it comes
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meal-repo", type=Path, required=True, help="MEAL at 057f862")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="run directories")
     parser.add_argument("--steps-per-task", type=int, default=Budget.steps_per_task)
     parser.add_argument("--finetune-steps", type=int, default=Budget.finetune_steps)
     parser.add_argument("--eval-episodes", type=int, default=Budget.eval_episodes)
+    parser.add_argument("--score-episodes", type=int, default=Budget.score_episodes)
     sub = parser.add_subparsers(dest="mode", required=True)
     sub.add_parser("check", help="same kitchens and env on both sides").add_argument(
         "--seeds", type=int, nargs="+", default=list(SEEDS)
     )
-    for mode in ("meal", "ours", "compare"):
+    for mode in ("meal", "ours", "ours-ln1", "compare"):
         p = sub.add_parser(mode, help={"meal": "run MEAL 057's side", "ours": "run our side",
+                                       "ours-ln1": "our side on 057's PackNet network shape",
                                        "compare": "table and plot"}[mode])  # fmt: skip
         p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
         p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
@@ -951,6 +1066,7 @@ def main() -> None:
     child.add_argument("--method", required=True)
     child.add_argument("--seed", type=int, required=True)
     child.add_argument("--out", type=Path, required=True)
+    sub.add_parser("_ours-ln1-child").add_argument("argv", nargs=argparse.REMAINDER)
     sc = sub.add_parser("_score")
     sc.add_argument("--side", choices=SIDES, required=True)
     sc.add_argument("--method", required=True)
@@ -960,12 +1076,22 @@ def main() -> None:
     repo = args.meal_repo.resolve()
     if not (repo / "experiments" / "algos" / "ippo.py").exists():
         parser.error(f"--meal-repo {repo} is not MEAL at 057f862 (no experiments/algos/ippo.py)")
-    budget = Budget(args.steps_per_task, args.finetune_steps, eval_episodes=args.eval_episodes)
+    budget = Budget(
+        args.steps_per_task,
+        args.finetune_steps,
+        eval_episodes=args.eval_episodes,
+        score_episodes=args.score_episodes,
+    )
     root = args.root.resolve()
     if args.mode == "check":
         sys.exit(0 if check(repo, args.seeds, budget) else 1)
     if args.mode == "_meal-child":
         meal_child(repo, args.method, args.seed, args.out.resolve(), budget)
+    elif args.mode == "_ours-ln1-child":
+        from cl_suites.cli import main as cl_suites_main
+
+        patch_ln1()
+        sys.exit(cl_suites_main([a for a in args.argv if a != "--"]))
     elif args.mode == "_score":
         score_run(repo, args.side, args.method, args.seed, args.run.resolve(), budget)
     elif args.mode in SIDES:
