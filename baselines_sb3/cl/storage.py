@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 import os
 
-from cl_suites.rundir.resources import available_memory
 from cl_suites.errors import CLSuitesError
 from cl_suites.rundir.fsutil import format_bytes, free_bytes
+from cl_suites.rundir.resources import available_memory
 
 logger = logging.getLogger(__name__)
 

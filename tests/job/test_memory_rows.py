@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from cl_suites.rundir import resources
 from cl_suites.rundir import progress as progress_module
+from cl_suites.rundir import resources
 from cl_suites.rundir.progress import RunProgress, read_progress
 from cl_suites.rundir.runlog import RunLog, read_resources
 
