@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cl_suites.declarations import MEAL_METHODS
+from cl_suites.declarations import IMPORTANCE_MODES, MEAL_METHODS, MEAL_NETWORKS
 from cl_suites.remedies import RemedyConfig
 
 ACTIVATIONS: tuple[str, ...] = ("relu", "tanh", "crelu")
@@ -24,8 +24,16 @@ DEFAULT_REG_COEF: dict[str, float] = {  # Table 4 (online EWC: IPPO_CL.py's "ewc
     "er-ace": 0.0,
     "packnet": 0.0,
 }
-IMPORTANCE_MODES: tuple[str, ...] = ("multi", "online", "last")
 DEFAULT_IMPORTANCE_MODE: dict[str, str] = {"ewc": "multi", "online-ewc": "online", "mas": "last"}
+NETWORKS: dict[str, tuple[str, float]] = dict(
+    zip(MEAL_NETWORKS, (("each", 1e-5), ("first", 1e-6)), strict=True)
+)
+"""MEAL's two MLP actor-critics -> (the trunk layers that end in a LayerNorm, its epsilon):
+``mlp`` (``model/mlp.py``; the paper-time ``architectures/mlp.py``), ``mlp-packnet``
+(057f862 ``experiments/model/mlp_packnet.py:63-86``: the first layer's norm only)."""
+DEFAULT_NETWORK: dict[str, str] = {"packnet": "mlp-packnet"}
+"""The network of a CL method when ``network`` is ``None`` (else ``mlp``): MEAL 057f862's
+IPPO builds ``mlp_packnet`` whenever ``cl_method == "packnet"`` (``algos/ippo.py:69-70``)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,13 @@ class IPPOConfig:
     (``concat(relu(x), relu(-x))``: each layer's output twice its width; Plasticine's
     CReLU, ours for MEAL)."""
     layer_norm: bool = True
-    """LayerNorm (eps 1e-5) after each hidden activation (IPPO_CL.py ``use_layer_norm``)."""
+    """LayerNorm after the hidden activations (IPPO_CL.py ``use_layer_norm``): where, and
+    its epsilon, is ``network``'s."""
+    network: str | None = None
+    """``mlp``: a LayerNorm (eps 1e-5) after every hidden layer; ``mlp-packnet``: one
+    LayerNorm (eps 1e-6) after the first hidden layer only (:data:`NETWORKS`); ``None``:
+    the CL method's own (``mlp-packnet`` for PackNet, else ``mlp``: :data:`DEFAULT_NETWORK`,
+    as MEAL 057f862's IPPO). ``layer_norm=False`` drops the norms of either."""
     shared_backbone: bool = False
     """One trunk for actor and critic (IPPO_CL.py default: separate trunks)."""
     multi_head: bool = True
@@ -127,6 +141,11 @@ class IPPOConfig:
                 f"unknown importance_mode {self.importance_mode!r}; valid: "
                 f"{', '.join(IMPORTANCE_MODES)} (or None: the method's own)"
             )
+        if self.network is not None and self.network not in NETWORKS:
+            raise ValueError(
+                f"unknown network {self.network!r}; valid: {', '.join(NETWORKS)} "
+                "(or None: the method's own)"
+            )
         if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
             raise ValueError(
                 f"unknown advantage_normalization {self.advantage_normalization!r}; valid: "
@@ -180,6 +199,11 @@ class IPPOConfig:
     def mode(self) -> str:
         """The importance mode in effect (``importance_mode`` or the method's own)."""
         return self.importance_mode or DEFAULT_IMPORTANCE_MODE.get(self.cl_method, "multi")
+
+    @property
+    def architecture(self) -> str:
+        """The network in effect (``network`` or the method's own, :data:`NETWORKS`)."""
+        return self.network or DEFAULT_NETWORK.get(self.cl_method, "mlp")
 
     @property
     def env_steps_per_update(self) -> int:

@@ -52,7 +52,7 @@ import optax
 from baselines_jax import cl as cl_lib
 from baselines_jax import remedies as rem
 from baselines_jax.cl import memory as cl_memory
-from baselines_jax.config import IPPOConfig
+from baselines_jax.config import NETWORKS, IPPOConfig
 from baselines_jax.network import ActorCritic
 from baselines_jax.ppo import Transition, gae, lr_schedule, make_optimizer, ppo_loss
 from cl_suites.core.task import task_seed
@@ -168,13 +168,16 @@ def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
 
 def actor_critic(config: IPPOConfig, num_tasks: int) -> ActorCritic:
     """The network of a run of ``config`` over ``num_tasks`` tasks (MEAL's MLP
-    actor-critic; ``JaxIPPO.network``)."""
+    actor-critic, ``config.architecture``'s norms; ``JaxIPPO.network``)."""
+    norm_layers, norm_eps = NETWORKS[config.architecture]
     return ActorCritic(
         action_dim=NUM_ACTIONS,
         num_tasks=int(num_tasks),
         hidden_sizes=tuple(config.hidden_sizes),
         activation=config.activation,
         layer_norm=config.layer_norm,
+        norm_layers=norm_layers,
+        norm_eps=norm_eps,
         shared_backbone=config.shared_backbone,
         multi_head=config.multi_head,
         task_id_input=config.task_id_input,

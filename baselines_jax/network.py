@@ -4,8 +4,11 @@ neuron logging (it does not touch the outputs).
 Input: flattened observations ``(B, D)`` (uint8 counts are cast to float32 here), and the
 task id (a scalar, or one per row). With ``task_id_input`` the one-hot task id is appended
 to the input; each trunk layer is ``Dense -> activation -> LayerNorm(eps=1e-5)``
-(``crelu``: ``concat(relu(x), relu(-x))``, twice the Dense's width, so the next layer reads
-``2 * width`` inputs; Shang et al. 2016, Plasticine's ``CReLU4Linear``); with
+(``norm_layers="each"``, MEAL's ``model/mlp.py``), or only the first trunk layer has the
+LayerNorm, with eps 1e-6 (``norm_layers="first"``, ``norm_eps=1e-6``: MEAL 057f862's
+``model/mlp_packnet.py``, the network its IPPO builds for PackNet). ``crelu``:
+``concat(relu(x), relu(-x))``, twice the Dense's width, so the next layer reads
+``2 * width`` inputs (Shang et al. 2016, Plasticine's ``CReLU4Linear``). With
 ``multi_head`` the heads hold ``num_tasks`` slices and each row reads its task's slice
 (MEAL's ``choose_head``). Kernels are orthogonal (gain sqrt(2); 0.01 for the policy head,
 1.0 for the value head), biases zero. Parameter names are MEAL's (``actor_dense1``,
@@ -19,6 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.linen.initializers import constant, orthogonal
+
+NORM_LAYERS: tuple[str, ...] = ("each", "first")
+"""``ActorCritic.norm_layers``: a LayerNorm after every trunk layer, or after the first."""
 
 
 def _dense(width: int, name: str, gain: float) -> nn.Dense:
@@ -53,9 +59,21 @@ class ActorCritic(nn.Module):
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "relu"
     layer_norm: bool = True
+    norm_layers: str = "each"
+    """Which trunk layers end in the LayerNorm (with ``layer_norm``): ``each`` or ``first``."""
+    norm_eps: float = 1e-5
+    """The LayerNorm's epsilon."""
     shared_backbone: bool = False
     multi_head: bool = True
     task_id_input: bool = True
+
+    def has_norm(self, layer: int) -> bool:
+        """Whether trunk layer ``layer`` (1-based) ends in a LayerNorm."""
+        if self.norm_layers not in NORM_LAYERS:
+            raise ValueError(
+                f"unknown norm_layers {self.norm_layers!r}; valid: {', '.join(NORM_LAYERS)}"
+            )
+        return self.layer_norm and (self.norm_layers == "each" or layer == 1)
 
     @nn.compact
     def __call__(self, x: jax.Array, task: jax.Array | int = 0) -> tuple[jax.Array, jax.Array]:
@@ -68,8 +86,8 @@ class ActorCritic(nn.Module):
         def trunk(prefix: str, h: jax.Array) -> jax.Array:
             for i, width in enumerate(self.hidden_sizes, start=1):
                 h = activate(_dense(width, f"{prefix}_dense{i}", np.sqrt(2))(h), self.activation)
-                if self.layer_norm:
-                    h = nn.LayerNorm(epsilon=1e-5, name=f"{prefix}_ln{i}")(h)
+                if self.has_norm(i):
+                    h = nn.LayerNorm(epsilon=self.norm_eps, name=f"{prefix}_ln{i}")(h)
             return h
 
         if self.shared_backbone:

@@ -124,11 +124,10 @@ def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray],
             for i in range(1, sizes + 1):
                 dense = inter[f"{trunk}_dense{i}"]["__call__"][0]
                 layers[f"{trunk}_dense{i}"] = activate(dense, network.activation)
-            last = f"{trunk}_ln{sizes}" if network.layer_norm else f"{trunk}_dense{sizes}"
+            normed = network.has_norm(sizes)
+            last = f"{trunk}_ln{sizes}" if normed else f"{trunk}_dense{sizes}"
             feats = inter[last]["__call__"][0]
-            layers[f"{trunk}_features"] = (
-                feats if network.layer_norm else activate(feats, network.activation)
-            )
+            layers[f"{trunk}_features"] = feats if normed else activate(feats, network.activation)
         return logits, values, layers
 
     def apply(params: Any, obs: Any, task_ids: np.ndarray) -> Intermediates:

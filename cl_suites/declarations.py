@@ -30,6 +30,12 @@ MEAL_METHODS: tuple[str, ...] = (*MEAL_PAPER_METHODS, *MEAL_REPLAY_METHODS)
 ``baselines_jax.cl.METHODS`` holds their classes)."""
 CL_METHODS: tuple[str, ...] = (*TORCH_METHODS, *MEAL_REPLAY_METHODS)
 """Every built-in CL method (each learner entry declares which it runs)."""
+MEAL_NETWORKS: tuple[str, ...] = ("mlp", "mlp-packnet")
+"""MEAL's MLP actor-critics (the JAX learners' ``network``): a LayerNorm after every hidden
+layer (``model/mlp.py``), or after the first only (057f862 ``model/mlp_packnet.py``)."""
+IMPORTANCE_MODES: tuple[str, ...] = ("multi", "online", "last")
+"""How a task's new importance joins the old one (EWC, online EWC, MAS; MEAL 057f862
+``--importance-mode``): summed, ``decay old + (1 - decay) new``, replaced."""
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
 

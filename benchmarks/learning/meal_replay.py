@@ -4,8 +4,8 @@
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 meal \\
         [--methods agem packnet] [--seeds 1 2 3]
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours
-    python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours-ln1 \
-        --methods packnet                 # diagnostic: ours on 057's PackNet network shape
+    python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours-mlp \
+        --methods packnet           # diagnostic: our PackNet on the every-layer-norm network
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 compare
 
 MEAL's side is its trainer at 057f862 (``experiments/train.py ippo``, TTomilin/MEAL; pass a
@@ -44,9 +44,10 @@ Differences the two trainers leave (also in the results note):
   task's ``minibatches x epochs x updates`` steps, to ``--lr-end 0``); ours per update
   (MEAL's paper-time rule: constant within an update). PackNet: both re-create Adam at
   the pruning, so fine-tuning starts again at 3e-4 on both sides.
-* LayerNorm epsilon 1e-6 (057) vs 1e-5 (ours, the paper-time network's).
-* 057's PackNet network (``model/mlp_packnet.py``) has LayerNorm after the first trunk
-  layer only; its other methods use the network with LayerNorm after both.
+* LayerNorm epsilon 1e-6 (057's ``model/mlp.py``) vs 1e-5 (ours, the paper-time network's)
+  for AGEM. PackNet runs on 057's PackNet network (``model/mlp_packnet.py``: LayerNorm
+  after the first trunk layer only, eps 1e-6) on both sides: ours builds it by default
+  for PackNet (``IPPOConfig.network``).
 * 057's network also computes a dormant-unit ratio (no effect on the outputs).
 
 **One scorer** (``score_matrix``): the saved parameters of every task's end on both sides
@@ -70,9 +71,10 @@ sided) is printed beside it for information. ``compare`` writes
 ``benchmarks/results/meal-replay-learning.{md,json,png}`` and exits 1 when a cell is
 outside; the note's text from ``NOTES_MARK`` on is written by hand and kept.
 
-**Diagnostic side** ``ours-ln1``: our run with ``baselines_jax.network`` built as 057's
-PackNet network (``patch_ln1``: LayerNorm after the first trunk layer only, eps 1e-6), in
-training and scoring; it tells whether a PackNet gap is the network's or the method's.
+**Diagnostic side** ``ours-mlp``: our PackNet on the network of the other methods
+(``--set network="mlp"``: LayerNorm after every trunk layer, eps 1e-5), in training and
+scoring; it shows what the network alone changes (it was our PackNet default until this
+comparison found it outside MEAL's seed noise).
 """
 
 from __future__ import annotations
@@ -97,8 +99,8 @@ RESULTS = REPO / "benchmarks" / "results"
 DEFAULT_ROOT = Path("/tmp/meal_replay")
 METHODS = ("agem", "packnet")
 SEEDS = (1, 2, 3)
-SIDES = ("meal", "ours", "ours-ln1")
-"""``ours-ln1``: a diagnostic side, ours on 057's PackNet network shape (``patch_ln1``)."""
+SIDES = ("meal", "ours", "ours-mlp")
+"""``ours-mlp``: a diagnostic side, ours with ``network="mlp"`` (a norm after every layer)."""
 POLL_S = 3.0
 SCORE_KEY = 7_000_000
 """Scoring episodes of seed ``s``, task ``j``: env keys from ``SCORE_KEY + 1000 s + j``
@@ -233,29 +235,6 @@ def replay_suite(seed: int, budget: Budget):
         shaping_horizon=budget.shaping_horizon,
         **SUITE_OPTIONS,
     )
-
-
-def patch_ln1() -> None:
-    """Diagnostic (side ``ours-ln1``): our network as 057's PackNet network
-    (``model/mlp_packnet.py``): LayerNorm after the first trunk layer only, epsilon 1e-6.
-    Done by handing ``baselines_jax.network`` a ``flax.linen`` whose ``LayerNorm`` gives
-    that (the trunk's ``*_ln1``) or nothing (``*_ln2``); in the training and the scoring
-    process alike."""
-    import types
-
-    import flax.linen
-
-    import baselines_jax.network as network
-
-    def layer_norm(epsilon: float, name: str):
-        if name.endswith("_ln1"):
-            return flax.linen.LayerNorm(epsilon=1e-6, name=name)
-        return lambda h: h
-
-    proxy = types.ModuleType("flax.linen (LayerNorm after the first layer only)")
-    proxy.__dict__.update(vars(flax.linen))
-    proxy.LayerNorm = layer_norm
-    network.nn = proxy
 
 
 # ----------------------------------------------------------------------------- MEAL's side
@@ -703,9 +682,9 @@ def run_one(side, repo: Path, method: str, seed: int, root: Path, budget: Budget
         cmd += ["--seed", str(seed), "--out", str(run_dir)]
     elif side == "ours":
         cmd = ["nice", "-n", "10", *ours_command(method, seed, run_dir, budget)]
-    else:  # cl-suites run in a child that patches the network first
-        cmd = _self_cmd(repo, budget, "_ours-ln1-child", "--")
-        cmd += ours_command(method, seed, run_dir, budget)[1:]
+    else:  # the diagnostic: the every-layer-norm network
+        cmd = ["nice", "-n", "10", *ours_command(method, seed, run_dir, budget)]
+        cmd += ["--set", 'network="mlp"']
     loads: list[float] = []
     last = [0.0]
     start, cpu0 = time.time(), _children_cpu()
@@ -789,8 +768,6 @@ def score_run(repo: Path, side: str, method: str, seed: int, run: Path, budget: 
         act_for = meal_policies(repo, run, method, 2)
         own = json.loads((run / "meal_eval.json").read_text())
     else:
-        if side == "ours-ln1":
-            patch_ln1()
         act_for = ours_policies(run, seed, 2)
         own = ours_own_eval(run, method, budget)
     matrix = score_matrix(seed, budget, act_for)
@@ -843,10 +820,10 @@ def compare(root: Path, methods, seeds, budget: Budget, out_md: Path, out_png: P
             if len(mv) >= 2 and ov:
                 row["within"], row["low"], row["high"], row["p"] = verdict(mv, ov)
                 all_ok &= row["within"]
-            diag = sorted(by.get(("ours-ln1", method), []), key=lambda r: r["seed"])
-            row["ours-ln1"] = [r["cells"][cell] for r in diag]
+            diag = sorted(by.get(("ours-mlp", method), []), key=lambda r: r["seed"])
+            row["ours-mlp"] = [r["cells"][cell] for r in diag]
             if len(mv) >= 2 and diag:  # the diagnostic side: its verdict, apart
-                row["ln1_within"], _, _, row["ln1_p"] = verdict(mv, row["ours-ln1"])
+                row["mlp_within"], _, _, row["mlp_p"] = verdict(mv, row["ours-mlp"])
             rows.append(row)
     lines = _markdown(rows, results, methods, seeds, budget)
     old = out_md.read_text() if out_md.exists() else ""
@@ -897,9 +874,10 @@ A = mean final soups over the 2 tasks, F = task 0's soups after task 0 minus at 
 two-sided p beside it for information.
 
 **Differences left** between the trainers: 057 anneals the learning rate per gradient step
-(ours per update, MEAL's paper-time rule); LayerNorm epsilon 1e-6 (057) vs 1e-5 (ours);
-057's PackNet network has LayerNorm after the first trunk layer only (its other methods
-after both; ours after both for every method); 057 re-creates Adam after PackNet's pruning,
+(ours per update, MEAL's paper-time rule); AGEM's network has LayerNorm epsilon 1e-6 (057)
+vs 1e-5 (ours, the paper-time network's); PackNet runs 057's PackNet network on both sides
+(LayerNorm after the first trunk layer only, eps 1e-6: ours by default for PackNet,
+`IPPOConfig.network`); 057 re-creates Adam after PackNet's pruning,
 so its fine-tuning restarts the schedule at 3e-4 (ours does the same: `JaxIPPO.end_train`).
 057's own evaluation logs 10 envs x 128 steps (part of an episode) and was switched off;
 its `make_eval_fn` on whole episodes at each task's end ({own} episodes a task, greedy, its
@@ -911,7 +889,7 @@ M=/tmp/refs/meal057   # TTomilin/MEAL at 057f862 (a checkout or export)
 python -m benchmarks.learning.meal_replay --meal-repo $M check      # kitchens and env
 python -m benchmarks.learning.meal_replay --meal-repo $M meal       # agem packnet, seeds 1 2 3
 python -m benchmarks.learning.meal_replay --meal-repo $M ours
-python -m benchmarks.learning.meal_replay --meal-repo $M ours-ln1 --methods packnet  # diagnostic
+python -m benchmarks.learning.meal_replay --meal-repo $M ours-mlp --methods packnet  # diagnostic
 python -m benchmarks.learning.meal_replay --meal-repo $M compare    # this note and its plot
 ```
 
@@ -952,24 +930,24 @@ def _markdown(rows, results, methods, seeds, budget: Budget) -> str:
             f"| {r['method']} | {r['cell']} | {_ms(r['meal'])} | {seeds_m} | {_ms(r['ours'])} "
             f"| {seeds_o} | {rng} | {ok} | {p} |"
         )
-    diag = [r for r in rows if r["ours-ln1"]]
+    diag = [r for r in rows if r["ours-mlp"]]
     if diag:
         out += [
             "",
-            "**Diagnostic** (side `ours-ln1`: our PackNet with 057's PackNet network shape, "
-            "LayerNorm after the first trunk layer only, eps 1e-6, `patch_ln1`; the same "
+            "**Diagnostic** (side `ours-mlp`: our PackNet on the other methods' network, "
+            '`--set network="mlp"`: LayerNorm after every trunk layer, eps 1e-5; the same '
             "seeds, settings and scorer):",
             "",
-            "| method | cell | MEAL 057 (mean ± sd) | ours, 057's PackNet network (mean ± sd) "
+            "| method | cell | MEAL 057 (mean ± sd) | ours, network mlp (mean ± sd) "
             "| its seeds | within seed noise | Welch p |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in diag:
-            seeds_d = " / ".join(f"{x:.2f}" for x in r["ours-ln1"])
-            ok = "-" if "ln1_within" not in r else ("yes" if r["ln1_within"] else "**no**")
-            p = f"{r['ln1_p']:.2f}" if "ln1_p" in r else "-"
+            seeds_d = " / ".join(f"{x:.2f}" for x in r["ours-mlp"])
+            ok = "-" if "mlp_within" not in r else ("yes" if r["mlp_within"] else "**no**")
+            p = f"{r['mlp_p']:.2f}" if "mlp_p" in r else "-"
             out.append(
-                f"| {r['method']} | {r['cell']} | {_ms(r['meal'])} | {_ms(r['ours-ln1'])} | "
+                f"| {r['method']} | {r['cell']} | {_ms(r['meal'])} | {_ms(r['ours-mlp'])} | "
                 f"{seeds_d} | {ok} | {p} |"
             )
     out += [
@@ -1000,16 +978,16 @@ def plot(rows, methods, budget: Budget, out_png: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(methods), figsize=(6.5 * len(methods), 5.4), squeeze=False)
-    colors = {"meal": "#4c72b0", "ours": "#dd8452", "ours-ln1": "#55a868"}
+    colors = {"meal": "#4c72b0", "ours": "#dd8452", "ours-mlp": "#55a868"}
     labels = {
         "meal": "MEAL 057f862",
         "ours": "ours (ppo-jax)",
-        "ours-ln1": "ours on 057's PackNet network (diagnostic)",
+        "ours-mlp": "ours, network mlp (diagnostic)",
     }
     for ax, method in zip(axes[0], methods, strict=True):
         mrows = [r for r in rows if r["method"] == method]
         x = np.arange(len(mrows))
-        sides = ["meal", "ours"] + (["ours-ln1"] if any(r["ours-ln1"] for r in mrows) else [])
+        sides = ["meal", "ours"] + (["ours-mlp"] if any(r["ours-mlp"] for r in mrows) else [])
         width = 0.8 / len(sides)
         for k, side in enumerate(sides):
             off = (k - (len(sides) - 1) / 2) * width
@@ -1054,9 +1032,9 @@ def main() -> None:
     sub.add_parser("check", help="same kitchens and env on both sides").add_argument(
         "--seeds", type=int, nargs="+", default=list(SEEDS)
     )
-    for mode in ("meal", "ours", "ours-ln1", "compare"):
+    for mode in ("meal", "ours", "ours-mlp", "compare"):
         p = sub.add_parser(mode, help={"meal": "run MEAL 057's side", "ours": "run our side",
-                                       "ours-ln1": "our side on 057's PackNet network shape",
+                                       "ours-mlp": "our side with network=mlp",
                                        "compare": "table and plot"}[mode])  # fmt: skip
         p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
         p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
@@ -1066,7 +1044,6 @@ def main() -> None:
     child.add_argument("--method", required=True)
     child.add_argument("--seed", type=int, required=True)
     child.add_argument("--out", type=Path, required=True)
-    sub.add_parser("_ours-ln1-child").add_argument("argv", nargs=argparse.REMAINDER)
     sc = sub.add_parser("_score")
     sc.add_argument("--side", choices=SIDES, required=True)
     sc.add_argument("--method", required=True)
@@ -1087,11 +1064,6 @@ def main() -> None:
         sys.exit(0 if check(repo, args.seeds, budget) else 1)
     if args.mode == "_meal-child":
         meal_child(repo, args.method, args.seed, args.out.resolve(), budget)
-    elif args.mode == "_ours-ln1-child":
-        from cl_suites.cli import main as cl_suites_main
-
-        patch_ln1()
-        sys.exit(cl_suites_main([a for a in args.argv if a != "--"]))
     elif args.mode == "_score":
         score_run(repo, args.side, args.method, args.seed, args.run.resolve(), budget)
     elif args.mode in SIDES:

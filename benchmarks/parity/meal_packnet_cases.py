@@ -15,6 +15,10 @@ parameter names) and records every stage, on inputs drawn from seeded generators
   eval-masked parameters of task ``t`` (trained and untrained tasks both), the
   fine-tune end (task 0: biases and norms join its mask) and the eval masks again.
 
+The network cases (:data:`NETWORK_CASES`) compare the actor-critic PackNet trains: our
+``mlp-packnet`` network (PackNet's default) on MEAL's initial parameters must have exactly
+MEAL's layers and give its log-probabilities and values (:func:`our_network_outputs`).
+
 Both sides receive the same arrays at every stage (the driver draws them from the side's
 own masks, which must agree). :func:`summary` turns a record into hashes of the bits
 (masks) or the float32 bytes (parameters, gradients) and per-leaf counts or sums: the pins.
@@ -180,13 +184,58 @@ def run_case(case: dict[str, Any], side: Side) -> list[tuple[str, Any]]:
     return out
 
 
-def _digest(arrays: list[np.ndarray]) -> str:
+def digest(arrays: list[np.ndarray]) -> str:
     h = hashlib.sha256()
     for a in arrays:
         a = np.asarray(a)
         h.update(np.packbits(a.reshape(-1)).tobytes() if a.dtype == bool else
                  np.ascontiguousarray(a, np.float32).tobytes())  # fmt: skip
     return h.hexdigest()[:16]
+
+
+NETWORK_CASES: dict[str, dict[str, Any]] = {
+    "separate_multi_head": dict(shared_backbone=False, multi_head=True, num_tasks=3),
+    "shared_single_head": dict(shared_backbone=True, multi_head=False, num_tasks=2),
+}
+"""The networks compared: MEAL's default shape, and a shared trunk with one head (its
+LayerNorm is ``common_LayerNorm_0`` in MEAL's names, ``common_ln1`` in ours)."""
+NETWORK_WIDTH, NETWORK_OBS, NETWORK_ROWS = 8, 12, 16
+"""Two trunk layers of 8, 12 observation values, 16 rows per task."""
+
+
+def network_config(case: dict[str, Any]) -> IPPOConfig:
+    """PackNet's ``IPPOConfig`` for a network case (``network`` left to its default)."""
+    return IPPOConfig(
+        cl_method="packnet", hidden_sizes=(NETWORK_WIDTH, NETWORK_WIDTH),
+        multi_head=case["multi_head"], shared_backbone=case["shared_backbone"],
+        num_envs=2, num_steps=8, num_minibatches=2,
+    )  # fmt: skip
+
+
+def network_inputs() -> jax.Array:
+    """The observations ``(NETWORK_ROWS, NETWORK_OBS)`` both networks read."""
+    return jax.random.normal(jax.random.PRNGKey(7), (NETWORK_ROWS, NETWORK_OBS))
+
+
+def our_network_outputs(
+    case: dict[str, Any], params: Any, config: IPPOConfig | None = None
+) -> list[np.ndarray] | None:
+    """Per task: our network's log-probabilities ``(rows, A)`` and values ``(rows,)`` on
+    ``params`` (our names); ``None`` when ``params`` does not fill our tree exactly.
+    ``config``: :func:`network_config` by default."""
+    net = actor_critic(config or network_config(case), case["num_tasks"])
+    shape = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, NETWORK_OBS)))
+    params = jax.tree.map(jnp.asarray, params)
+    if jax.tree.structure(params) != jax.tree.structure(shape) or any(
+        a.shape != b.shape
+        for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(shape), strict=True)
+    ):
+        return None
+    out = []
+    for task in range(case["num_tasks"]):
+        logits, values = net.apply(params, network_inputs(), jnp.full((NETWORK_ROWS,), task))
+        out += [np.asarray(jax.nn.log_softmax(logits)), np.asarray(values)]
+    return out
 
 
 def leaf_names(tree: Any) -> list[str]:
@@ -206,7 +255,7 @@ def summary(record: list[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
             name: int(np.sum(x)) if np.asarray(x).dtype == bool else float(np.sum(x, dtype=float))
             for name, x in zip(leaf_names(tree), leaves, strict=True)
         }
-        out[stage] = {"hash": _digest(leaves), "leaves": values}
+        out[stage] = {"hash": digest(leaves), "leaves": values}
     return out
 
 

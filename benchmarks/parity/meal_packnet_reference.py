@@ -11,6 +11,13 @@ called jitted, on array states, as its trainer calls them inside its compiled pr
 ``mask_gradients``, ``on_train_end`` (on a flax ``TrainState``), ``on_finetune_end``,
 ``get_eval_mask`` and ``apply_eval_mask``.
 
+The network too: MEAL's PackNet actor-critic (``experiments/model/mlp_packnet.py``, which
+its IPPO builds whenever the method is PackNet) and ours with PackNet's default
+``network`` (``mlp-packnet``) are built for ``meal_packnet_cases.NETWORK_CASES``; MEAL's
+initial parameters, renamed, must fill exactly our tree (same layers, same shapes: one
+LayerNorm per trunk, after the first layer), and both networks must give the same
+log-probabilities and values, byte for byte, on the same observations and task ids.
+
 Every stage's arrays are compared bit for bit (masks) and byte for byte (float32
 parameters and gradients); a table per case prints the stages' hashes and counts.
 ``--write`` stores MEAL's summary (hashes of the bits or bytes, per-leaf counts or sums) in
@@ -135,6 +142,44 @@ class MealSide:
         return self.to_ours(state.masks)
 
 
+def compare_network(name: str, case: dict[str, Any]) -> dict[str, Any]:
+    """MEAL's PackNet network against ours on MEAL's initial parameters; prints one line
+    and returns the pin (MEAL's parameters in our names, the hash of its log-probabilities
+    and values) with ``same``."""
+    import jax
+    import jax.numpy as jnp
+    from experiments.model.mlp_packnet import ActorCritic as MealPacknetNet
+
+    from baselines_jax.cl.packnet import meal_layer_name
+    from baselines_jax.learner import NUM_ACTIONS
+
+    theirs = MealPacknetNet(
+        NUM_ACTIONS, "relu", case["num_tasks"], case["multi_head"], case["shared_backbone"],
+        C.NETWORK_WIDTH, 2, True, True,
+    )  # fmt: skip  # the positional order of algos/ippo.py:76-79, layer norm on
+    meal_params = theirs.init(jax.random.PRNGKey(3), jnp.zeros((1, C.NETWORK_OBS)), env_idx=0)
+    ours = {"common_LayerNorm_0": "common_ln1"}  # MEAL's shared norm: get_layer_name(.., 0)
+    for trunk in ("actor", "critic", "common"):
+        for layer in ("dense1", "dense2", "ln1", "ln2", "head"):
+            if f"{trunk}_{layer}" != "common_head":
+                ours.setdefault(meal_layer_name(f"{trunk}_{layer}", case["multi_head"]),
+                                f"{trunk}_{layer}")  # fmt: skip
+    params = {"params": {ours[k]: dict(v) for k, v in meal_params["params"].items()}}
+    meal_out = []
+    for task in range(case["num_tasks"]):  # MEAL's env_idx: one task per call
+        pi, v, _ = theirs.apply(meal_params, C.network_inputs(), env_idx=task)
+        meal_out += [np.asarray(pi.logits), np.asarray(v)]  # distrax: log-softmax logits
+    our_out = C.our_network_outputs(case, params)
+    same = our_out is not None and all(
+        a.tobytes() == b.tobytes() for a, b in zip(meal_out, our_out, strict=True)
+    )
+    digest = C.digest(meal_out)
+    print(f"network {name:24s} layers {'same' if our_out is not None else 'DIFFER'}  "
+          f"outputs {digest}  {'yes' if same else 'NO'}")  # fmt: skip
+    params_lists = jax.tree.map(lambda x: np.asarray(x).tolist(), params)
+    return {"params": params_lists, "hash": digest, "same": same}
+
+
 def compare(name: str, theirs: list, ours: list) -> int:
     """Print the case's table; return the number of stages that differ."""
     import jax
@@ -169,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
         ours = C.run_case(case, C.OurSide(case))
         bad += compare(name, theirs, ours)
         pins["cases"][name] = C.summary(theirs)
+    print()
+    pins["networks"] = {}
+    for name, case in C.NETWORK_CASES.items():
+        pin = compare_network(name, case)
+        bad += not pin.pop("same")
+        pins["networks"][name] = pin
     stages = sum(len(c) for c in pins["cases"].values())
     print(f"\n{stages - bad} of {stages} stages bit-identical")
     if args.write:

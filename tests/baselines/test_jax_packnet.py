@@ -15,7 +15,7 @@ import pytest
 
 from baselines_jax import IPPOConfig, JaxIPPO
 from baselines_jax.cl.packnet import meal_layer_name
-from baselines_jax.learner import check_method
+from baselines_jax.learner import actor_critic, check_method
 from benchmarks.parity import meal_packnet_cases as C
 from cl_suites.meal.suite import build_suite
 from cl_suites.remedies import RemedyConfig
@@ -55,6 +55,31 @@ def test_reference_pins():
                     name, stage, leaf,
                 )  # fmt: skip
             assert got["hash"] == want["hash"], (name, stage)
+
+
+def test_network_is_meals_packnet_network():
+    """PackNet's default network is MEAL 057f862's ``model/mlp_packnet.py``: on MEAL's
+    initial parameters (pinned by ``meal_packnet_reference.py``) it has exactly MEAL's
+    layers (one LayerNorm per trunk, after the first layer, eps 1e-6) and gives MEAL's
+    log-probabilities and values byte for byte; the other methods' network (a norm after
+    every layer) has other layers."""
+    pins = json.loads((REPO / "tests" / "golden" / "meal_packnet_reference.json").read_text())
+    assert set(pins["networks"]) == set(C.NETWORK_CASES)
+    for name, pin in pins["networks"].items():
+        case = C.NETWORK_CASES[name]
+        assert C.network_config(case).architecture == "mlp-packnet"
+        as_array = lambda x: np.asarray(x, np.float32)  # noqa: E731
+        params = jax.tree.map(as_array, pin["params"], is_leaf=lambda x: isinstance(x, list))
+        outputs = C.our_network_outputs(case, params)
+        assert outputs is not None, name
+        assert C.digest(outputs) == pin["hash"], name
+        mlp = dataclasses.replace(C.network_config(case), network="mlp")
+        assert C.our_network_outputs(case, params, mlp) is None, name  # it has *_ln2
+    net = actor_critic(TINY, TASKS)
+    assert (net.norm_layers, net.norm_eps) == ("first", 1e-6)
+    assert TINY.architecture == "mlp-packnet"
+    assert dataclasses.replace(TINY, cl_method="ewc").architecture == "mlp"
+    assert dataclasses.replace(TINY, network="mlp").architecture == "mlp"
 
 
 def test_meal_layer_names_and_rules():

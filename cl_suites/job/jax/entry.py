@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cl_suites.declarations import JAX_LEARNER, MEAL_METHODS, is_builtin_method
+from cl_suites.declarations import (
+    IMPORTANCE_MODES,
+    JAX_LEARNER,
+    MEAL_METHODS,
+    MEAL_NETWORKS,
+    is_builtin_method,
+)
 from cl_suites.errors import MethodPluginError, UnknownOptionError
 from cl_suites.job import hyperparameters
 from cl_suites.job.hyperparameters import POLICY_OPTIONS, Values
@@ -54,6 +60,11 @@ OPTIONS: dict[str, Option] = {
     "adam_eps": Option(_L, _num(0.0, low_open=True), "Adam epsilon"),
     "hidden_sizes": Option(_L, Opt("int-list", low=1), "hidden layer sizes of actor and critic"),
     "layer_norm": Option(_L, _BOOL, "layer norm in the trunk"),
+    "network": Option(
+        _L,
+        Opt("choice", choices=MEAL_NETWORKS, none_ok=True),
+        "MEAL's MLP: norms after every layer (mlp) or the first (mlp-packnet); none: the method's",
+    ),
     "shared_backbone": Option(_L, _BOOL, "one trunk for actor and critic"),
     "reg_coef": Option(_L, _num(none_ok=True), "CL regularisation strength"),
     "ewc_decay": Option(_L, _UNIT, "decay of the running importance (online EWC)"),
@@ -62,7 +73,7 @@ OPTIONS: dict[str, Option] = {
     "normalize_importance": Option(_L, _BOOL, "divide the importance by its mean"),
     "importance_mode": Option(
         _L,
-        Opt("choice", choices=("multi", "online", "last"), none_ok=True),
+        Opt("choice", choices=IMPORTANCE_MODES, none_ok=True),
         "how a task's importance joins the old one (EWC, MAS)",
     ),
     "agem_memory_size": Option(_L, _int(), "AGEM/ER-ACE memory (transitions, all tasks)"),
