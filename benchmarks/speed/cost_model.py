@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.speed.bench_cora import BENCHES, _Stop, child_result, train_until_stopped
-from cl_suites.sweep.costs import predict, predict_gpu  # the model, shared with the package
+from cl_suites.job.cost_model import predict, predict_gpu  # the model, shared with the package
 
 CORA_REPORTED_HOURS = {"minihack": "45 h", "procgen": "54 h", "atari": "4-10 days"}
 CORES = (1, 2, 4, 8, 16, 32)

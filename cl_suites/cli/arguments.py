@@ -137,9 +137,10 @@ def run_arguments(run: argparse.ArgumentParser) -> None:
     )
     what.add_argument(
         "--vectorization-mode",
-        choices=VECTORIZATION_MODES,
+        choices=(*VECTORIZATION_MODES, "auto"),
         help="batching of simulators without a native batched backend: one process, a "
-        "process per env, or --set env_workers=N processes (default: sync)",
+        "process per env, --set env_workers=N processes, or auto (default): workers where "
+        "the cost model says they pay on this machine's cores and device",
     )
     what.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
 

@@ -83,9 +83,14 @@ def run_resolved(
     calls this with the specs it resolved and checked; ``run_main_job`` resolves, then
     calls this."""
     shared.use_jax_cache(specs[0].options.jax_cache_dir)
+    if resume:
+        specs = [
+            shared.keep_recorded_vectorization(s, d) for s, d in zip(specs, run_dirs, strict=True)
+        ]
     if len(specs) == 1:
         shared.print_size_warnings(specs[0])
     shared.print_cadence_note(specs[0])
+    shared.print_vectorization(specs[0])
     specs[0].learner_entry.train(specs, seeds, [Path(d) for d in run_dirs], resume)
 
 

@@ -64,6 +64,8 @@ from cl_suites.job.learners import (
 )
 from cl_suites.job.method_options import MethodOption
 from cl_suites.job.option_specs import BOOL, Opt, Option, integer
+from cl_suites.job.vectorization import AUTO, VectorizationChoice
+from cl_suites.job.vectorization import choose as choose_vectorization
 from cl_suites.metrics.plasticity_tracker import PlasticitySettings
 from cl_suites.remedies import OPTION_REMEDY, OPTION_RULES, check_options_for, split_method
 from cl_suites.remedies import option_docs as remedy_option_docs
@@ -118,10 +120,11 @@ class JobOptions:
         None, _POSITIVE, "steps between checkpoints (default: the suite's eval_every)"
     )
     vectorization_mode: str = _opt(
-        "sync",
-        Opt("choice", choices=VECTORIZATION_MODES),
+        AUTO,
+        Opt("choice", choices=(*VECTORIZATION_MODES, AUTO)),
         "batching of simulators without a native batched backend (torch learners): one "
-        "process, a process per env, or env_workers processes",
+        "process, a process per env, env_workers processes, or auto: workers where the cost "
+        "model says they pay on this machine's cores and device",
     )
     env_workers: int | None = _opt(
         None,
@@ -407,6 +410,9 @@ class JobSpec:
     learner_entry: LearnerEntry = field(repr=False)
     learner_config: Any = field(default=None, repr=False)
     device: str | None = None
+    vectorization: VectorizationChoice | None = None
+    """How ``options.vectorization_mode`` was decided (``auto``: the cost model's choice and
+    reason, ``cl_suites.job.vectorization``); ``None`` when the run set it."""
     request: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """The run as asked for: ``suite``, ``method``, ``learner``, ``preset``, ``num_envs``
     and the ``overrides`` given (checked; values JSON cannot hold, such as callables,
@@ -657,6 +663,21 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
             info.task_policies if job.keep_task_policies is None else job.keep_task_policies
         ),
     )
+    vectorization = None
+    if options.vectorization_mode == AUTO:
+        vectorization = choose_vectorization(
+            info.name,
+            steps_on_cpu=info.runtime.steps_on_cpu,
+            gpu=str(device or "").startswith("cuda"),
+            policy_lag=int(hp.get("learner", {}).get("policy_lag", 0) or 0),
+            num_envs=n_envs,
+            env_workers=options.env_workers,
+        )
+        options = dataclasses.replace(
+            options,
+            vectorization_mode=vectorization.mode,
+            env_workers=vectorization.env_workers or options.env_workers,
+        )
     return JobSpec(
         suite=info,
         method=method,
@@ -674,6 +695,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
         learner_entry=entry,
         learner_config=learner_config,
         device=device,
+        vectorization=vectorization,
         request=dataclasses.replace(request, overrides=asked).record(),
     )
 

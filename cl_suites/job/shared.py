@@ -11,6 +11,7 @@ Steps are the suite's unit: **env steps** (one joint action of all agents) for M
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from cl_suites.errors import RunDirConflictError
 from cl_suites.job.option_specs import job_size_warnings
 from cl_suites.job.run_spec import JobOptions, JobSpec, cadence_note
 from cl_suites.job.tracking import track_run_log
+from cl_suites.job.vectorization import VectorizationChoice
 from cl_suites.request import METADATA_RUN_KEYS
 from cl_suites.rundir.fsutil import directory_entries, remove_unstarted
 from cl_suites.rundir.progress import RunProgress, read_progress
@@ -42,6 +44,51 @@ def print_cadence_note(spec: JobSpec) -> None:
     note = cadence_note(spec)
     if note is not None:
         print(f"note: {note}", file=sys.stderr, flush=True)
+
+
+def vectorization_record(spec: JobSpec) -> dict[str, Any]:
+    """``metadata.json``'s ``vectorization``: the mode, the env workers and why (``auto``:
+    the cost model's reason; else the run set it)."""
+    if spec.vectorization is not None:
+        return {**spec.vectorization.record(), "auto": True}
+    return {
+        "mode": spec.options.vectorization_mode,
+        "reason": "set by the run",
+        "env_workers": spec.options.env_workers,
+        "auto": False,
+    }
+
+
+def print_vectorization(spec: JobSpec) -> None:
+    """The ``note:`` line of an ``auto`` ``vectorization_mode`` on a suite it applies to
+    (its envs step on the CPU), once per job."""
+    if spec.vectorization is not None and spec.suite.runtime.steps_on_cpu:
+        choice = spec.vectorization
+        print(
+            f"note: vectorization_mode={choice.mode} (auto): {choice.reason}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def keep_recorded_vectorization(spec: JobSpec, run_dir: Path) -> JobSpec:
+    """A resumed run with ``auto`` keeps the mode and env workers it started with (its
+    ``metadata.json``; a saved env state is per worker, and another machine or affinity
+    may choose otherwise); ``spec`` unchanged otherwise."""
+    if spec.vectorization is None or not (Path(run_dir) / METADATA_FILE).exists():
+        return spec
+    old = read_metadata(run_dir).get("vectorization") or {}
+    if not old.get("auto") or old.get("mode") is None:
+        return spec
+    choice = VectorizationChoice(
+        old["mode"], f"as the run started ({old.get('reason')})", old.get("env_workers")
+    )
+    options = dataclasses.replace(
+        spec.options,
+        vectorization_mode=choice.mode,
+        env_workers=choice.env_workers or spec.options.env_workers,
+    )
+    return dataclasses.replace(spec, options=options, vectorization=choice)
 
 
 def use_jax_cache(directory: str | None) -> None:
@@ -87,6 +134,7 @@ def metadata(spec: JobSpec, seed: int, device: str, **extra: Any) -> dict[str, A
         device=device,
         request=dict(spec.request),
     )
+    out["vectorization"] = vectorization_record(spec)
     out.update(extra)
     out.update(spec.instance.run_metadata(), **spec.suite.runtime.training_metadata)
     return out

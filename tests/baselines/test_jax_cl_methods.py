@@ -99,3 +99,25 @@ def test_replay_methods_take_meal_057f862_values_by_preset():
     assert learner("er-ace", "meal-authors")["er_ace_coef"] == 1.0
     assert learner("packnet", "meal-authors")["packnet_finetune_steps"] == 10_000_000
     assert learner("packnet", "small")["packnet_finetune_steps"] == 256  # one small update
+
+
+def test_packnet_runs_build_meals_packnet_network_and_others_the_paper_network():
+    """MEAL 057f862's IPPO builds ``model/mlp_packnet.py`` for PackNet and ``model/mlp.py``
+    otherwise; ``--set network=...`` picks either, and a bad value is refused in one line."""
+    from baselines_jax.learner import actor_critic
+    from cl_suites.job.run_spec import resolve
+    from cl_suites.request import RunRequest
+
+    def network(method: str, **overrides) -> tuple[str, float]:
+        request = RunRequest(suite="MEAL-2", method=method, learner="ppo-jax", overrides=overrides)
+        config = resolve(request, probe_device=False)[0].learner_config
+        net = actor_critic(config, 2)
+        return net.norm_layers, net.norm_eps
+
+    assert network("packnet") == ("first", 1e-6)
+    assert network("agem") == network("ewc") == ("each", 1e-5)
+    assert network("packnet", network="mlp") == ("each", 1e-5)
+    assert network("ft", network="mlp-packnet") == ("first", 1e-6)
+    with pytest.raises(ValueError) as info:
+        network("packnet", network="cnn")
+    assert str(info.value) == "network must be one of 'mlp', 'mlp-packnet' or none, got 'cnn'"

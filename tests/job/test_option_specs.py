@@ -34,7 +34,7 @@ BAD = [
     (
         "vectorization_mode",
         "fork",
-        "vectorization_mode must be one of 'sync', 'async', 'workers', got",
+        "vectorization_mode must be one of 'sync', 'async', 'workers', 'auto', got",
     ),
     ("replay_on_disk", "maybe", "replay_on_disk must be one of true, false, 'auto' or none"),
 ]
