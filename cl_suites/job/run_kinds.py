@@ -113,6 +113,13 @@ RANDOM_JOB_OPTIONS = {
 }
 """Job options of a random-agent run, with their defaults and docs; every other option is
 the suite's."""
+def random_vectorization(job: dict[str, Any]) -> str:
+    """A random-agent run's ``vectorization_mode``: the one it set; ``auto`` (no learner,
+    no cost figures of its own) and unset step the envs in one process."""
+    mode = job.get("vectorization_mode", RANDOM_JOB_OPTIONS["vectorization_mode"][0])
+    return "sync" if mode == "auto" else mode
+
+
 RANDOM_NUM_ENVS = 8
 """Sub-envs of a random-agent run unless it gives ``num_envs``."""
 
@@ -164,9 +171,7 @@ class RandomAgent:
             seed=resolved["seed"],
             run_dir=run_dirs[0],
             num_envs=resolved["num_envs"],
-            vectorization_mode=resolved["job"].get(
-                "vectorization_mode", RANDOM_JOB_OPTIONS["vectorization_mode"][0]
-            ),
+            vectorization_mode=random_vectorization(resolved["job"]),
             progress=resolved["progress"],
             **resolved["suite_kwargs"],
         )

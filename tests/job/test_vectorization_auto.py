@@ -117,3 +117,11 @@ def test_the_choice_is_printed_recorded_and_kept_on_resume(tmp_path, monkeypatch
     # a run that set its mode keeps what it set
     asked = resolve_job(learner="ppo", seed=0, overrides={"vectorization_mode": "sync"}, **ATARI)
     assert shared.keep_recorded_vectorization(asked, tmp_path) is asked
+
+
+def test_a_random_agent_run_steps_auto_in_one_process():
+    from cl_suites.job.run_kinds import random_vectorization
+
+    assert random_vectorization({"vectorization_mode": "auto"}) == "sync"
+    assert random_vectorization({}) == "sync"
+    assert random_vectorization({"vectorization_mode": "workers"}) == "workers"
