@@ -37,8 +37,8 @@ def _key(suite: str) -> str:
 def rate(suite: str, cores: int, gpu: bool) -> Rate | None:
     """One paper-preset run's rate of ``suite`` (short name) on ``cores`` cores, with or
     without a GPU; ``None`` where nothing was measured (CHORES). CPU: the envs in the
-    learner's process (the preset's default); GPU: ``cores - 2`` env workers where the model
-    has them (``--set vectorization_mode=workers``)."""
+    learner's process (what ``vectorization_mode=auto`` picks on CPU for V-trace); GPU:
+    ``cores - 2`` env workers where the model has them (what ``auto`` picks there)."""
     data = cost_data()
     key = _key(suite)
     if key in data["model"]:
