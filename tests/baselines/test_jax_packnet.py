@@ -20,6 +20,7 @@ from benchmarks.parity import meal_packnet_cases as C
 from cl_suites.meal.suite import build_suite
 from cl_suites.remedies import RemedyConfig
 from tests.helpers import REPO
+from tests.helpers.kill_drills import jax_run_dies_after_checkpoint
 
 TINY = IPPOConfig(
     num_envs=2,
@@ -327,17 +328,8 @@ def _job(run_dir, seed=3, kill_at=None, resume=False):
     if kill_at is None:
         jax_job.run_jax(specs, [seed], [run_dir], resume)
         return run_dir
-    save = jax_job._Loop.save
-
-    def save_then_maybe_die(self, finished=False):
-        save(self, finished)
-        if self.step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
-        with pytest.raises(KeyboardInterrupt):
-            jax_job.run_jax(specs, [seed], [run_dir], resume)
+    with jax_run_dies_after_checkpoint(kill_at):
+        jax_job.run_jax(specs, [seed], [run_dir], resume)
     return run_dir
 
 

@@ -3,21 +3,25 @@ write, as kill -9 would (resume drills)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from baselines_sb3 import callbacks
 from cl_suites.job.jax import checkpoint as jax_checkpoint
+from cl_suites.job.jax import train as jax_job
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir import checkpoint_files
 
 
-def kill_run_at(run_dir, job, overrides, kill_at):
-    """Run ``run_main_job`` into ``run_dir`` and kill it (``KeyboardInterrupt``, as Ctrl-C)
-    at the first evaluation-callback step at or after ``kill_at``."""
+@contextlib.contextmanager
+def torch_run_dies_at(kill_at: int) -> Iterator[None]:
+    """Inside the block a torch learner's run raises ``KeyboardInterrupt`` (as Ctrl-C) at
+    its first evaluation-callback step at or after ``kill_at``; the block must raise it."""
     original = callbacks.ContinualEvalCallback._on_step
 
     def killer(self):
@@ -29,7 +33,32 @@ def kill_run_at(run_dir, job, overrides, kill_at):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(callbacks.ContinualEvalCallback, "_on_step", killer)
         with pytest.raises(KeyboardInterrupt):
-            run_main_job(run_dir=run_dir, resume=False, overrides=dict(overrides), **job)
+            yield
+
+
+@contextlib.contextmanager
+def jax_run_dies_after_checkpoint(kill_at: int) -> Iterator[None]:
+    """Inside the block a ``ppo-jax`` run raises ``KeyboardInterrupt`` right after the first
+    checkpoint it saves at a step at or after ``kill_at`` (a kill between checkpoints
+    resumes from that one); the block must raise it."""
+    save = jax_job._Loop.save
+
+    def save_then_die(self, finished=False):
+        save(self, finished)
+        if self.step >= kill_at:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jax_job._Loop, "save", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            yield
+
+
+def kill_run_at(run_dir, job, overrides, kill_at):
+    """Run ``run_main_job`` into ``run_dir`` and kill it (``KeyboardInterrupt``, as Ctrl-C)
+    at the first evaluation-callback step at or after ``kill_at``."""
+    with torch_run_dies_at(kill_at):
+        run_main_job(run_dir=run_dir, resume=False, overrides=dict(overrides), **job)
 
 
 def kill_inside_first_checkpoint(run_dir, job, overrides, **kwargs) -> Path:

@@ -12,7 +12,7 @@ import torch as th
 from cl_suites.job.main_job import run_main_job
 from cl_suites.metrics.plasticity_tracker import METRICS, PROBE_FILE, load_probe
 from cl_suites.rundir.runlog import read_eval, read_plasticity
-from tests.helpers.kill_drills import kill_run_at
+from tests.helpers.kill_drills import jax_run_dies_after_checkpoint, kill_run_at
 
 th.set_num_threads(1)
 
@@ -94,23 +94,12 @@ MEAL_OVERRIDES = {
 
 
 def _meal(run_dir, kill_at=None, **kw):
-    from cl_suites.job.jax import train as jax_job
-
     kwargs = dict(**MEAL, run_dir=run_dir, overrides=dict(MEAL_OVERRIDES), **kw)
     if kill_at is None:
         run_main_job(resume=False, **kwargs)
         return run_dir
-    save = jax_job._Loop.save
-
-    def save_then_die(self, finished=False):
-        save(self, finished)
-        if self.step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jax_job._Loop, "save", save_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            run_main_job(resume=False, **kwargs)
+    with jax_run_dies_after_checkpoint(kill_at):
+        run_main_job(resume=False, **kwargs)
     run_main_job(resume=True, **kwargs)
     return run_dir
 

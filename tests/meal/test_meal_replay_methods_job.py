@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("meal")
 
-from cl_suites.job.jax import train as jax_job
 from cl_suites.job.jax.checkpoint import jax_checkpoint_path, load_jax_checkpoint
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir.runlog import read_eval, read_metadata, read_plasticity
+from tests.helpers.kill_drills import jax_run_dies_after_checkpoint
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -76,17 +76,8 @@ def test_agem_resumes_after_a_kill_to_the_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     run_main_job(**_kwargs("agem", full), seed=3, resume=False)
     cut = tmp_path / "cut"
-    save = jax_job._Loop.save
-
-    def save_then_die(self, finished=False):
-        save(self, finished)
-        if self.step >= 640:
-            raise KeyboardInterrupt("simulated kill")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jax_job._Loop, "save", save_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            run_main_job(**_kwargs("agem", cut), seed=3, resume=False)
+    with jax_run_dies_after_checkpoint(640):
+        run_main_job(**_kwargs("agem", cut), seed=3, resume=False)
     run_main_job(**_kwargs("agem", cut), seed=3, resume=True)
     a, b = (read_eval(d).drop(columns="wall_time") for d in (full, cut))
     pd.testing.assert_frame_equal(a, b)

@@ -11,6 +11,7 @@ evaluation policy of that task's end on the same observations.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import shutil
@@ -21,13 +22,11 @@ import torch as th
 
 pytest.importorskip("meal")
 
-from baselines_sb3 import callbacks
 from cl_suites.cli import main
 from cl_suites.core.evaluation import EVAL_SEED_OFFSET, Evaluator
 from cl_suites.core.task import task_seed
 from cl_suites.errors import InputError
 from cl_suites.job import task_policies as tp
-from cl_suites.job.jax import train as jax_job
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.job.torch.task_policies import read_task_policy
 from cl_suites.meal.evaluation import cross_play
@@ -35,6 +34,7 @@ from cl_suites.metrics import meal
 from cl_suites.rundir.checkpoint_files import CheckpointError
 from cl_suites.rundir.runlog import read_eval
 from cl_suites.rundir.task_policies import remove_task_policies_after, task_policy_files
+from tests.helpers.kill_drills import jax_run_dies_after_checkpoint, torch_run_dies_at
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -92,30 +92,14 @@ def _run(run_dir, learner, kill_at=None, resume=False, on_eval=None, **extra):
                   num_envs=4, run_dir=run_dir, overrides=overrides)  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Evaluator, "evaluate", _recording(recorded, on_eval))
-        if kill_at is not None and learner == "ppo":
-            on_step = callbacks.ContinualEvalCallback._on_step
-
-            def killer(self):
-                out = on_step(self)
-                if self.total_step >= kill_at:
-                    raise KeyboardInterrupt("simulated kill")
-                return out
-
-            mp.setattr(callbacks.ContinualEvalCallback, "_on_step", killer)
-        elif kill_at is not None:
-            save = jax_job._Loop.save
-
-            def save_then_maybe_die(self, finished=False):
-                save(self, finished)
-                if self.step >= kill_at:
-                    raise KeyboardInterrupt("simulated kill")
-
-            mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
         if kill_at is None:
-            run_main_job(resume=resume, **kwargs)
+            dying = contextlib.nullcontext()
+        elif learner == "ppo":
+            dying = torch_run_dies_at(kill_at)
         else:
-            with pytest.raises(KeyboardInterrupt):
-                run_main_job(resume=resume, **kwargs)
+            dying = jax_run_dies_after_checkpoint(kill_at)
+        with dying:
+            run_main_job(resume=resume, **kwargs)
     return recorded
 
 
