@@ -55,22 +55,12 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from baselines_jax.cl import memory as mem_lib
-from baselines_jax.cl.base import JaxCLMethod
-from baselines_jax.config import IPPOConfig
-from baselines_jax.ppo import Transition
+from baselines_jax.cl.replay import ReplayMethod
 
 Params = Any
 
 PROJECTION_MAX_NORM = 40.0
 """The second global-norm clip after the projection (MEAL's ``agem_project(max_norm=40.)``)."""
-
-
-def obs_dim_of(cfg: IPPOConfig, template: Params, num_tasks: int) -> int:
-    """The flat observation's length ``D`` of a network with parameters ``template``: the
-    first trunk layer's inputs less the one-hot task id."""
-    first = "common_dense1" if cfg.shared_backbone else "actor_dense1"
-    width = template["params"][first]["kernel"].shape[0]
-    return int(width) - (int(num_tasks) if cfg.task_id_input else 0)
 
 
 def project(
@@ -124,68 +114,6 @@ def memory_loss(
     critic = 0.5 * jnp.square(values - rows.targets).mean(-1)
     entropy = (-(jnp.exp(log_pi) * log_pi).sum(-1)).mean(-1)
     return actor + vf_coef * critic - ent_coef * entropy, (critic, actor, entropy)
-
-
-def bc_loss(network: nn.Module, params: Params, rows: mem_lib.Memory, task: jax.Array):
-    """ER-ACE's behaviour cloning on memory rows: ``-mean log pi(a)`` over the trailing row
-    axis (MEAL's ``compute_er_ace_gradient``'s ``bc_loss``)."""
-    lead = rows.actions.shape
-    logits, _ = network.apply(params, rows.obs.reshape(-1, rows.obs.shape[-1]), task)
-    log_pi = jax.nn.log_softmax(logits).reshape(*lead, -1)
-    return -jnp.take_along_axis(log_pi, rows.actions[..., None], -1)[..., 0].mean(-1)
-
-
-class ReplayMethod(JaxCLMethod):
-    """The memory both replay methods keep (AGEM, ER-ACE): its state is a
-    :class:`~baselines_jax.cl.memory.Memory` of ``num_tasks`` slots, filled after every
-    update; ``transform_grads`` is the method's."""
-
-    needs_key = True
-    obs_dtype = jnp.uint8
-    """The rollout's observation dtype (the MEAL suite's counts); another is refused when
-    the program is traced (:func:`~baselines_jax.cl.memory.store`)."""
-
-    def __init__(self, cfg: IPPOConfig, network: nn.Module, template: Params, num_tasks: int):
-        super().__init__(cfg, network, template, num_tasks)
-        self.obs_dim = obs_dim_of(cfg, template, num_tasks)
-        self.rows_per_task = mem_lib.per_task(cfg.agem_memory_size, num_tasks)
-        self.samples_per_task = max(cfg.agem_sample_size // num_tasks, 1)
-
-    def init_state(self, params: Params) -> mem_lib.Memory:
-        return mem_lib.init(self.cfg.agem_memory_size, self.num_tasks, self.obs_dim, self.obs_dtype)
-
-    def after_update(
-        self,
-        state: mem_lib.Memory,
-        traj: Transition,
-        advantages: jax.Array,
-        targets: jax.Array,
-        task: jax.Array,
-        key: jax.Array | None,
-    ) -> mem_lib.Memory:
-        key = self._key(key)
-        return mem_lib.store(state, traj, advantages, targets, task, self.cfg.agem_sample_size, key)
-
-    def _key(self, key: jax.Array | None) -> jax.Array:
-        if key is None:
-            raise ValueError(f"{self.cfg.cl_method} samples its memory: it needs a key")
-        return key
-
-    def sample_all(self, state: mem_lib.Memory, key: jax.Array) -> mem_lib.Memory:
-        """``samples_per_task`` rows of every slot, ``(num_tasks, n, ...)``: task ``t``
-        with the ``t``-th key of ``key, k_t = split(key)`` (MEAL's loop)."""
-        keys = []
-        for _ in range(self.num_tasks):
-            key, k = jax.random.split(key)
-            keys.append(k)
-        tasks = jnp.arange(self.num_tasks)
-        return jax.vmap(lambda t, k: mem_lib.sample_slot(state, t, self.samples_per_task, k))(
-            tasks, jnp.stack(keys)
-        )
-
-    def _task_rows(self) -> jax.Array:
-        """The task id of every sampled row, ``(num_tasks * n,)``."""
-        return jnp.repeat(jnp.arange(self.num_tasks), self.samples_per_task)
 
 
 class AGEM(ReplayMethod):

@@ -2,7 +2,7 @@
 ``compute_er_ace_gradient`` and ``experiments/algos/on_policy.py``
 ``apply_cl_gradient_step`` at 057f862).
 
-The memory is AGEM's (:class:`~baselines_jax.cl.agem.ReplayMethod`: ``agem_memory_size``
+The memory is AGEM's (:class:`~baselines_jax.cl.replay.ReplayMethod`: ``agem_memory_size``
 split over the tasks, ``agem_sample_size`` transitions stored after each update). On each
 minibatch's raw PPO gradient ``g``, before ``clip_by_global_norm`` and Adam::
 
@@ -23,13 +23,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from baselines_jax.cl import memory as mem_lib
-from baselines_jax.cl.agem import ReplayMethod, bc_loss
+from baselines_jax.cl.replay import ReplayMethod
 
 Params = Any
+
+
+def bc_loss(network: nn.Module, params: Params, rows: mem_lib.Memory, task: jax.Array):
+    """ER-ACE's behaviour cloning on memory rows: ``-mean log pi(a)`` over the trailing row
+    axis (MEAL's ``compute_er_ace_gradient``'s ``bc_loss``)."""
+    lead = rows.actions.shape
+    logits, _ = network.apply(params, rows.obs.reshape(-1, rows.obs.shape[-1]), task)
+    log_pi = jax.nn.log_softmax(logits).reshape(*lead, -1)
+    return -jnp.take_along_axis(log_pi, rows.actions[..., None], -1)[..., 0].mean(-1)
 
 
 class ERACE(ReplayMethod):
