@@ -180,6 +180,14 @@ def parallel_runs(total: dict[str, Any], cpus_per_run: float, gpus_per_run: floa
     return max(0, min(by_cpu, by_gpu))
 
 
+def lost_nodes(ray: ModuleType) -> set[str]:
+    """The ids of the cluster's nodes Ray has marked dead (empty when it cannot say)."""
+    try:
+        return {n["NodeID"] for n in ray.nodes() if not n.get("Alive", True)}
+    except Exception:  # the driver's view of the cluster is best effort here
+        return set()
+
+
 def _check_reachable(address: str) -> None:
     """A quick TCP check of ``host:port`` / ``ray://host:port`` (``auto`` is Ray's)."""
     if address == "auto":

@@ -33,6 +33,7 @@ from cl_suites.sweep.cluster import (
     check_run_resources,
     connect,
     import_ray,
+    lost_nodes,
     parallel_runs,
 )
 from cl_suites.sweep.grid import RunSpec, SweepError, SweepSpec, group_request, seed_groups
@@ -275,11 +276,11 @@ def _execute(
                     group = pending.pop(ref)
                     # a retry that began and ended between two polls is still announced
                     for run in group:
-                        _update_running(run, rows[run.name], sdir, invocation, console)
+                        _update_running(ray, run, rows[run.name], sdir, invocation, console)
                     _collect(ray, ref, group, rows, console)
                 for group in pending.values():
                     for run in group:
-                        _update_running(run, rows[run.name], sdir, invocation, console)
+                        _update_running(ray, run, rows[run.name], sdir, invocation, console)
                 if view is not None:
                     view.update(render_table(title, _table_rows(runs, rows, sdir, reader)))
     except KeyboardInterrupt as e:
@@ -363,21 +364,32 @@ def _collect(
 
 
 def _update_running(
-    run: RunSpec, row: dict[str, Any], sdir: SweepDir, invocation: str, console: Console
+    ray: Any,
+    run: RunSpec,
+    row: dict[str, Any],
+    sdir: SweepDir,
+    invocation: str,
+    console: Console,
 ) -> None:
     """running / retrying, from the attempts the run's workers recorded; a new attempt of
-    this invocation beyond the first is announced once as a retry."""
+    this invocation beyond the first is announced once as a retry, saying whether the
+    earlier attempt's node was lost (Ray marks it dead) or only its worker died."""
     attempts = sdir.read_status(run.name).get("attempts", [])
     mine = [a for a in attempts if a.get("invocation") == invocation]
     if not mine:
         return
     if len(mine) > 1 and len(attempts) > row["attempt"]:
+        node = attempts[-2].get("node_id")
+        lost = node is not None and node in lost_nodes(ray)
+        row["cause"] = f"its node {node[:12]} was lost" if lost else "its worker died"
         console.print(
-            f"[yellow]retrying[/yellow] {run.name}: its worker died; attempt "
-            f"{len(attempts)} resumes from the last checkpoint"
+            f"[yellow]retrying[/yellow] {run.name}: {row['cause']}; attempt "
+            f"{len(attempts)} resumes from the last checkpoint on node "
+            f"{str(attempts[-1].get('node_id'))[:12]}"
         )
     if len(mine) > 1:
-        row["note"] = "worker died; resumed from checkpoint"
+        cause = row.get("cause", "its worker died").removeprefix("its ")
+        row["note"] = f"{cause}; resumed from checkpoint"
     elif len(attempts) > 1:
         row["note"] = "resumed from checkpoint"
     row.update(state="running" if len(mine) == 1 else "retrying", attempt=len(attempts))

@@ -105,6 +105,59 @@ def ray_head():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.fixture
+def two_nodes():
+    """Two Ray nodes on this machine, as a two-machine cluster would have them: a head and
+    a worker node started with ``ray start --address`` (loopback, 1 CPU each, token
+    authentication, node deaths noticed within about 3 s). Yields ``(address, env,
+    worker)``: ``worker`` is ``{"node_id", "pgid"}`` of the worker node, whose processes
+    :func:`kill_node` kills as a lost machine would lose them. Every process of both
+    nodes is killed at the end."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+    env["RAY_health_check_period_ms"] = "500"  # GCS marks a silent node dead ~3 s later
+    env["RAY_health_check_failure_threshold"] = "5"
+    temp_dir = tempfile.mkdtemp(prefix="rn", dir="/tmp")
+    port, manager_port = free_port(), free_port()
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0",
+              "--disable-usage-stats"]  # fmt: skip
+    head = [ray_bin, "start", "--head", f"--port={port}", *common, f"--temp-dir={temp_dir}",
+            "--include-dashboard=false", f"--ray-client-server-port={free_port()}"]  # fmt: skip
+    worker = [ray_bin, "start", f"--address=127.0.0.1:{port}", *common,
+              f"--node-manager-port={manager_port}"]  # fmt: skip
+    groups: list[int] = []
+    try:
+        for cmd in (head, worker):
+            proc = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, start_new_session=True, timeout=120
+            )
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        worker_pgid = _group_of(f"--node_manager_port={manager_port}")
+        groups += [worker_pgid, _group_of(temp_dir, exclude=worker_pgid)]
+        ids = subprocess.run(
+            [sys.executable, "-c",
+             "import ray; ray.init(address='auto', logging_level='ERROR');"
+             f"print(next(n['NodeID'] for n in ray.nodes() if n['NodeManagerPort'] == "
+             f"{manager_port}))"],
+            env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, capture_output=True, text=True,
+            timeout=120, check=True,
+        )  # fmt: skip
+        node_id = ids.stdout.strip().splitlines()[-1]
+        yield f"127.0.0.1:{port}", env, {"node_id": node_id, "pgid": worker_pgid}
+    finally:
+        for pgid in groups:
+            _kill_ray_processes(pgid)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def kill_node(pgid: int) -> None:
+    """SIGKILL every process of a Ray node (its process group and the workers its raylet
+    spawned), as a machine that loses power would lose them."""
+    for pid in _cluster_pids(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _stat(pid: str) -> tuple[int, int] | None:
     """(ppid, pgid) of a process."""
     try:
@@ -114,14 +167,18 @@ def _stat(pid: str) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[2])
 
 
-def _group_of(temp_dir: str) -> int:
-    """The process group of the cluster's processes (``ray start`` ran in a new session)."""
+def _group_of(temp_dir: str, exclude: int | None = None) -> int:
+    """The process group of the processes whose command line holds ``temp_dir`` (a head's
+    temp dir, a worker node's ``--node_manager_port=N``; ``ray start`` ran in a new
+    session), other than ``exclude``."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             if temp_dir.encode() in (proc / "cmdline").read_bytes():
-                return os.getpgid(int(proc.name))
+                pgid = os.getpgid(int(proc.name))
+                if pgid != exclude:
+                    return pgid
         except OSError:
             continue
     raise AssertionError(f"no Ray process of {temp_dir} found")
