@@ -113,6 +113,8 @@ RANDOM_JOB_OPTIONS = {
 }
 """Job options of a random-agent run, with their defaults and docs; every other option is
 the suite's."""
+
+
 def random_vectorization(job: dict[str, Any]) -> str:
     """A random-agent run's ``vectorization_mode``: the one it set; ``auto`` (no learner,
     no cost figures of its own) and unset step the envs in one process."""

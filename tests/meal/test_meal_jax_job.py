@@ -38,7 +38,7 @@ from cl_suites.rundir.runlog import (
     read_metadata,
     read_remedy,
 )
-from tests.helpers.kill_drills import kill_inside_first_checkpoint
+from tests.helpers.kill_drills import jax_run_dies_after_checkpoint, kill_inside_first_checkpoint
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -66,17 +66,8 @@ def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):
     if kill_at is None:
         run_main_job(resume=False, **kwargs)
         return run_dir
-    save = jax_job._Loop.save
-
-    def save_then_maybe_die(self, finished=False):
-        save(self, finished)
-        if self.step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
-        with pytest.raises(KeyboardInterrupt):
-            run_main_job(resume=False, **kwargs)
+    with jax_run_dies_after_checkpoint(kill_at):
+        run_main_job(resume=False, **kwargs)
     return run_dir
 
 
@@ -525,17 +516,8 @@ def _remedy_run(tmp_path_factory, method, seed=3, kill_at=None, seeds=None, run_
     if kill_at is None:
         run_main_job(resume=False, **kwargs)
         return run_dir
-    save = jax_job._Loop.save
-
-    def save_then_maybe_die(self, finished=False):
-        save(self, finished)
-        if self.step >= kill_at:
-            raise KeyboardInterrupt("simulated kill")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jax_job._Loop, "save", save_then_maybe_die)
-        with pytest.raises(KeyboardInterrupt):
-            run_main_job(resume=False, **kwargs)
+    with jax_run_dies_after_checkpoint(kill_at):
+        run_main_job(resume=False, **kwargs)
     run_main_job(resume=True, **kwargs)
     return run_dir
 
