@@ -90,7 +90,6 @@ def run_resolved(
     if len(specs) == 1:
         shared.print_size_warnings(specs[0])
     shared.print_cadence_note(specs[0])
-    shared.print_vectorization(specs[0])
     specs[0].learner_entry.train(specs, seeds, [Path(d) for d in run_dirs], resume)
 
 

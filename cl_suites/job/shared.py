@@ -59,16 +59,13 @@ def vectorization_record(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def print_vectorization(spec: JobSpec) -> None:
-    """The ``note:`` line of an ``auto`` ``vectorization_mode`` on a suite it applies to
-    (its envs step on the CPU), once per job."""
-    if spec.vectorization is not None and spec.suite.runtime.steps_on_cpu:
-        choice = spec.vectorization
-        print(
-            f"note: vectorization_mode={choice.mode} (auto): {choice.reason}",
-            file=sys.stderr,
-            flush=True,
-        )
+def vectorization_line(spec: JobSpec) -> str | None:
+    """The run header's line of an ``auto`` ``vectorization_mode`` on a suite it applies to
+    (its envs step on the CPU): the choice and why; ``None`` otherwise."""
+    if spec.vectorization is None or not spec.suite.runtime.steps_on_cpu:
+        return None
+    choice = spec.vectorization
+    return f"envs: vectorization_mode={choice.mode} (auto: {choice.reason})"
 
 
 def keep_recorded_vectorization(spec: JobSpec, run_dir: Path) -> JobSpec:

@@ -14,14 +14,14 @@ the run's env workers (``env_workers``; unset: all cores but acting's and the up
   (``sync``): acting and the update take two cores, one worker steps nothing in parallel;
 * on a CPU-only machine with V-trace's ``policy_lag=1``, the update bounds the rate
   (Atari6: 1,023 agent steps/s from 2 cores on), so ``sync``; PPO's lockstep gains from
-  workers on 4 cores or more;
+  workers (Atari6 from 4 cores, MiniHack15 from 8);
 * with a GPU, workers pay from 4 cores (Atari6 on 16 cores: 4,596 vs 1,026).
 
 Suites that batch their own simulators (MEAL's JAX engine) and suites without cost figures
 (Procgen6's residual network was only timed in-process; CHORES could not be timed) keep
 ``sync``. An explicit ``vectorization_mode`` (``sync``, ``async``, ``workers``) always wins.
-The choice and its reason are printed once when a run starts and kept in ``metadata.json``
-(``vectorization``).
+The choice and its reason are printed once in the run's header (``envs:``, after
+``device:``) and kept in ``metadata.json`` (``vectorization``).
 """
 
 from __future__ import annotations

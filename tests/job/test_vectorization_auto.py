@@ -99,12 +99,11 @@ def test_auto_reads_the_process_affinity():
     )
 
 
-def test_the_choice_is_printed_recorded_and_kept_on_resume(tmp_path, monkeypatch, capsys):
+def test_the_choice_is_printed_recorded_and_kept_on_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(vectorization, "usable_cores", lambda: 16)
     spec = resolve_job(learner="ppo", seed=0, overrides={}, **ATARI)
-    shared.print_vectorization(spec)
-    note = capsys.readouterr().err.strip()
-    assert note.startswith("note: vectorization_mode=workers (auto): 8 env workers on 16 cores")
+    line = shared.vectorization_line(spec)
+    assert line.startswith("envs: vectorization_mode=workers (auto: 8 env workers on 16 cores")
     record = shared.metadata(spec, 0, "cpu")["vectorization"]
     assert record == {**spec.vectorization.record(), "auto": True}
     assert record["mode"] == "workers" and record["env_workers"] == 8

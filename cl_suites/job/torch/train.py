@@ -78,6 +78,9 @@ def run_torch(spec: JobSpec, seed: int, run_dir: Path, resume: bool) -> None:
     th.manual_seed(seed)
     cl = build_method(spec, seed, run_dir)  # a replay buffer that fits nowhere: refused here
     print(f"device: {spec.device} (device={job.device})", flush=True)
+    envs = shared.vectorization_line(spec)
+    if envs is not None:
+        print(envs, flush=True)
 
     def train() -> None:
         run_log = RunLog(run_dir, metadata, resume=resume)
