@@ -24,6 +24,7 @@ from cl_suites.errors import BadValueError
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.rundir.runlog import read_episodes, read_eval
 from tests.helpers import REPO
+from tests.helpers.kill_drills import takes_ctrl_c
 
 ROOT = REPO
 
@@ -265,7 +266,7 @@ def test_a_killed_run_leaves_no_process_or_shared_memory(sig, tmp_path):
     pytest.importorskip("ale_py")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(_cli_run(tmp_path / "run"), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, preexec_fn=takes_ctrl_c)  # fmt: skip
     children = _descendants_once_training(proc, tmp_path / "run")
     assert len(children) >= 3  # the fork server and two workers
     mapped = _shared_memory_of([proc.pid, *children])

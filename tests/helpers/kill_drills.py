@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,14 @@ from cl_suites.job.jax import checkpoint as jax_checkpoint
 from cl_suites.job.jax import train as jax_job
 from cl_suites.job.main_job import run_main_job
 from cl_suites.rundir import checkpoint_files
+
+
+def takes_ctrl_c() -> None:
+    """``preexec_fn`` of a drill's child process: SIGINT back to its default, so that Python
+    turns it into ``KeyboardInterrupt``. A shell's background job ignores SIGINT (a suite
+    started with ``&``), an ignored signal stays ignored across ``exec``, and the child
+    would then not see the drill's Ctrl-C at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

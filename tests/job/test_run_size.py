@@ -25,8 +25,10 @@ def test_the_pre_run_summary_prints_total_steps_and_evaluation_work(tmp_path, ca
     out = capsys.readouterr()
     lines = out.out.splitlines()
     # points: 0 (before training), 64 (the cadence), 128 (the end); 1 episode x 2 tasks each
-    assert lines[:3] == [
+    assert lines[:4] == [
         "device: cpu (device=auto)",
+        "envs: vectorization_mode=sync (auto: no per-step cost figures for Diagnostic to weigh "
+        "env workers by; --vectorization-mode workers to try them)",
         "run: 128 agent steps to go of 128 (2 tasks x 1 cycle)",
         "evaluation: 3 points x 2 episodes (1 per task and split) = 6 episodes; "
         "whole episodes (no cap)",

@@ -19,6 +19,7 @@ import pytest
 from cl_suites.cli import main
 from cl_suites.rundir.runlog import read_eval
 from tests.helpers import REPO
+from tests.helpers.kill_drills import takes_ctrl_c
 
 ROOT = REPO
 LONG = [
@@ -65,7 +66,12 @@ def test_a_signalled_run_says_interrupted_and_resumes_from_its_directory(
     cmd = [sys.executable, "-m", "cl_suites.cli", "run", *LONG, "--run-dir", str(run_dir)]
     cmd += ["--set", "checkpoint_every=1000", "--set", "report=false"]
     proc = subprocess.Popen(
-        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=takes_ctrl_c,
     )
     progress = run_dir / "progress.json"
     _wait(
@@ -100,7 +106,12 @@ def test_an_interrupted_sweep_marks_its_running_runs_interrupted(tmp_path):
     cmd = [sys.executable, "-m", "cl_suites.cli", "sweep", *grid, "--seeds", "0"]
     cmd += ["--sweep-dir", str(sweep_dir), "--num-cpus", "1"]
     proc = subprocess.Popen(
-        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=takes_ctrl_c,
     )
     name = "Diagnostic-ft-ppo-s0"
     progress = sweep_dir / "runs" / name / "progress.json"
