@@ -217,14 +217,20 @@ def network_inputs() -> jax.Array:
     return jax.random.normal(jax.random.PRNGKey(7), (NETWORK_ROWS, NETWORK_OBS))
 
 
+def our_network(case: dict[str, Any], config: IPPOConfig | None = None) -> tuple[Any, Any]:
+    """``(network, its parameters' shapes)`` of a network case (``config``:
+    :func:`network_config` by default)."""
+    net = actor_critic(config or network_config(case), case["num_tasks"])
+    return net, jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, NETWORK_OBS)))
+
+
 def our_network_outputs(
     case: dict[str, Any], params: Any, config: IPPOConfig | None = None
 ) -> list[np.ndarray] | None:
     """Per task: our network's log-probabilities ``(rows, A)`` and values ``(rows,)`` on
     ``params`` (our names); ``None`` when ``params`` does not fill our tree exactly.
     ``config``: :func:`network_config` by default."""
-    net = actor_critic(config or network_config(case), case["num_tasks"])
-    shape = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, NETWORK_OBS)))
+    net, shape = our_network(case, config)
     params = jax.tree.map(jnp.asarray, params)
     if jax.tree.structure(params) != jax.tree.structure(shape) or any(
         a.shape != b.shape

@@ -158,13 +158,11 @@ def compare_network(name: str, case: dict[str, Any]) -> dict[str, Any]:
         C.NETWORK_WIDTH, 2, True, True,
     )  # fmt: skip  # the positional order of algos/ippo.py:76-79, layer norm on
     meal_params = theirs.init(jax.random.PRNGKey(3), jnp.zeros((1, C.NETWORK_OBS)), env_idx=0)
-    ours = {"common_LayerNorm_0": "common_ln1"}  # MEAL's shared norm: get_layer_name(.., 0)
-    for trunk in ("actor", "critic", "common"):
-        for layer in ("dense1", "dense2", "ln1", "ln2", "head"):
-            if f"{trunk}_{layer}" != "common_head":
-                ours.setdefault(meal_layer_name(f"{trunk}_{layer}", case["multi_head"]),
-                                f"{trunk}_{layer}")  # fmt: skip
-    params = {"params": {ours[k]: dict(v) for k, v in meal_params["params"].items()}}
+    _, shape = C.our_network(case)
+    ours = {meal_layer_name(k, case["multi_head"]): k for k in shape["params"]}
+    ours["common_LayerNorm_0"] = "common_ln1"  # MEAL's shared norm: get_layer_name(.., 0)
+    # a layer ours lacks keeps MEAL's name: the trees then differ and the case fails
+    params = {"params": {ours.get(k, k): dict(v) for k, v in meal_params["params"].items()}}
     meal_out = []
     for task in range(case["num_tasks"]):  # MEAL's env_idx: one task per call
         pi, v, _ = theirs.apply(meal_params, C.network_inputs(), env_idx=task)

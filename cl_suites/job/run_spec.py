@@ -673,11 +673,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
             num_envs=n_envs,
             env_workers=options.env_workers,
         )
-        options = dataclasses.replace(
-            options,
-            vectorization_mode=vectorization.mode,
-            env_workers=vectorization.env_workers or options.env_workers,
-        )
+        options = vectorization.apply(options)
     return JobSpec(
         suite=info,
         method=method,

@@ -80,12 +80,7 @@ def keep_recorded_vectorization(spec: JobSpec, run_dir: Path) -> JobSpec:
     choice = VectorizationChoice(
         old["mode"], f"as the run started ({old.get('reason')})", old.get("env_workers")
     )
-    options = dataclasses.replace(
-        spec.options,
-        vectorization_mode=choice.mode,
-        env_workers=choice.env_workers or spec.options.env_workers,
-    )
-    return dataclasses.replace(spec, options=options, vectorization=choice)
+    return dataclasses.replace(spec, options=choice.apply(spec.options), vectorization=choice)
 
 
 def use_jax_cache(directory: str | None) -> None:

@@ -26,10 +26,14 @@ The choice and its reason are printed once in the run's header (``envs:``, after
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cl_suites.core.workers import usable_cores
 from cl_suites.job.cost_model import cost_data, predict, predict_gpu
+
+_Options = TypeVar("_Options")
 
 AUTO = "auto"
 """The ``vectorization_mode`` decided here."""
@@ -53,6 +57,15 @@ class VectorizationChoice:
     def record(self) -> dict[str, str | int | None]:
         """The ``metadata.json`` entry."""
         return {"mode": self.mode, "reason": self.reason, "env_workers": self.env_workers}
+
+    def apply(self, options: _Options) -> _Options:
+        """``options`` (the job's ``JobOptions``) with this mode and, where the choice
+        names them, its env workers."""
+        return dataclasses.replace(
+            options,
+            vectorization_mode=self.mode,
+            env_workers=self.env_workers or options.env_workers,
+        )
 
 
 def choose(

@@ -381,15 +381,14 @@ def _update_running(
     if len(mine) > 1 and len(attempts) > row["attempt"]:
         node = attempts[-2].get("node_id")
         lost = node is not None and node in lost_nodes(ray)
-        row["cause"] = f"its node {node[:12]} was lost" if lost else "its worker died"
+        row["cause"] = f"node {node[:12]} was lost" if lost else "worker died"
         console.print(
-            f"[yellow]retrying[/yellow] {run.name}: {row['cause']}; attempt "
+            f"[yellow]retrying[/yellow] {run.name}: its {row['cause']}; attempt "
             f"{len(attempts)} resumes from the last checkpoint on node "
             f"{str(attempts[-1].get('node_id'))[:12]}"
         )
     if len(mine) > 1:
-        cause = row.get("cause", "its worker died").removeprefix("its ")
-        row["note"] = f"{cause}; resumed from checkpoint"
+        row["note"] = f"{row.get('cause', 'worker died')}; resumed from checkpoint"
     elif len(attempts) > 1:
         row["note"] = "resumed from checkpoint"
     row.update(state="running" if len(mine) == 1 else "retrying", attempt=len(attempts))

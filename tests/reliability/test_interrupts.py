@@ -40,6 +40,14 @@ def _read(path: Path) -> dict:
         return {}
 
 
+def _start(cmd: list[str]) -> subprocess.Popen:
+    """``cmd`` in a child that takes Ctrl-C, its output (stdout and stderr) in a pipe."""
+    return subprocess.Popen(
+        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=takes_ctrl_c,
+    )  # fmt: skip
+
+
 def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -65,14 +73,7 @@ def test_a_signalled_run_says_interrupted_and_resumes_from_its_directory(
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "cl_suites.cli", "run", *LONG, "--run-dir", str(run_dir)]
     cmd += ["--set", "checkpoint_every=1000", "--set", "report=false"]
-    proc = subprocess.Popen(
-        cmd,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=takes_ctrl_c,
-    )
+    proc = _start(cmd)
     progress = run_dir / "progress.json"
     _wait(
         lambda: (
@@ -105,14 +106,7 @@ def test_an_interrupted_sweep_marks_its_running_runs_interrupted(tmp_path):
     grid = [a if a != "--method" else "--methods" for a in grid]
     cmd = [sys.executable, "-m", "cl_suites.cli", "sweep", *grid, "--seeds", "0"]
     cmd += ["--sweep-dir", str(sweep_dir), "--num-cpus", "1"]
-    proc = subprocess.Popen(
-        cmd,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=takes_ctrl_c,
-    )
+    proc = _start(cmd)
     name = "Diagnostic-ft-ppo-s0"
     progress = sweep_dir / "runs" / name / "progress.json"
     _wait(lambda: _read(progress).get("total_step", 0) > 1000, 180, "the run's first steps", proc)
