@@ -191,6 +191,11 @@ class IPPOConfig:
             )
 
     @property
+    def central_critic(self) -> bool:
+        """The critic reads every agent's observation of the env (MAPPO); IPPO's does not."""
+        return False
+
+    @property
     def lam(self) -> float:
         """The penalty strength in effect."""
         return DEFAULT_REG_COEF[self.cl_method] if self.reg_coef is None else float(self.reg_coef)

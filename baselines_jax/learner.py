@@ -53,7 +53,7 @@ from baselines_jax import cl as cl_lib
 from baselines_jax import remedies as rem
 from baselines_jax.cl import memory as cl_memory
 from baselines_jax.config import NETWORKS, IPPOConfig
-from baselines_jax.network import ActorCritic
+from baselines_jax.network import ActorCritic, central_row_dim, central_rows
 from baselines_jax.ppo import Transition, gae, lr_schedule, make_optimizer, ppo_loss
 from cl_suites.core.task import task_seed
 from cl_suites.meal.batched import shared_engine
@@ -166,9 +166,11 @@ def _split(keys: jax.Array, n: int = 2) -> tuple[jax.Array, ...]:
     return tuple(out[:, i] for i in range(n))
 
 
-def actor_critic(config: IPPOConfig, num_tasks: int) -> ActorCritic:
+def actor_critic(config: IPPOConfig, num_tasks: int, num_agents: int = 0) -> ActorCritic:
     """The network of a run of ``config`` over ``num_tasks`` tasks (MEAL's MLP
-    actor-critic, ``config.architecture``'s norms; ``JaxIPPO.network``)."""
+    actor-critic, ``config.architecture``'s norms; ``JaxIPPO.network``); with
+    ``config.central_critic`` (MAPPO) the critic reads the env's ``num_agents``
+    observations."""
     norm_layers, norm_eps = NETWORKS[config.architecture]
     return ActorCritic(
         action_dim=NUM_ACTIONS,
@@ -181,10 +183,21 @@ def actor_critic(config: IPPOConfig, num_tasks: int) -> ActorCritic:
         shared_backbone=config.shared_backbone,
         multi_head=config.multi_head,
         task_id_input=config.task_id_input,
+        central_critic=config.central_critic,
+        num_agents=int(num_agents) if config.central_critic else 0,
+        agent_id_input=bool(getattr(config, "agent_id_input", False)),
     )
 
 
-def check_method(config: IPPOConfig, num_tasks: int, obs_dim: int, cycles: int = 1) -> None:
+def input_dim(config: IPPOConfig, obs_dim: int, num_agents: int) -> int:
+    """The width of the network's input rows: ``obs_dim``, or ``central_rows``' width with
+    ``config.central_critic``."""
+    return central_row_dim(obs_dim, num_agents) if config.central_critic else int(obs_dim)
+
+
+def check_method(
+    config: IPPOConfig, num_tasks: int, obs_dim: int, cycles: int = 1, num_agents: int = 0
+) -> None:
     """``ValueError`` (one line) when ``config``'s CL method cannot train a sequence of
     ``num_tasks`` tasks played ``cycles`` times on observations of ``obs_dim`` values
     (PackNet's limits); builds the method on the network's shapes, compiles nothing."""
@@ -192,10 +205,9 @@ def check_method(config: IPPOConfig, num_tasks: int, obs_dim: int, cycles: int =
         return  # not built here (JaxIPPO names it)
     if cl_lib.method_class(config).check_sequence is cl_lib.JaxCLMethod.check_sequence:
         return  # the method has no limits to check
-    network = actor_critic(config, num_tasks)
-    template = jax.eval_shape(
-        lambda: network.init(jax.random.PRNGKey(0), jnp.zeros((1, int(obs_dim))))
-    )
+    network = actor_critic(config, num_tasks, num_agents)
+    width = input_dim(config, obs_dim, num_agents)
+    template = jax.eval_shape(lambda: network.init(jax.random.PRNGKey(0), jnp.zeros((1, width))))
     cl_lib.make(config, network, template, int(num_tasks)).check_sequence(int(cycles))
 
 
@@ -213,6 +225,8 @@ def act_with(
     sampled with ``key`` (:meth:`JaxIPPO.act`, and a saved task policy's actions)."""
     if not greedy and key is None:
         raise ValueError("act(greedy=False) needs a PRNG key")
+    if network.central_critic:
+        return _act_central(network, obs_dim, params, obs, task_id, greedy, key)
     return _act(
         network,
         params,
@@ -224,6 +238,32 @@ def act_with(
     )
 
 
+def _act_central(
+    network: ActorCritic,
+    obs_dim: int,
+    params: Any,
+    obs: Any,
+    task_id: int,
+    greedy: bool,
+    key: jax.Array | None,
+) -> jax.Array:
+    """:func:`act_with` for a central-critic ``network`` (MAPPO): ``obs (M * n, ...)`` are
+    env-major rows of every agent of each env (row ``m n + i``: agent ``i`` of env ``m``,
+    as the evaluator gives them), acted on as ``central_rows``; actions in ``obs``'s
+    order."""
+    n = network.num_agents
+    obs = jnp.asarray(obs)
+    if obs.shape[0] % n:
+        raise ValueError(
+            f"a central-critic network acts on every agent of each env: {obs.shape[0]} rows "
+            f"are not a multiple of {n} agents"
+        )
+    rows = central_rows(obs.reshape(-1, n, int(obs_dim)))  # (n M, D + n + n D)
+    key = key if key is not None else jax.random.PRNGKey(0)
+    actions = _act(network, params, rows, jnp.int32(task_id), greedy, key, rows.shape[-1])
+    return jnp.swapaxes(actions.reshape(n, -1), 0, 1).reshape(-1)
+
+
 class JaxIPPO:
     """MEAL's IPPO (``IPPOConfig``) on ``suite`` for ``seeds`` (one program, vmapped).
 
@@ -233,6 +273,10 @@ class JaxIPPO:
     the remedy does in ``end_task`` when a task follows (``remedy.csv``'s ``reset``,
     ``injected``, ``shrunk``; ``None``: nothing).
     """
+
+    minibatch_splits_key = False
+    """Each minibatch splits the update's key once (MEAL 057f862's on-policy learners; the
+    paper-time IPPO does not): the next epoch's shuffle reads the key after those splits."""
 
     def __init__(self, suite: MealSuite, config: IPPOConfig, seeds: Sequence[int]):
         seeds = [int(s) for s in seeds]
@@ -246,6 +290,7 @@ class JaxIPPO:
         self.num_tasks = len(suite.layouts)
         self.num_agents = suite.num_agents
         self.obs_dim = int(np.prod(suite.obs_shape))
+        self.input_dim = input_dim(config, self.obs_dim, self.num_agents)
         cl_memory.check_memory(config, self.num_tasks, self.obs_dim, len(seeds))  # AGEM, ER-ACE
         self.episode_len = int(suite.episode_len)
         budgets = {int(t.budget) for t in suite.sequence.tasks}
@@ -254,11 +299,11 @@ class JaxIPPO:
         opts = suite.options
         self.sparse_rewards = bool(opts.get("sparse_rewards", False))
         self.shaping_horizon = float(opts.get("shaping_horizon", self.steps_per_task))
-        self.network = actor_critic(config, self.num_tasks)
+        self.network = actor_critic(config, self.num_tasks, self.num_agents)
         self.compile_seconds = 0.0
         self.compile_log: list[tuple[str, float]] = []
         self._compiled: dict[tuple, Any] = {}
-        template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.obs_dim)))
+        template = self.network.init(jax.random.PRNGKey(0), jnp.zeros((1, self.input_dim)))
         self.mask = cl_lib.reg_mask(template, config.regularize_critic, config.regularize_heads)
         self.method = cl_lib.make(config, self.network, template, self.num_tasks)
         self.method.check_sequence(int(suite.sequence.cycles))
@@ -296,12 +341,12 @@ class JaxIPPO:
     def init_params(self, seed: int) -> Any:
         """MEAL's initialisation: ``PRNGKey(seed)`` split once, the second key inits."""
         _, key = jax.random.split(jax.random.PRNGKey(seed))
-        return self.network.init(key, jnp.zeros((1, self.obs_dim)))
+        return self.network.init(key, jnp.zeros((1, self.input_dim)))
 
     def fresh_params(self, key: jax.Array) -> Any:
         """A new initialisation of the network from ``key`` (its own initialisers: the
         remedies' fresh draws)."""
-        return self.network.init(key, jnp.zeros((1, self.obs_dim)))
+        return self.network.init(key, jnp.zeros((1, self.input_dim)))
 
     def _init_remedy(self, params: Any) -> rem.RemedyState:
         """One seed's remedy state: shrink-and-perturb's initial parameters, continual
@@ -661,6 +706,10 @@ class JaxIPPO:
                     jax.random.fold_in(steps_key, index), cfg.num_minibatches
                 )
             (p, o, r), out = jax.lax.scan(minibatch, (p, o, r), (batch, keys, cl_keys))
+            if self.minibatch_splits_key:  # MEAL 057f862's on-policy learners
+                k = jax.lax.fori_loop(
+                    0, cfg.num_minibatches, lambda _, kk: jax.random.split(kk)[0], k
+                )
             return (p, o, r, k), out
 
         carry = (params, opt_state, remedy if per_step else None, rng)
@@ -705,13 +754,11 @@ class JaxIPPO:
         remedy_metrics.update({f"remedy/replaced/{k}": v for k, v in replaced.items()})
         if self.remedy.enabled:
             remedy_metrics["remedy/update"] = state.update + 1
-        lr = (
-            self.cfg.learning_rate * (1.0 - state.update / self.updates_per_task)
+        lr = (  # the schedule restarts at every task (and at PackNet's pruning)
+            self.tx_schedule(_schedule_count(state.opt_state))
             if self.cfg.anneal_lr
             else jnp.full_like(coef, self.cfg.learning_rate)
         )
-        if self.finetunes and self.cfg.anneal_lr:  # the schedule restarts at the pruning
-            lr = self.tx_schedule(_schedule_count(state.opt_state))
         metrics = dict(
             zip(
                 (

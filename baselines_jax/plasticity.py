@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from baselines_jax.network import ActorCritic, activate
+from baselines_jax.network import ActorCritic, activate, central_rows
 from cl_suites.metrics.plasticity_tracker import Capture
 
 PAD_ROWS = 256
@@ -106,9 +106,22 @@ class JaxProbe:
         return {net: float(self.grad_norms.get(net, math.nan)) for net in self.networks}
 
 
+def central_env_rows(flat: np.ndarray, num_agents: int) -> np.ndarray:
+    """Env-major observation rows ``(B, D)`` (row ``m n + i``: agent ``i`` of env ``m``) as
+    a central critic's rows ``(B, D + n + n D)``, in the same order; an env cut short at
+    the end has zeros for its missing agents."""
+    b, d = flat.shape
+    envs = -(-b // num_agents)
+    padded = np.zeros((envs * num_agents, d), flat.dtype)
+    padded[:b] = flat
+    rows = np.asarray(central_rows(jnp.asarray(padded.reshape(envs, num_agents, d))))
+    return rows.reshape(num_agents, envs, -1).swapaxes(0, 1).reshape(envs * num_agents, -1)[:b]
+
+
 def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray], Intermediates]:
     """The apply function of :class:`JaxProbe` for MEAL's ``ActorCritic``: ``obs (B, ...)``
-    (flattened here), ``task_ids (B,)``; one jitted pass."""
+    (flattened here; a central critic's: env-major rows of every agent of each env, as
+    :func:`central_env_rows` takes them), ``task_ids (B,)``; one jitted pass."""
     kind = "tanh" if network.activation == "tanh" else "relu"  # CReLU's units are ReLUs
     trunks = ("common",) if network.shared_backbone else ("actor", "critic")
     sizes = len(network.hidden_sizes)
@@ -133,8 +146,11 @@ def actor_critic_apply(network: ActorCritic) -> Callable[[Any, Any, np.ndarray],
     def apply(params: Any, obs: Any, task_ids: np.ndarray) -> Intermediates:
         n = len(task_ids)
         rows = -(-n // PAD_ROWS) * PAD_ROWS  # padded: one compiled program per 256 rows
-        x = np.zeros((rows, int(np.prod(np.shape(obs)[1:]))), np.float32)
-        x[:n] = np.asarray(obs).reshape(n, -1)
+        flat = np.asarray(obs).reshape(n, -1)
+        if network.central_critic:
+            flat = central_env_rows(flat, network.num_agents)
+        x = np.zeros((rows, flat.shape[1]), np.float32)
+        x[:n] = flat
         ids = np.zeros(rows, np.int32)
         ids[:n] = task_ids
         out = jax.device_get(run(params, jnp.asarray(x), jnp.asarray(ids)))

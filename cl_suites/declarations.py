@@ -36,6 +36,9 @@ layer (``model/mlp.py``), or after the first only (057f862 ``model/mlp_packnet.p
 IMPORTANCE_MODES: tuple[str, ...] = ("multi", "online", "last")
 """How a task's new importance joins the old one (EWC, online EWC, MAS; MEAL 057f862
 ``--importance-mode``): summed, ``decay old + (1 - decay) new``, replaced."""
+MAPPO_METHODS: tuple[str, ...] = MEAL_PAPER_METHODS
+"""The CL methods ``mappo-jax`` trains with (MEAL 057f862 also runs AGEM, ER-ACE and
+PackNet on MAPPO; not here yet)."""
 JAX_LEARNER = "ppo-jax"
 """The JAX IPPO learner's name (``--learner ppo-jax``; ``baselines_jax``), MEAL's default."""
 

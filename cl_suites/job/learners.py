@@ -167,6 +167,7 @@ def unregister(name: str) -> None:
 
 
 register("ppo-jax", "cl_suites.job.jax.entry:PPO_JAX")
+register("mappo-jax", "cl_suites.job.jax.entry:MAPPO_JAX")
 register("ppo", "cl_suites.job.torch.entry:PPO")
 register("vtrace", "cl_suites.job.torch.entry:VTRACE")
 

@@ -302,7 +302,10 @@ BAD_CLI = [
     (["--seeds", "1", "2", "1"], r"seeds \[1, 2, 1\] repeat 1; give each seed once"),
     (["--seeds", "0", "-1"], r"seeds must be integers in \[0, 4294967295\], got '-1'"),
     (["--seeds", "0", "1", "--seed", "2"], r"give --seed \(2\) or --seeds \(0 1\), not both"),
-    (["--learner", "vtrace"], r"learner 'vtrace' is not available for MEAL-2; valid: ppo-jax, ppo"),
+    (
+        ["--learner", "vtrace"],
+        r"learner 'vtrace' is not available for MEAL-2; valid: ppo-jax, mappo-jax, ppo",
+    ),
     (["--set", "n_steps=8"], r"option 'n_steps' belongs to the torch learner 'ppo'.*num_steps"),
     (["--set", "torch_threads=2"], r"'torch_threads' belong to the torch learner 'ppo'"),
     (["--learner", "ppo", "--set", "clip_eps=0.1"], r"'clip_eps' belong to learner 'ppo-jax'"),

@@ -11,8 +11,8 @@ spans of the form `` `KEY = VALUE` `` where ``VALUE`` is a Python literal and ``
 * a constructor default, ``Class.param``: ``VTrace.reward_std_count`` is the default of
   ``VTrace(reward_std_count=...)`` (classes of ``baselines_sb3.learners``,
   ``baselines_sb3.cl``, ``baselines_sb3.policies``, ``baselines_sb3.cl.unroll_buffer``,
-  ``cl_suites.remedies``: ``RemedyConfig.redo_tau``, and ``baselines_jax.config``:
-  ``IPPOConfig.agem_memory_size``).
+  ``cl_suites.remedies``: ``RemedyConfig.redo_tau``, ``baselines_jax.config``:
+  ``IPPOConfig.agem_memory_size``, and ``baselines_jax.mappo``: ``MAPPOConfig.lr_end``).
 
 ``test_default_keys_match_the_code`` resolves every key and compares it with the value the
 row states, so a changed default without a ledger change fails. Keys are optional in
@@ -135,13 +135,14 @@ UNKEYED = {
 
 def _namespace() -> dict[str, Any]:
     from baselines_jax import config as jax_config
+    from baselines_jax import mappo as jax_mappo
     from baselines_sb3 import cl, learners, policies
     from baselines_sb3.cl import unroll_buffer
     from cl_suites import remedies
     from cl_suites.job import hyperparameters, presets
 
     names: dict[str, Any] = {"presets": presets, "hyperparameters": hyperparameters}
-    for module in (learners, cl, policies, unroll_buffer, remedies, jax_config):
+    for module in (learners, cl, policies, unroll_buffer, remedies, jax_config, jax_mappo):
         names.update({k: v for k, v in vars(module).items() if inspect.isclass(v)})
     return names
 

@@ -27,6 +27,7 @@ import numpy as np
 from cl_suites.declarations import (
     IMPORTANCE_MODES,
     JAX_LEARNER,
+    MAPPO_METHODS,
     MEAL_METHODS,
     MEAL_NETWORKS,
     is_builtin_method,
@@ -145,9 +146,10 @@ def jax_api() -> Any:
     return _API
 
 
-def jax_fields() -> tuple[str, ...]:
-    """``IPPOConfig``'s field names: the options ``ppo-jax`` accepts."""
-    return tuple(f.name for f in dataclasses.fields(jax_api().IPPOConfig))
+def jax_fields(config_type: str = "IPPOConfig") -> tuple[str, ...]:
+    """The field names of ``baselines_jax``'s ``config_type``: the options its learner
+    accepts (``IPPOConfig``: ``ppo-jax``'s)."""
+    return tuple(f.name for f in dataclasses.fields(getattr(jax_api(), config_type)))
 
 
 def lr_anneal(schedule: str) -> bool:
@@ -160,17 +162,20 @@ def lr_anneal(schedule: str) -> bool:
     return schedule == "linear-per-task"
 
 
-def jax_settings(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
-    """``IPPOConfig`` keyword arguments equal to the torch learner's resolved settings.
+def jax_settings(
+    torch_hp: dict[str, Any], method: str, config_type: str = "IPPOConfig"
+) -> dict[str, Any]:
+    """``config_type`` keyword arguments equal to the torch learner's resolved settings.
 
     Args:
         torch_hp: ``hyperparameters.preset_settings("MEAL", "ppo", method, preset)``.
         method: the CL method (``ft``, ``ewc``, ``online-ewc``, ``mas``, ``l2``).
+        config_type: the ``baselines_jax`` config (``IPPOConfig``, ``MAPPOConfig``).
 
-    Returns every field of ``IPPOConfig``: the preset's value where the torch settings
+    Returns every field of the config: the preset's value where the torch settings
     have one, else the field's default; ``cl_method`` is ``method``.
     """
-    config = jax_api().IPPOConfig
+    config = getattr(jax_api(), config_type)
     values = {
         f.name: f.default
         for f in dataclasses.fields(config)
@@ -196,28 +201,32 @@ def jax_settings(torch_hp: dict[str, Any], method: str) -> dict[str, Any]:
     return values
 
 
-def make_config(values: dict[str, Any]) -> Any:
-    """``IPPOConfig(**values)``, lists (from JSON, TOML or ``--set``) as tuples."""
+def make_config(values: dict[str, Any], config_type: str = "IPPOConfig") -> Any:
+    """``config_type(**values)`` (``baselines_jax``'s ``IPPOConfig`` or ``MAPPOConfig``),
+    lists (from JSON, TOML or ``--set``) as tuples."""
     fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     if isinstance(fixed.get("remedy"), Mapping):  # plain data in the run's settings
         fixed["remedy"] = RemedyConfig(**fixed["remedy"])
-    return jax_api().IPPOConfig(**fixed)
+    return getattr(jax_api(), config_type)(**fixed)
 
 
-def torch_only_options(torch_hp: dict[str, Any]) -> set[str]:
+def torch_only_options(torch_hp: dict[str, Any], config_type: str = "IPPOConfig") -> set[str]:
     """Option names that belong to the torch learner (its preset's learner, method and
-    policy settings, its job options) and are not ``IPPOConfig`` fields."""
+    policy settings, its job options) and are not fields of ``config_type``."""
     names = set(torch_hp["learner"]) | set(torch_hp["method"]) | set(POLICY_OPTIONS)
     names |= set(TORCH_TO_JAX) | set(TORCH_ONLY_JOB_OPTIONS)
-    return names - set(jax_fields())
+    return names - set(jax_fields(config_type))
 
 
 def route_jax_overrides(
-    values: dict[str, Any], overrides: dict[str, Any], torch_only: set[str]
+    values: dict[str, Any],
+    overrides: dict[str, Any],
+    torch_only: set[str],
+    learner: str = JAX_LEARNER,
 ) -> dict[str, Any]:
-    """Move ``IPPOConfig`` fields of ``overrides`` into ``values`` (in place); return the
-    rest (suite kwargs). A torch learner option raises ``ValueError`` naming it and the
-    options ``ppo-jax`` takes."""
+    """Move the config fields of ``overrides`` into ``values`` (in place); return the rest
+    (suite kwargs). A torch learner option raises ``ValueError`` naming it and the options
+    ``learner`` takes."""
     rest: dict[str, Any] = {}
     for key, value in overrides.items():
         if key in values:
@@ -225,7 +234,7 @@ def route_jax_overrides(
         elif key in torch_only:
             raise UnknownOptionError(
                 f"option {key!r} belongs to the torch learner 'ppo', not to learner "
-                f"{JAX_LEARNER!r}; valid {JAX_LEARNER} options: {', '.join(sorted(values))} "
+                f"{learner!r}; valid {learner} options: {', '.join(sorted(values))} "
                 "(or run with --learner ppo)"
             )
         else:
@@ -263,6 +272,16 @@ class JaxLearner:
     seed_groups: bool = True
     preset: str = "ppo"
     refused_job_options: tuple[str, ...] = TORCH_ONLY_JOB_OPTIONS
+    config_type: str = "IPPOConfig"
+    """Its settings: this ``baselines_jax`` config class."""
+    learner_type: str = "JaxIPPO"
+    """Its learner: this ``baselines_jax`` class (``JaxIPPO``'s API)."""
+    own_options: tuple[tuple[str, Option], ...] = ()
+    """Options of its config's own fields, beside :data:`OPTIONS`."""
+    own_values: tuple[tuple[str, Any], ...] = ()
+    """``(field, value)`` pairs over the translated preset, under every preset but
+    ``small`` (MAPPO: MEAL 057f862's on-policy values, as ``MAPPOConfig``'s defaults);
+    ``num_envs`` among them sets the run's envs."""
 
     def options(self) -> Mapping[str, Option]:
         """:data:`OPTIONS` and the ``IPPOConfig`` fields named like the torch learner's,
@@ -280,7 +299,7 @@ class JaxLearner:
                 _L, _choice(config.ADVANTAGE_NORMALIZATIONS), "minibatch-biased or none"
             ),
         }
-        return {**shared, **OPTIONS}
+        return {**shared, **OPTIONS, **dict(self.own_options)}
 
     def settings(
         self, suite: SuiteInfo, method: str, preset: str, job: Values, overrides: Values
@@ -294,8 +313,13 @@ class JaxLearner:
                 f"option(s) {', '.join(map(repr, torch_job))} belong to the torch learner "
                 f"'ppo', not to learner {JAX_LEARNER!r}; run with --learner ppo or drop them"
             )
-        torch_only = torch_only_options(hp)
-        values = jax_settings(hp, method)
+        torch_only = torch_only_options(hp, self.config_type)
+        values = jax_settings(hp, method, self.config_type)
+        num_envs = hp["num_envs"]
+        if preset != "small":
+            own = dict(self.own_values)
+            num_envs = own.pop("num_envs", num_envs)
+            values.update(own)
         for owned in ("cl_method", "remedy"):
             if owned in overrides:
                 raise ValueError(f"set the {owned} with --method, not with the option {owned}")
@@ -310,14 +334,14 @@ class JaxLearner:
                 f"option(s) {', '.join(map(repr, foreign))} mean nothing to method {base!r}: "
                 + "; ".join(f"{k} is read by {', '.join(METHOD_OPTIONS[k])}" for k in foreign)
             )
-        overrides = route_jax_overrides(values, overrides, torch_only)
+        overrides = route_jax_overrides(values, overrides, torch_only, self.name)
         for key in ("multi_head", "task_id_input"):
             if key in job and key in values:
                 values[key] = bool(job[key])
         jax_hp = {
             "learner": values,
             "method": {},
-            "num_envs": hp["num_envs"],
+            "num_envs": num_envs,
             "multi_head": bool(values.get("multi_head", hp["multi_head"])),
             "task_id_input": bool(values.get("task_id_input", hp["task_id_input"])),
             "suite_defaults": hp["suite_defaults"],
@@ -349,7 +373,7 @@ class JaxLearner:
         network settings are ``IPPOConfig`` fields too)."""
         owned = ("cl_method", "remedy", "num_envs", *job_options)
         return {
-            "learner": tuple(n for n in jax_fields() if n not in owned),
+            "learner": tuple(n for n in jax_fields(self.config_type) if n not in owned),
             "method": (),
             "policy": (),
         }
@@ -365,7 +389,7 @@ class JaxLearner:
         """The run's ``num_envs`` into the settings, and the ``IPPOConfig`` the JAX job
         trains with: it checks its values (bad ones fail here, before anything compiles)."""
         hp["learner"]["num_envs"] = num_envs
-        return make_config(hp["learner"])
+        return make_config(hp["learner"], self.config_type)
 
     def check_sequence(self, hp: Mapping[str, Any], sequence: Any) -> None:
         """MEAL's observations are what its network takes; the CL method's limits on the
@@ -373,7 +397,7 @@ class JaxLearner:
         tasks) fail here, in one line, before anything compiles."""
         from baselines_jax.learner import check_method
 
-        config = make_config(dict(hp["learner"]))
+        config = make_config(dict(hp["learner"]), self.config_type)
         obs_dim = int(np.prod(sequence.observation_space.shape))
         check_method(config, len(sequence.tasks), obs_dim, int(sequence.cycles))
 
@@ -383,7 +407,7 @@ class JaxLearner:
         return int(config.finetune_updates) * int(config.env_steps_per_update)
 
     def defaults(self, method: str, hp: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-        fields = dataclasses.fields(jax_api().IPPOConfig)
+        fields = dataclasses.fields(getattr(jax_api(), self.config_type))
         return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}, {}
 
     def train(
@@ -403,3 +427,26 @@ class JaxLearner:
 
 PPO_JAX = JaxLearner()
 """The entry of ``ppo-jax``."""
+
+MAPPO_JAX = JaxLearner(
+    name="mappo-jax",
+    methods=MAPPO_METHODS,
+    config_type="MAPPOConfig",
+    learner_type="JaxMAPPO",
+    own_options=(
+        ("lr_end", Option(_L, _num(0.0), "step size at a task's end, with anneal_lr")),
+        ("agent_id_input", Option(_L, _BOOL, "the agent's one-hot id in the actor's input")),
+        ("importance_stride", Option(_L, _int(), "MAS: importance from every k-th step")),
+    ),
+    own_values=(  # MEAL 057f862 algos/on_policy.py:24-38 (MAPPOConfig's defaults)
+        ("learning_rate", 1e-3),
+        ("anneal_lr", False),
+        ("num_steps", 400),
+        ("num_minibatches", 16),
+        ("gae_lambda", 0.95),
+        ("max_grad_norm", 1.0),
+        ("num_envs", 2048),
+    ),
+)
+"""The entry of ``mappo-jax``: MEAL 057f862's MAPPO (``baselines_jax.JaxMAPPO``); the
+suite's protocol of the preset, MAPPO's own PPO values (``small``: the smoke test's)."""

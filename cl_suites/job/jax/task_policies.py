@@ -113,13 +113,14 @@ def network_params(path: str | os.PathLike[str], spec: JobSpec) -> tuple[Any, An
     import jax
     import jax.numpy as jnp
 
-    from baselines_jax.learner import actor_critic
+    from baselines_jax.learner import actor_critic, input_dim
 
     arrays, _ = read_task_policy(path)
-    suite = spec.meal
-    network = actor_critic(spec.learner_config, len(suite.layouts))
+    suite, config = spec.meal, spec.learner_config
+    network = actor_critic(config, len(suite.layouts), suite.num_agents)
     obs_dim = int(np.prod(suite.obs_shape))
-    template = network.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_dim)))
+    width = input_dim(config, obs_dim, suite.num_agents)
+    template = network.init(jax.random.PRNGKey(0), jnp.zeros((1, width)))
     reference = flat_params(template)
     names = list(reference)  # the template's leaves, in its tree's order
     missing = [n for n in names if n not in arrays]

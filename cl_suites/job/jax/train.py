@@ -250,10 +250,11 @@ def _train(
 ) -> None:
     """The training of :func:`run_jax`: the learner, its state (or the checkpoint's), one
     ``JaxRun`` per seed (its run log opened with its ``metadata``), the loop."""
-    from baselines_jax import JaxIPPO  # JAX starts here, when a run trains
+    import baselines_jax  # JAX starts here, when a run trains
 
     spec = specs[0]
-    learner = JaxIPPO(spec.meal, spec.learner_config, list(seeds))
+    learner_type = getattr(baselines_jax, spec.learner_entry.learner_type)
+    learner = learner_type(spec.meal, spec.learner_config, list(seeds))
     loop = _Loop(learner, spec)
     files = common_checkpoint(run_dirs) if resume else None
     evaluator_states = None
