@@ -247,21 +247,23 @@ def _act_central(
     greedy: bool,
     key: jax.Array | None,
 ) -> jax.Array:
-    """:func:`act_with` for a central-critic ``network`` (MAPPO): ``obs (M * n, ...)`` are
-    env-major rows of every agent of each env (row ``m n + i``: agent ``i`` of env ``m``,
-    as the evaluator gives them), acted on as ``central_rows``; actions in ``obs``'s
-    order."""
+    """:func:`act_with` for a central-critic ``network`` (MAPPO): the rows of ``obs (..., H,
+    W, C)`` (or flat ``(..., D)``) are env-major, every agent of each env in turn (row ``m n
+    + i``: agent ``i`` of env ``m``; ``(M * n, ...)`` as the evaluator gives them, or ``(M,
+    n, ...)``), acted on as ``central_rows``; actions in ``obs``'s row order."""
     n = network.num_agents
     obs = jnp.asarray(obs)
-    if obs.shape[0] % n:
+    leading = obs.shape[: obs.ndim - (1 if obs.shape[-1] == obs_dim else 3)]
+    count = int(np.prod(leading))
+    if count % n:
         raise ValueError(
-            f"a central-critic network acts on every agent of each env: {obs.shape[0]} rows "
-            f"are not a multiple of {n} agents"
+            f"a central-critic network acts on every agent of each env: {count} rows are "
+            f"not a multiple of {n} agents"
         )
-    rows = central_rows(obs.reshape(-1, n, int(obs_dim)))  # (n M, D + n + n D)
+    rows = central_rows(obs.reshape(-1, n, int(obs_dim)))  # (n M, D + n + n D), agent-major
     key = key if key is not None else jax.random.PRNGKey(0)
     actions = _act(network, params, rows, jnp.int32(task_id), greedy, key, rows.shape[-1])
-    return jnp.swapaxes(actions.reshape(n, -1), 0, 1).reshape(-1)
+    return jnp.swapaxes(actions.reshape(n, -1), 0, 1).reshape(leading)
 
 
 class JaxIPPO:

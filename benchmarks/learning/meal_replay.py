@@ -7,6 +7,8 @@
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 ours-mlp \
         --methods packnet           # diagnostic: our PackNet on the every-layer-norm network
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 compare
+    python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 meal \
+        --methods mappo-ft        # MAPPO (issue 51): then ours, then compare with --out
 
 MEAL's side is its trainer at 057f862 (``experiments/train.py ippo``, TTomilin/MEAL; pass a
 checkout or export with ``--meal-repo``; nothing of it is copied here), run through its own
@@ -97,7 +99,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 DEFAULT_ROOT = Path("/tmp/meal_replay")
-METHODS = ("agem", "packnet")
+METHODS = ("agem", "packnet", "mappo-ft", "mappo-ewc")
+"""What a run trains: IPPO with ``agem`` or ``packnet``, or MAPPO (``mappo-<cl method>``)."""
+DEFAULT_METHODS = ("agem", "packnet")
+MAPPO_PPO = {  # MEAL 057f862 algos/on_policy.py:24-38, MAPPO's own values, both sides
+    "lr": 1e-3,
+    "gae_lambda": 0.95,
+    "max_grad_norm": 1.0,
+    "num_minibatches": 16,
+}
 SEEDS = (1, 2, 3)
 SIDES = ("meal", "ours", "ours-mlp")
 """``ours-mlp``: a diagnostic side, ours with ``network="mlp"`` (a norm after every layer)."""
@@ -147,19 +157,35 @@ class Budget:
 
 
 # ----------------------------------------------------------------------------- settings
+def algo_of(method: str) -> tuple[str, str]:
+    """``(MEAL's algorithm, CL method)`` of a run kind: ``mappo-ewc`` -> ``(mappo, ewc)``,
+    ``agem`` -> ``(ippo, agem)``."""
+    algo, _, cl = method.rpartition("-") if method.startswith("mappo-") else ("ippo", "", method)
+    return algo, cl
+
+
 def meal_argv(method: str, seed: int, budget: Budget) -> list[str]:
     """057's ``experiments/train.py`` arguments for ``method`` and ``seed`` at our ppo-jax
-    values (module docstring)."""
+    values (module docstring); MAPPO at MAPPO's own PPO values (``MAPPO_PPO``, constant
+    learning rate, as 057's defaults)."""
+    algo, cl = algo_of(method)
+    if algo == "mappo":
+        lr = ("--lr", str(MAPPO_PPO["lr"]), "--no-anneal-lr", "--reset-optimizer")
+        ppo = ("--num-minibatches", str(MAPPO_PPO["num_minibatches"]))
+        ppo += ("--gae-lambda", str(MAPPO_PPO["gae_lambda"]))
+        ppo += ("--max-grad-norm", str(MAPPO_PPO["max_grad_norm"]), "--use-agent-id")
+    else:
+        lr = ("--lr", "3e-4", "--anneal-lr", "--lr-end", "0.0", "--reset-optimizer")
+        ppo = ("--num-minibatches", "8", "--gae-lambda", "0.957", "--max-grad-norm", "0.5")
     return [
-        "ippo",
-        *("--cl-method", method, "--seed", str(seed), "--seq-length", "2"),
-        *("--lr", "3e-4", "--anneal-lr", "--lr-end", "0.0", "--reset-optimizer"),
+        algo,
+        *("--cl-method", cl, "--seed", str(seed), "--seq-length", "2"),
+        *lr,
         *("--num-envs", str(budget.num_envs), "--num-steps", str(budget.num_steps)),
         *("--steps-per-task", str(float(budget.steps_per_task))),
         *("--reward-shaping-horizon", str(float(budget.shaping_horizon))),
-        *("--update-epochs", "8", "--num-minibatches", "8", "--gamma", "0.99"),
-        *("--gae-lambda", "0.957", "--clip-eps", "0.2", "--ent-coef", "0.01"),
-        *("--vf-coef", "0.5", "--max-grad-norm", "0.5"),
+        *("--update-epochs", "8", "--gamma", "0.99", *ppo),
+        *("--clip-eps", "0.2", "--ent-coef", "0.01", "--vf-coef", "0.5"),
         *("--hidden-size", "128", "--num-layers", "2", "--activation", "relu"),
         *("--encoder", "mlp", "--use-layer-norm", "--no-shared-backbone"),
         *("--use-task-id", "--use-multihead", "--no-regularize-critic"),
@@ -184,9 +210,11 @@ SUITE_OPTIONS = {
 
 def ours_command(method: str, seed: int, run_dir: Path, budget: Budget) -> list[str]:
     """``cl-suites run`` of our side (``ppo-jax``, the paper preset's IPPO values, which
-    are the ones 057 is given), evaluation only at the tasks' ends."""
+    are the ones 057 is given; ``mappo-jax`` with ``MAPPO_PPO``), evaluation only at the
+    tasks' ends."""
+    algo, cl = algo_of(method)
     cmd = [str(REPO / ".venv" / "bin" / "cl-suites"), "run", "--suite", "MEAL-2"]
-    cmd += ["--learner", "ppo-jax", "--method", method, "--preset", "paper"]
+    cmd += ["--learner", f"{algo}-jax", "--method", cl, "--preset", "paper"]
     cmd += ["--seed", str(seed), "--run-dir", str(run_dir)]
     cmd += ["--steps-per-task", str(budget.steps_per_task)]
     cmd += ["--eval-every", str(budget.task_steps(method))]  # the tasks' ends only
@@ -214,6 +242,15 @@ def ours_command(method: str, seed: int, run_dir: Path, budget: Budget) -> list[
         "plasticity": False,
         "report": False,
     }
+    if algo == "mappo":
+        sets.update(
+            learning_rate=MAPPO_PPO["lr"],
+            anneal_lr=False,
+            num_minibatches=MAPPO_PPO["num_minibatches"],
+            gae_lambda=MAPPO_PPO["gae_lambda"],
+            max_grad_norm=MAPPO_PPO["max_grad_norm"],
+            agent_id_input=True,
+        )
     if method == "agem":  # the options a method does not read are refused
         sets.update(agem_memory_size=AGEM_MEMORY, agem_sample_size=1024)
     if method == "packnet":
@@ -276,6 +313,7 @@ def meal_child(repo: Path, method: str, seed: int, out: Path, budget: Budget) ->
     import jax
     from experiments import train as mtrain
     from experiments.algos.ippo import IPPO
+    from experiments.algos.mappo import MAPPO
     from experiments.continual.packnet import Packnet
     from experiments.evaluation import evaluate_all_envs, make_eval_fn
 
@@ -306,7 +344,8 @@ def meal_child(repo: Path, method: str, seed: int, out: Path, budget: Budget) ->
 
     real_init = mbase.init_wandb_and_tensorboard
     mbase.init_wandb_and_tensorboard = lambda *a, **k: Writer(real_init(*a, **k))
-    real_build = IPPO.build_train_on_environment
+    algo_class = MAPPO if algo_of(method)[0] == "mappo" else IPPO
+    real_build = algo_class.build_train_on_environment
 
     def build(self):
         jitted = real_build(self)
@@ -364,7 +403,7 @@ def meal_child(repo: Path, method: str, seed: int, out: Path, budget: Budget) ->
 
         return run
 
-    IPPO.build_train_on_environment = build
+    algo_class.build_train_on_environment = build
     sys.argv = ["train", *meal_argv(method, seed, budget)]
     (out / "argv.json").write_text(json.dumps(sys.argv[1:]))
     mtrain.main()
@@ -381,13 +420,27 @@ def meal_network(repo: Path, method: str, num_tasks: int):
     return ActorCritic(6, "relu", num_tasks, True, False, 128, 2, True, True)
 
 
+def meal_mappo_actor(repo: Path, num_tasks: int):
+    """057's MAPPO actor as its ``MAPPO.init_network`` builds it with ``meal_argv``."""
+    _meal_import(repo)
+    from experiments.model.decoupled_mlp import Actor
+
+    return Actor(
+        action_dim=6, activation="relu", num_tasks=num_tasks, use_multihead=True,
+        use_task_id=True, use_layer_norm=True, hidden_size=128, num_layers=2,
+        use_agent_id=True, num_agents=2,
+    )  # fmt: skip
+
+
 def meal_policies(repo: Path, run: Path, method: str, num_tasks: int) -> Callable:
-    """``act_for(i, j)``: greedy actions of MEAL's policy after task ``i`` on task ``j``."""
+    """``act_for(i, j)``: greedy actions of MEAL's policy after task ``i`` on task ``j``
+    (MAPPO: its actor with each row's agent id, as it trains)."""
     import flax.serialization
     import jax
     import jax.numpy as jnp
 
-    network = meal_network(repo, method, num_tasks)
+    mappo = algo_of(method)[0] == "mappo"
+    network = meal_mappo_actor(repo, num_tasks) if mappo else meal_network(repo, method, num_tasks)
     trees = [
         flax.serialization.msgpack_restore((run / f"policies_task{i}.msgpack").read_bytes())
         for i in range(num_tasks)
@@ -397,7 +450,11 @@ def meal_policies(repo: Path, run: Path, method: str, num_tasks: int) -> Callabl
     def act(params, obs, task):
         m, n = obs.shape[:2]
         flat = jnp.swapaxes(obs, 0, 1).reshape(n * m, -1).astype(jnp.float32)  # batchify
-        pi, _, _ = network.apply(params, flat, env_idx=task)
+        if mappo:
+            ids = jnp.arange(n * m) // m  # batchify's agent-major rows
+            pi, _ = network.apply(params["actor"], flat, env_idx=task, agent_id=ids)
+        else:
+            pi, _, _ = network.apply(params, flat, env_idx=task)
         return pi.mode().reshape(n, m).T
 
     def act_for(i: int, j: int) -> Callable:
@@ -1010,7 +1067,8 @@ def plot(rows, methods, budget: Budget, out_png: Path) -> None:
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_xticks(x, [r["cell"].replace(" after ", "\nafter ") for r in mrows], fontsize=9)
         ax.set_ylabel(f"soups per episode ({budget.score_episodes} greedy episodes a task)")
-        title = {"agem": "AGEM", "packnet": "PackNet"}.get(method, method)
+        title = {"agem": "AGEM", "packnet": "PackNet", "mappo-ft": "MAPPO (FT)",
+                 "mappo-ewc": "MAPPO (EWC)"}.get(method, method)  # fmt: skip
         ax.set_title(f"MEAL-2 easy, {title}: MEAL 057f862 vs ours, 3 seeds each", pad=16)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     fig.tight_layout()
@@ -1036,7 +1094,7 @@ def main() -> None:
         p = sub.add_parser(mode, help={"meal": "run MEAL 057's side", "ours": "run our side",
                                        "ours-mlp": "our side with network=mlp",
                                        "compare": "table and plot"}[mode])  # fmt: skip
-        p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+        p.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
         p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
         if mode == "compare":
             p.add_argument("--out", type=Path, default=RESULTS / "meal-replay-learning.md")

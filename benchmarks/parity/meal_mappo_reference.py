@@ -11,8 +11,8 @@ from MEAL's key) against MEAL's, and the key after it. MEAL's parameter names ma
 ours (``actor_Dense_1`` -> ``actor_dense1``, ..., ``actor_Dense_multi_head`` ->
 ``actor_head``), its rows ``(obs, global_state, agent_id)`` onto ``central_rows``'.
 
-    PYTHONPATH=/tmp/refs/meal057 JAX_PLATFORMS=cpu python -m \\
-        benchmarks.parity.meal_mappo_reference --write
+    JAX_PLATFORMS=cpu python -m benchmarks.parity.parity_meal mappo \\
+        --meal057-repo /tmp/refs/meal057 --write
 
 writes ``tests/golden/meal_mappo_reference.json`` (the figures; the test
 ``tests/baselines/test_jax_mappo.py`` pins that every check held and replays the
@@ -21,7 +21,6 @@ pinned minibatch through our loss).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -307,28 +306,31 @@ def compare(method: str, seed: int) -> dict:
     return checks, pinned
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--write", action="store_true", help=f"write {GOLDEN.name}")
-    args = parser.parse_args()
+def check_meal057_repo(repo: Path | None) -> Path:
+    """The checkout path of MEAL at 057f862, or a ValueError naming what is missing."""
+    if repo is None or not (Path(repo) / "experiments" / "algos" / "mappo.py").exists():
+        raise ValueError(
+            "--meal057-repo must be a checkout of TTomilin/MEAL at 057f862 (with "
+            f"experiments/algos/mappo.py); got {repo!r}"
+        )
+    return Path(repo)
+
+
+def run(repo: Path, seed: int, write: bool) -> list[str]:
+    """Every method's checks with MEAL's code imported from ``repo``; with ``write``, the
+    pins. Returns the checks that failed (``"method: check"``)."""
+    import sys
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
     results = {}
     for method in METHODS:
-        print(f"MAPPO {method}, MEAL 057f862 vs ours, seed {args.seed}:", flush=True)
-        results[method], pinned = compare(method, args.seed)
-        if args.write and method == "ewc":
+        print(f"MAPPO {method}, MEAL 057f862 vs ours, seed {seed}:", flush=True)
+        results[method], pinned = compare(method, seed)
+        if write and method == "ewc":
             flat = jax.tree_util.tree_flatten_with_path(pinned)[0]
             arrays = {jax.tree_util.keystr(k): np.asarray(v) for k, v in flat}
             np.savez_compressed(MINIBATCH, **arrays)
-    bad = [f"{m}: {c}" for m, cs in results.items() for c, (v, tol) in cs.items() if v > tol]
-    if args.write:
-        GOLDEN.write_text(
-            json.dumps({"seed": args.seed, "tiny": TINY, "checks": results}, indent=1)
-        )
-    if bad:
-        raise SystemExit("differ: " + "; ".join(bad))
-    print("all checks agree")
-
-
-if __name__ == "__main__":
-    main()
+    if write:
+        GOLDEN.write_text(json.dumps({"seed": seed, "tiny": TINY, "checks": results}, indent=1))
+    return [f"{m}: {c}" for m, cs in results.items() for c, (v, tol) in cs.items() if v > tol]

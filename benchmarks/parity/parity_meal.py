@@ -12,6 +12,10 @@ under ``--out``: its per-task parameter files and their JSON (the padded kitchen
 trained on), ``metrics_task{i}.npz`` (its per-update training metrics) and
 ``timing.json`` (compile and training seconds per task).
 
+``mappo`` runs MEAL 057f862's MAPPO update beside ``mappo-jax``'s from the same inputs
+(``--meal057-repo``: a checkout at 057f862; ``meal_mappo_reference.py``), ``--write``
+pinning what it shows in ``tests/golden``.
+
 ``bounds`` compares our score bound with MEAL's ``estimate_max_soup`` (paper-time
 ``jax_marl/environments/overcooked/upper_bound.py``) on the paper generator's kitchens of
 every difficulty and ``--seeds N`` seeds, and lists the kitchens where MEAL's is 0 (issue
@@ -843,6 +847,10 @@ def main() -> None:
     sc.add_argument("--json", type=Path, help="write the rows here")
     bd = sub.add_parser("bounds", help="our score bound against MEAL's estimate_max_soup")
     bd.add_argument("--seeds", type=int, default=200, help="seeds 0..N-1 per difficulty")
+    mp = sub.add_parser("mappo", help="MEAL 057f862's MAPPO update against ours, same inputs")
+    mp.add_argument("--meal057-repo", type=Path, help="a checkout of TTomilin/MEAL at 057f862")
+    mp.add_argument("--seed", type=int, default=1)
+    mp.add_argument("--write", action="store_true", help="write the pins in tests/golden")
     up = sub.add_parser("update", help="MEAL's PPO updates against ours, same inputs")
     up.add_argument("--seed", type=int, default=1)
     up.add_argument("--updates", type=int, default=2)
@@ -850,6 +858,16 @@ def main() -> None:
     if args.mode == "score":
         score_runs(args.runs, args.episodes, args.json)
         return
+    if args.mode == "mappo":
+        from benchmarks.parity import meal_mappo_reference as mappo
+
+        try:
+            repo = mappo.check_meal057_repo(args.meal057_repo)
+        except ValueError as err:
+            parser.error(str(err))
+        failed = mappo.run(repo.resolve(), args.seed, args.write)
+        print("FAILED: " + "; ".join(failed) if failed else "all checks agree")
+        sys.exit(1 if failed else 0)
     if args.mode == "train-ours":
         train_ours(args.cl_method, args.seed, args.out.resolve(), args.steps_per_task)
         return

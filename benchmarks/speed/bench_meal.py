@@ -69,6 +69,14 @@ recording is off). It needs flax, optax, distrax, chex, tyro and tensorboardX.
 ``lax.scan`` rollout (target >= 0.30), and ``MealParallelEnv`` vs a bare loop of jitted
 single-env steps fetching observations and rewards (target >= 0.80).
 
+**MAPPO** (issue 51 item 6): ``meal-mappo``, MEAL 057f862's MAPPO trainer
+(``--meal057-repo``, its defaults but ``--num-envs`` and 128 steps per env: lr 1e-3, 8
+epochs x 16 minibatches), against ``mappo`` / ``mappo-seeds`` (``mappo-jax``, the same
+settings); their ratios are to ``meal-mappo``::
+
+    python -m benchmarks.speed.bench_meal --meal057-repo /tmp/refs/meal057 \
+        --sides meal-mappo mappo mappo-seeds --num-envs 16 --updates 8 --repeats 2
+
 Steps are env steps (one joint action of all agents).
 """
 
@@ -82,6 +90,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 from benchmarks.parity.meal_reference import check_meal_repo, load_meal_trainer, meal_argv
@@ -210,27 +219,84 @@ def run_ours(
     return {"tasks": results}
 
 
-def run_jax(num_envs: int, updates: int, tasks: int, seeds: int) -> dict:
+def run_meal_mappo(repo: Path, num_envs: int, updates: int, tasks: int) -> dict:
+    """MEAL 057f862's MAPPO (``experiments/algos/mappo.py``, its defaults but ``num_envs``
+    and 128 steps per env) on MEAL-2 easy, ft, evaluation off: per task its jitted
+    ``train_on_environment`` compiled ahead of time (timed as compile), then run (timed
+    as training: all ``updates`` + 1 updates). Its metrics go to a writer that keeps none
+    (its every-5-updates logging callback still runs, as in training)."""
+    import jax
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    os.environ["WANDB_MODE"] = "disabled"
+    from experiments.algos.mappo import MAPPO, MAPPOConfig
+    from experiments.utils import init_cl_state
+
+    cfg = MAPPOConfig(
+        cl_method="ft",
+        seq_length=2,
+        seed=0,
+        num_envs=num_envs,
+        num_steps=N_STEPS,
+        steps_per_task=float((updates + 1) * num_envs * N_STEPS),
+        evaluation=False,
+        record_video=False,
+        use_wandb=False,
+    )
+    os.chdir(tempfile.mkdtemp(prefix="meal-mappo-bench-"))
+    algo = MAPPO(cfg)
+    algo.setup_envs()
+    algo.init_network()
+    algo.writer = types.SimpleNamespace(add_scalar=lambda *a, **k: None)
+    params = algo.train_state.params
+    cl_state = init_cl_state(params, cfg.regularize_critic, not cfg.use_multihead, algo.cl, cfg)
+    train = algo.build_train_on_environment()
+    results, state = [], algo.train_state
+    for task in range(tasks):
+        rng = jax.random.PRNGKey(task)
+        t0 = time.perf_counter()
+        compiled = train.lower(rng, state, cl_state, task).compile()
+        t1, c1 = time.perf_counter(), time.process_time()
+        out = compiled(rng, state, cl_state, task)
+        jax.block_until_ready(out)
+        t2, c2 = time.perf_counter(), time.process_time()
+        state = out[0][0]
+        results.append(
+            {"compile_s": t1 - t0, "train_s": t2 - t1, "train_cpu_s": c2 - c1,
+             "updates": int(cfg.num_updates)}
+        )  # fmt: skip
+    return {"tasks": results}
+
+
+def run_jax(
+    num_envs: int, updates: int, tasks: int, seeds: int, learner_name: str = "ppo-jax"
+) -> dict:
     """Our JAX learner (``ppo-jax``: ``baselines_jax.JaxIPPO``, the learner of
-    ``cl-suites run --suite MEAL-2``) on MEAL-2 (ft, paper preset) with ``seeds`` seeds
-    vmapped in one program; per task: a first ``train`` call of ``updates`` updates
-    (compiles; ``compile_s`` is the learner's own compile time), then a second one,
-    timed as training (the same compiled program)."""
+    ``cl-suites run --suite MEAL-2``; or ``mappo-jax`` at 128 steps per env) on MEAL-2
+    (ft, paper preset) with ``seeds`` seeds vmapped in one program; per task: a first
+    ``train`` call of ``updates`` updates (compiles; ``compile_s`` is the learner's own
+    compile time), then a second one, timed as training (the same compiled program)."""
     import jax
 
     from cl_suites.job.jax.entry import jax_api, make_config
     from cl_suites.job.main_job import resolve_job
 
+    overrides: dict = {"steps_per_task": 2 * (updates + 1) * num_envs * N_STEPS}
+    if learner_name != "ppo-jax":
+        overrides["num_steps"] = N_STEPS
     spec = resolve_job(
         suite="MEAL-2",
         method="ft",
-        learner="ppo-jax",
+        learner=learner_name,
         preset="paper",
         num_envs=num_envs,
-        overrides={"steps_per_task": 2 * (updates + 1) * num_envs * N_STEPS},
+        overrides=overrides,
         seed=0,
     )
-    learner = jax_api().JaxIPPO(spec.meal, make_config(spec.hp["learner"]), list(range(seeds)))
+    entry = spec.learner_entry
+    config = make_config(spec.hp["learner"], entry.config_type)
+    learner = getattr(jax_api(), entry.learner_type)(spec.meal, config, list(range(seeds)))
     started = time.perf_counter()
     state = learner.init_state()
     results = []
@@ -284,7 +350,9 @@ def _child(side: str, args: argparse.Namespace, num_envs: int, updates: int) -> 
     ]
     if side == "meal":
         command += ["--meal-repo", str(args.meal_repo)]
-    if side == "jax-seeds":
+    if side == "meal-mappo":
+        command += ["--meal057-repo", str(args.meal057_repo)]
+    if side in ("jax-seeds", "mappo-seeds"):
         command += ["--seeds", str(args.seeds)]
     if side in ("ours", "ours-host") and args.device:
         command += ["--device", args.device]
@@ -304,8 +372,13 @@ SIDES: dict[str, str] = {
     "ours-host": "torch, obs via host",
     "jax": "ppo-jax, 1 seed",
     "jax-seeds": "ppo-jax, K seeds",
+    "meal-mappo": "MEAL 057 MAPPO",
+    "mappo": "mappo-jax, 1 seed",
+    "mappo-seeds": "mappo-jax, K seeds",
 }
 """The sides of the training comparison (``--sides``)."""
+REFERENCE_OF: dict[str, str] = {"mappo": "meal-mappo", "mappo-seeds": "meal-mappo"}
+"""The MEAL side a side's ratio is taken to (the others: ``meal``, MEAL's IPPO)."""
 
 
 def _best_of(args: argparse.Namespace, num_envs: int, n_updates: int, label: str) -> dict:
@@ -385,14 +458,21 @@ def _print_training(args: argparse.Namespace, rows: list[tuple[int, dict]]) -> N
         for num_envs, best in rows:
             ratio = _rate(best["ours"], num_envs) / _rate(best["ours-host"], num_envs)
             print(f" {num_envs:4d} | {ratio:5.3f}x")
+    references = {REFERENCE_OF.get(s, "meal") for s in args.sides} & set(args.sides)
+    if not references:
+        return
+    print("\nratios to MEAL's trainer of the same algorithm (target: single seed >= 1.0 at 16")
+    print(f"envs; K seeds in one program >= 2.0 x {k} MEAL runs one after another)")
+    for num_envs, best in rows:
+        pairs = [(s, REFERENCE_OF.get(s, "meal")) for s in args.sides]
+        ratios = [
+            f"{s} {_rate(best[s], num_envs) / _rate(best[ref], num_envs):5.2f}"
+            for s, ref in pairs
+            if s not in ("meal", "meal-mappo") and ref in best
+        ]
+        print(f" {num_envs:4d} | " + " | ".join(ratios))
     if "meal" not in args.sides:
         return
-    print("\nratios to MEAL (target: single seed >= 1.0 at 16 envs; K seeds in one program")
-    print(f">= 2.0 x {k} MEAL runs one after another, whose rate is one MEAL run's)")
-    for num_envs, best in rows:
-        meal = _rate(best["meal"], num_envs)
-        ratios = [f"{s} {_rate(best[s], num_envs) / meal:5.2f}" for s in args.sides if s != "meal"]
-        print(f" {num_envs:4d} | " + " | ".join(ratios))
     if "ours" in args.sides:
         print("\nseconds per update: MEAL | torch ours: rollout + PPO epochs")
         for num_envs, best in rows:
@@ -521,6 +601,9 @@ def bench_env(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meal-repo", type=Path, help="a checkout of TTomilin/MEAL at 7d81858")
+    parser.add_argument(
+        "--meal057-repo", type=Path, help="a checkout of TTomilin/MEAL at 057f862 (meal-mappo)"
+    )
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 256, 1024])
     parser.add_argument(
         "--updates", type=int, nargs="+", default=[8, 4, 2], help="timed updates per --num-envs"
@@ -554,6 +637,11 @@ def main() -> None:
         n, updates = args.num_envs[0], args.updates[0]
         if args.child == "meal":
             result = run_meal(args.meal_repo, n, updates, args.tasks)
+        elif args.child == "meal-mappo":
+            result = run_meal_mappo(args.meal057_repo, n, updates, args.tasks)
+        elif args.child in ("mappo", "mappo-seeds"):
+            seeds = args.seeds if args.child == "mappo-seeds" else 1
+            result = run_jax(n, updates, args.tasks, seeds, "mappo-jax")
         elif args.child in ("ours", "ours-host"):
             host = args.child == "ours-host"
             result = run_ours(n, updates, args.tasks, host=host, device=args.device)
@@ -570,6 +658,13 @@ def main() -> None:
             check_meal_repo(args.meal_repo)
         except ValueError as err:
             parser.error(f"{err}; see this script's docstring")
+    if "meal-mappo" in args.sides:
+        from benchmarks.parity.meal_mappo_reference import check_meal057_repo
+
+        try:
+            check_meal057_repo(args.meal057_repo)
+        except ValueError as err:
+            parser.error(str(err))
     if args.tasks not in (1, 2):
         parser.error(f"--tasks must be 1 or 2, got {args.tasks}")
     if args.busy < 0:
