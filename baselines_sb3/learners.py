@@ -38,6 +38,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
 from torch.nn import functional as F
 
+from baselines_sb3.block_acting import BlockActingCollector
 from baselines_sb3.buffers import (
     SparseRowsRolloutBuffer,
     VTraceDictRolloutBuffer,
@@ -202,7 +203,7 @@ class TaskSwitchLearner:
 
 
 # --------------------------------------------------------------------------- V-trace learner
-class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
+class VTrace(PolicyLagLearner, TaskSwitchLearner, BlockActingCollector, OnPolicyAlgorithm):
     """IMPALA-style synchronous actor-critic with V-trace targets (an SB3 algorithm).
 
     Each update uses the whole rollout (``n_envs`` unrolls of ``n_steps``), one gradient
@@ -406,7 +407,7 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
 
 
 # --------------------------------------------------------------------------- PPO
-class ContinualPPO(TaskSwitchLearner, DeviceRolloutCollector, PPO):
+class ContinualPPO(TaskSwitchLearner, BlockActingCollector, DeviceRolloutCollector, PPO):
     """SB3 ``PPO`` with a ``cl_method``, the task-switch behaviour of
     :class:`TaskSwitchLearner` and the PPO variants of the reference code.
 

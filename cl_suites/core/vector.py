@@ -221,15 +221,13 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self.num_envs = self.cursor.num_envs
         self.vectorization_mode = vectorization_mode
         self.env_workers = env_workers
-        self.env_splits = check_env_splits(env_splits, self.num_envs)
         self.single_observation_space, self.single_action_space = own_spaces(sequence)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._valid_actions = action_validator(self.action_space)
-        self._block_space = batch_space(self.single_action_space, self.num_envs // self.env_splits)
-        self._valid_block = action_validator(self._block_space)
         self._action_masks = sequence.action_masks()
         self._backend: VectorEnv | None = None
+        self.env_splits = env_splits
         self._episodes = EpisodeTracker(self.num_envs)
         self._ones = np.ones(self.num_envs, dtype=bool)
         self._static_info: dict[str, np.ndarray] = {}
@@ -281,6 +279,21 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             truncations,
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
+
+    @property
+    def env_splits(self) -> int:
+        """The blocks of sub-envs a learner acts on one at a time (:meth:`start_block`);
+        it can be set until the first :meth:`reset` (``ValueError`` naming a count that
+        does not divide ``num_envs``, with the allowed ones)."""
+        return self._env_splits
+
+    @env_splits.setter
+    def env_splits(self, splits: int) -> None:
+        if self._backend is not None:
+            raise RuntimeError("env_splits is set before reset(): the task env is running")
+        self._env_splits = check_env_splits(splits, self.num_envs)
+        self._block_space = batch_space(self.single_action_space, self.num_envs // splits)
+        self._valid_block = action_validator(self._block_space)
 
     def start_block(self, block: int, actions: np.ndarray) -> None:
         """Start stepping block ``block`` (sub-envs ``[block * M, (block + 1) * M)``, ``M =
