@@ -12,7 +12,9 @@ buffer holds numpy arrays) and back to the device for every minibatch. Here:
   update is bit-identical to SB3's.
 * :class:`DeviceRolloutCollector`: a mixin for ``OnPolicyAlgorithm`` whose
   ``collect_rollouts`` feeds tensor observations straight to the policy (SB3's loop
-  otherwise; its own when the env hands numpy).
+  otherwise; its own when the env hands numpy), through :func:`collect_rollout`, SB3's
+  loop with the acting step given (double-buffered acting uses it too:
+  ``baselines_sb3.block_acting``).
 * :func:`observations_as_tensor` / :func:`host_observations`: observations (numpy, tensors
   or dicts of either) to the device or to host numpy (checkpoints, host-side samples).
 """

@@ -214,7 +214,9 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, BlockActingCollector, OnPolicy
     CORA runs 64 asynchronous actors feeding batches of 32 unrolls; this learner steps 32
     envs, in lockstep (``policy_lag=0``) or with the update of one rollout running while
     the next is collected (``policy_lag=1``: one update of lag, as IMPALA's actors;
-    deterministic and resumable either way, see :mod:`baselines_sb3.policy_lag`).
+    deterministic and resumable either way, see :mod:`baselines_sb3.policy_lag`). With the
+    training env's ``env_splits`` > 1 either way acts on the envs block by block while the
+    env workers step the block before (:mod:`baselines_sb3.block_acting`).
 
     Args (beyond SB3's ``OnPolicyAlgorithm``): ``rho_bar``, ``c_bar``, ``use_rms_prop``,
     ``rms_prop_alpha``, ``rms_prop_eps``, ``loss_reduction`` (``"sum"`` over the batch as in
@@ -426,7 +428,9 @@ class ContinualPPO(TaskSwitchLearner, BlockActingCollector, DeviceRolloutCollect
 
     An env that hands its observations as tensors on the policy's device (MEAL's JAX
     engine beside torch) fills a device-side rollout buffer
-    (:mod:`baselines_sb3.device_rollout`): no observation goes through the host.
+    (:mod:`baselines_sb3.device_rollout`): no observation goes through the host. With the
+    training env's ``env_splits`` > 1 the policy acts on the envs block by block while the
+    env workers step the block before (:mod:`baselines_sb3.block_acting`).
     """
 
     def __init__(
