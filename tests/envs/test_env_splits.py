@@ -142,3 +142,31 @@ def test_the_double_buffered_job_is_the_same_for_1_2_and_3_workers(tmp_path):
     for workers in (2, 3):
         assert rows[1][0].equals(rows[workers][0])
         assert rows[1][1].equals(rows[workers][1])
+
+
+def test_a_double_buffered_env_resumes_bit_identically():
+    sequence = make_sequence("Diagnostic", n_tasks=1, steps_per_task=10_000)
+    rng = np.random.default_rng(1)
+    actions = rng.integers(sequence.action_space.n, size=(40, 6))
+
+    def step(env: SequenceVectorEnv, a: np.ndarray):
+        env.start_block(0, a[:3])
+        return env.step(a)
+
+    env = SequenceVectorEnv(sequence, 6, "workers", env_workers=2, env_splits=2)
+    try:
+        env.reset(seed=5)
+        for a in actions[:20]:
+            step(env, a)
+        state = env.state_dict()
+        expected = [step(env, a)[:4] for a in actions[20:]]
+    finally:
+        env.close()
+    resumed = SequenceVectorEnv(sequence, 6, "workers", env_workers=2, env_splits=2)
+    try:
+        assert resumed.load_state_dict(state) is None  # restored exactly
+        got = [step(resumed, a)[:4] for a in actions[20:]]
+    finally:
+        resumed.close()
+    pairs = zip(expected, got, strict=True)
+    assert all(np.array_equal(x, y) for a, b in pairs for x, y in zip(a, b, strict=True))
