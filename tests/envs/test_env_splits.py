@@ -33,14 +33,16 @@ def _play(env: SequenceVectorEnv, steps: int) -> list:
 
 
 def _numeric(infos: dict, prefix: str = "") -> dict[str, np.ndarray]:
-    """The per-sub-env numeric arrays of merged infos (nested dicts flattened), which
-    show a sub-env's info landing in another's slot."""
+    """The per-sub-env numeric arrays of merged infos (nested dicts flattened; episodes'
+    wall-clock seconds ``task_episode.t`` left out), which show a sub-env's info landing
+    in another's slot."""
     out = {}
     for key, value in infos.items():
         if isinstance(value, dict):
             out.update(_numeric(value, f"{prefix}{key}."))
         elif isinstance(value, np.ndarray) and value.dtype != object:
             out[prefix + key] = value
+    out.pop("task_episode.t", None)
     return out
 
 
