@@ -12,13 +12,16 @@ buffer holds numpy arrays) and back to the device for every minibatch. Here:
   update is bit-identical to SB3's.
 * :class:`DeviceRolloutCollector`: a mixin for ``OnPolicyAlgorithm`` whose
   ``collect_rollouts`` feeds tensor observations straight to the policy (SB3's loop
-  otherwise; its own when the env hands numpy).
+  otherwise; its own when the env hands numpy), through :func:`collect_rollout`, SB3's
+  loop with the acting step given (double-buffered acting uses it too:
+  ``baselines_sb3.block_acting``).
 * :func:`observations_as_tensor` / :func:`host_observations`: observations (numpy, tensors
   or dicts of either) to the device or to host numpy (checkpoints, host-side samples).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,19 +141,22 @@ class DeviceRolloutCollector:
         with reuse_tables():
             if not self.device_observations:
                 return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)  # type: ignore[misc]
-            return _collect_on_device(self, env, callback, rollout_buffer, n_rollout_steps)
+            return collect_rollout(self, env, callback, rollout_buffer, n_rollout_steps)
 
 
-def _collect_on_device(
+def collect_rollout(
     model: Any,
     env: VecEnv,
     callback: BaseCallback,
     rollout_buffer: RolloutBuffer,
     n_rollout_steps: int,
+    act: Callable[[Any], tuple[th.Tensor, th.Tensor, th.Tensor]] | None = None,
 ) -> bool:
     """SB3 2.x ``OnPolicyAlgorithm.collect_rollouts``, line for line, with
-    ``observations_as_tensor`` (tensors kept on the device) where SB3 calls
-    ``obs_as_tensor``."""
+    ``observations_as_tensor`` (tensors kept on the device; numpy converted as SB3 does)
+    where SB3 calls ``obs_as_tensor``, and ``act(obs)`` (``(actions, values, log_probs)``;
+    default: ``model.policy``) where SB3 calls the policy."""
+    act = model.policy if act is None else act
     assert model._last_obs is not None, "No previous observation was provided"
     model.policy.set_training_mode(False)
     n_steps = 0
@@ -163,7 +169,7 @@ def _collect_on_device(
             model.policy.reset_noise(env.num_envs)
         with th.no_grad():
             obs_tensor = observations_as_tensor(model._last_obs, model.device)
-            actions, values, log_probs = model.policy(obs_tensor)
+            actions, values, log_probs = act(obs_tensor)
         actions = actions.cpu().numpy()
         clipped_actions = actions
         if isinstance(model.action_space, spaces.Box):

@@ -38,6 +38,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import explained_variance, update_learning_rate
 from torch.nn import functional as F
 
+from baselines_sb3.block_acting import BlockActingCollector
 from baselines_sb3.buffers import (
     SparseRowsRolloutBuffer,
     VTraceDictRolloutBuffer,
@@ -202,7 +203,7 @@ class TaskSwitchLearner:
 
 
 # --------------------------------------------------------------------------- V-trace learner
-class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
+class VTrace(PolicyLagLearner, TaskSwitchLearner, BlockActingCollector, OnPolicyAlgorithm):
     """IMPALA-style synchronous actor-critic with V-trace targets (an SB3 algorithm).
 
     Each update uses the whole rollout (``n_envs`` unrolls of ``n_steps``), one gradient
@@ -213,7 +214,9 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
     CORA runs 64 asynchronous actors feeding batches of 32 unrolls; this learner steps 32
     envs, in lockstep (``policy_lag=0``) or with the update of one rollout running while
     the next is collected (``policy_lag=1``: one update of lag, as IMPALA's actors;
-    deterministic and resumable either way, see :mod:`baselines_sb3.policy_lag`).
+    deterministic and resumable either way, see :mod:`baselines_sb3.policy_lag`). With the
+    training env's ``env_splits`` > 1 either way acts on the envs block by block while the
+    env workers step the block before (:mod:`baselines_sb3.block_acting`).
 
     Args (beyond SB3's ``OnPolicyAlgorithm``): ``rho_bar``, ``c_bar``, ``use_rms_prop``,
     ``rms_prop_alpha``, ``rms_prop_eps``, ``loss_reduction`` (``"sum"`` over the batch as in
@@ -406,7 +409,7 @@ class VTrace(PolicyLagLearner, TaskSwitchLearner, OnPolicyAlgorithm):
 
 
 # --------------------------------------------------------------------------- PPO
-class ContinualPPO(TaskSwitchLearner, DeviceRolloutCollector, PPO):
+class ContinualPPO(TaskSwitchLearner, BlockActingCollector, DeviceRolloutCollector, PPO):
     """SB3 ``PPO`` with a ``cl_method``, the task-switch behaviour of
     :class:`TaskSwitchLearner` and the PPO variants of the reference code.
 
@@ -425,7 +428,9 @@ class ContinualPPO(TaskSwitchLearner, DeviceRolloutCollector, PPO):
 
     An env that hands its observations as tensors on the policy's device (MEAL's JAX
     engine beside torch) fills a device-side rollout buffer
-    (:mod:`baselines_sb3.device_rollout`): no observation goes through the host.
+    (:mod:`baselines_sb3.device_rollout`): no observation goes through the host. With the
+    training env's ``env_splits`` > 1 the policy acts on the envs block by block while the
+    env workers step the block before (:mod:`baselines_sb3.block_acting`).
     """
 
     def __init__(

@@ -41,6 +41,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
+from baselines_sb3.block_acting import BlockActor
 from cl_suites.core.background import BackgroundCall
 
 POLICY_LAGS: tuple[int, ...] = (0, 1)
@@ -77,23 +78,6 @@ def wait_for_update(model: Any) -> None:
     waiter = getattr(model, "wait_for_update", None)
     if waiter is not None:
         waiter()
-
-
-def sample_actions(
-    policy: Any, obs: Any, generator: th.Generator
-) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-    """``(actions (B,), values (B, 1), log_probs (B,))`` of a Discrete-action SB3
-    actor-critic, actions drawn from ``generator``: the distribution actions are chosen
-    from (a task's action mask applied, ``ContinualPolicy``), the log-probability of the
-    distribution the losses use, as ``ContinualPolicy.forward`` gives them."""
-    if hasattr(policy, "loss_and_acting_distributions"):
-        loss_dist, acting, values = policy.loss_and_acting_distributions(obs)
-    else:  # any SB3 ActorCriticPolicy
-        acting = loss_dist = policy.get_distribution(obs)
-        values = policy.predict_values(obs)
-    probs = acting.distribution.probs
-    actions = th.multinomial(probs, 1, generator=generator).squeeze(1)
-    return actions, values, loss_dist.log_prob(actions)
 
 
 class PolicyLagLearner:
@@ -220,11 +204,13 @@ class PolicyLagLearner:
 
     def _collect_lagged(self, env: VecEnv, callback: BaseCallback, n_rollout_steps: int) -> Any:
         """SB3's ``collect_rollouts`` into the spare buffer, acting with the behaviour
-        network and ``acting_generator``; the learner's ``rollout_buffer`` and ``_last_obs``
+        network and ``acting_generator`` (block by block with ``env_splits`` > 1:
+        :mod:`baselines_sb3.block_acting`); the learner's ``rollout_buffer`` and ``_last_obs``
         (what the update in flight reads) are left alone until :meth:`_finish_rollout`.
         Returns ``(buffer, last_obs, last_episode_starts, dones)``, or ``None`` when a
         callback stopped training."""
         behaviour = self.behaviour_policy
+        actor = BlockActor(env)
         buffer = self._next_buffer
         buffer.reset()
         last_obs = self._last_obs  # type: ignore[attr-defined]
@@ -235,7 +221,7 @@ class PolicyLagLearner:
         while n_steps < n_rollout_steps:
             with th.no_grad():
                 obs_tensor = obs_as_tensor(last_obs, self.device)  # type: ignore[attr-defined]
-                actions_t, values, log_probs = sample_actions(
+                actions_t, values, log_probs = actor.act(
                     behaviour, obs_tensor, self.acting_generator
                 )
             actions = actions_t.cpu().numpy()

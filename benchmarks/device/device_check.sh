@@ -10,18 +10,21 @@
 #      then MEAL's torch learner with its observations on the device against via the host
 #      (issue 39: device_observations; bench_meal.py --sides ours-host ours);
 #   4. a short CORA-side run end to end: train, kill -9, resume, report (device_e2e.py);
-#   5. the cost model's prediction beside the measured rates (cost_model.py).
-# Usage:  bash benchmarks/device/device_check.sh [--shrink] [--out DIR] [--stages "0 1 2 3 4 5"]
+#   5. the cost model's prediction beside the measured rates (cost_model.py);
+#   6. double-buffered acting (issue 50 item 2): Atari6 and MiniHack15 with all cores but one as
+#      env workers, env_splits 1 against 2, beside the cost model's prediction.
+# Usage:  bash benchmarks/device/device_check.sh [--shrink] [--out DIR] [--stages "0 1 2 3 4 5 6"]
 #   --shrink: the same stages on the CPU with tiny budgets (CI runs it: tests/project/test_device_check.py)
 #   --stages: the stages to run (default all), so a short lease can take them in two calls
 # A stage that fails or outruns its time limit is reported and the next one runs; the script
-# exits 1 when any stage failed (the last line names them).
+# exits 1 when any stage failed (the last line names them). In two 10-minute calls:
+# --stages "0 1 2" (380 s) and --stages "3 4 5 6" (330 s).
 # On a lent GPU machine (no package registry there): carry .whl/, which
 # benchmarks/device/device_wheels.sh fills, and the script installs it into /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 SHRINK=0
-STAGES="0 1 2 3 4 5"
+STAGES="0 1 2 3 4 5 6"
 OUT_DIR="${OUT:-/tmp/device-check}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -57,13 +60,14 @@ CORES="$(nproc)"
 if [ "$SHRINK" = 1 ]; then
   DEVICE=cpu; WORKERS="2"; LAGS="1"; WARM=0; SECS=1; SUITES="minihack atari"; PRESET=small
   MEAL_ARGS=(--seeds 2 --num-envs 4 --updates 1); E2E_STEPS=128; SIDES=(jax-seeds)
-  LIMIT=(600 600 600 600 600 600); SMOKE_RUNS="procgen-vtrace"
+  LIMIT=(600 600 600 600 600 600 600); SMOKE_RUNS="procgen-vtrace"; SPLIT_WORKERS=2
 else
   DEVICE=cuda; WORKERS="${DC_WORKERS:-1 4 8 $((CORES - 1))}"; WARM=3; SECS=5
   SUITES="${DC_SUITES:-minihack procgen atari}"
   PRESET=paper; LAGS="0 1"
   MEAL_ARGS=(--seeds 5 --num-envs 16 --updates 4); E2E_STEPS=512; SIDES=(jax jax-seeds)
-  LIMIT=(120 200 60 90 110 20); SMOKE_RUNS=""  # seconds per stage, 0..5; all smoke runs
+  LIMIT=(120 200 60 90 110 20 110); SMOKE_RUNS=""  # seconds per stage, 0..6; all smoke runs
+  SPLIT_WORKERS=$((CORES - 1))
 fi
 FAILED=()
 # stage N TITLE COMMAND...: runs COMMAND when N is among --stages, within LIMIT[N] seconds
@@ -132,6 +136,19 @@ cost_model() {
 }
 export -f cost_model
 stage 5 "the cost model beside the measured rates" cost_model
+
+double_buffer() {
+  # shellcheck disable=SC2086
+  "$PY" -m benchmarks.speed.bench_cores --suites atari minihack --lags 1 --cores "$CORES" \
+    --workers "$SPLIT_WORKERS" --splits 1 2 --repeats 1 --warmup "$WARM" --seconds "$SECS" \
+    --set "device=\"$DEVICE\"" --preset "$PRESET" --json "$OUT_DIR/splits.json" || return 1
+  # shellcheck disable=SC2046
+  "$PY" -m benchmarks.speed.cost_model --suites atari minihack --costs benchmarks/results/costs.json \
+    --check "$OUT_DIR/splits.json" $([ "$SHRINK" = 0 ] && echo --gpu)
+}
+export CORES WARM SECS PRESET SPLIT_WORKERS
+export -f double_buffer
+stage 6 "double-buffered acting: env_splits 1 vs 2 ($DEVICE, $SPLIT_WORKERS env workers)" double_buffer
 
 echo
 if [ ${#FAILED[@]} -gt 0 ]; then

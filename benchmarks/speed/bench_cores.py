@@ -4,13 +4,14 @@ in lockstep (``policy_lag=0``) and with the update overlapping the next rollout
 one run (issue 38 item 4a).
 
     .venv/bin/python -m benchmarks.speed.bench_cores [--suites minihack procgen atari] \\
-        [--lags 0 1] [--cores 1 2] [--workers 0 2] [--repeats 2] [--warmup 15] \\
-        [--seconds 30] [--busy 0] [--set device=cuda] [--json rates.json]
+        [--lags 0 1] [--cores 1 2] [--workers 0 2] [--splits 1 2] [--repeats 2] \\
+        [--warmup 15] [--seconds 30] [--busy 0] [--set device=cuda] [--json rates.json]
 
 ``--workers 0``: the envs step in the learner's process (``vectorization_mode=sync``); ``W``
-> 0: ``vectorization_mode=workers`` with ``env_workers=W``. ``--set KEY=VALUE`` adds run
-options (JSON values). ``--json`` writes the best rates as ``{suite: {"LAG-CORES[-wW]":
-rate}}`` (``cost_model.py --check`` reads it).
+> 0: ``vectorization_mode=workers`` with ``env_workers=W``. ``--splits S`` > 1: double-
+buffered acting (``env_splits=S``). ``--set KEY=VALUE`` adds run options (JSON values).
+``--json`` writes the best rates as ``{suite: {"LAG-CORES[-wW][-sS]": rate}}``
+(``cost_model.py --check`` reads it).
 
 Each configuration is ``cl-suites run --method ft --preset paper`` (``run_main_job``; the
 V-trace learner, its paper network, 32 envs x 20 steps) on the suite's first task, with
@@ -67,7 +68,7 @@ def run_child(
 
 
 def _run(
-    args: argparse.Namespace, suite: str, lag: int, cores: int, workers: int
+    args: argparse.Namespace, suite: str, lag: int, cores: int, workers: int, splits: int
 ) -> dict[str, Any]:
     cpus = ",".join(str(c) for c in range(cores))
     command = [
@@ -85,12 +86,14 @@ def _run(
         "--preset",
         args.preset,
         *[x for kv in args.set for x in ("--set", kv)],
+        *(["--set", f"env_splits={splits}"] if splits > 1 else []),
         "--warmup",
         str(args.warmup),
         "--seconds",
         str(args.seconds),
     ]
-    return child_result(command, f"{suite} lag {lag} workers {workers} on {cores} core(s)")
+    label = f"{suite} lag {lag} workers {workers} splits {splits} on {cores} core(s)"
+    return child_result(command, label)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds trained before timing")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds timed per run")
     parser.add_argument("--workers", type=int, nargs="+", default=[0], help="0: sync; W: workers")
+    parser.add_argument("--splits", type=int, nargs="+", default=[1], help="S > 1: env_splits")
     parser.add_argument("--busy", type=int, default=0, help="next to N processes spinning a core")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--preset", default="paper", help="small: a smoke run, not a measurement")
@@ -115,20 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("BENCH_RESULT " + json.dumps(result), flush=True)
         return 0
-    best: dict[tuple[str, int, int, int], dict[str, Any]] = {}
-    configs = list(itertools.product(args.lags, args.cores, args.workers))
+    best: dict[tuple[str, int, int, int, int], dict[str, Any]] = {}
+    configs = list(itertools.product(args.lags, args.cores, args.workers, args.splits))
     with busy_processes(args.busy):
         for suite in args.suites:
             for round_ in range(args.repeats):
                 order = configs if round_ % 2 == 0 else configs[::-1]
-                for lag, cores, workers in order:
-                    result = _run(args, suite, lag, cores, workers)
+                for lag, cores, workers, splits in order:
+                    result = _run(args, suite, lag, cores, workers, splits)
                     print(
-                        f"{suite} lag {lag} {cores} core(s) {_w(workers)} round {round_}: "
+                        f"{suite} lag {lag} {cores} core(s) {_w(workers, splits)} round {round_}: "
                         f"{result['rate']:,.0f} steps/s, {result['cpu_per_1k']:.2f} CPU-s/1k",
                         flush=True,
                     )
-                    key = (suite, lag, cores, workers)
+                    key = (suite, lag, cores, workers, splits)
                     if key not in best or result["rate"] > best[key]["rate"]:
                         best[key] = result
     print(
@@ -137,34 +141,52 @@ def main(argv: list[str] | None = None) -> int:
     )
     rates: dict[str, dict[str, float]] = {}
     for suite in args.suites:
-        for lag, cores, workers in configs:
-            r = best[(suite, lag, cores, workers)]
+        for lag, cores, workers, splits in configs:
+            r = best[(suite, lag, cores, workers, splits)]
             key = f"{lag}-{cores}" + (f"-w{workers}" if workers else "")
+            key += f"-s{splits}" if splits > 1 else ""
             rates.setdefault(suite, {})[key] = r["rate"]
             print(
-                f"{suite:9s} lag {lag} {cores:2d} core(s) {_w(workers)}: {r['rate']:8,.0f}  "
-                f"({r['cpu_per_1k']:.2f} CPU-s/1k)"
+                f"{suite:9s} lag {lag} {cores:2d} core(s) {_w(workers, splits)}: "
+                f"{r['rate']:8,.0f}  ({r['cpu_per_1k']:.2f} CPU-s/1k)"
             )
-        for lag, workers in itertools.product(args.lags, args.workers):
+        for lag, workers, splits in itertools.product(args.lags, args.workers, args.splits):
             if {1, 2} <= set(args.cores):
                 ratio = (
-                    best[(suite, lag, 2, workers)]["rate"] / best[(suite, lag, 1, workers)]["rate"]
+                    best[(suite, lag, 2, workers, splits)]["rate"]
+                    / best[(suite, lag, 1, workers, splits)]["rate"]
                 )
-                print(f"{suite:9s} lag {lag} {_w(workers)}: 2 cores / 1 core = {ratio:.2f}x")
-        for cores, workers in itertools.product(args.cores, args.workers):
+                print(
+                    f"{suite:9s} lag {lag} {_w(workers, splits)}: 2 cores / 1 core = {ratio:.2f}x"
+                )
+        for cores, workers, splits in itertools.product(args.cores, args.workers, args.splits):
             if {0, 1} <= set(args.lags):
                 ratio = (
-                    best[(suite, 1, cores, workers)]["rate"]
-                    / best[(suite, 0, cores, workers)]["rate"]
+                    best[(suite, 1, cores, workers, splits)]["rate"]
+                    / best[(suite, 0, cores, workers, splits)]["rate"]
                 )
-                print(f"{suite:9s} {cores} core(s) {_w(workers)}: lag 1 / lag 0 = {ratio:.2f}x")
+                print(
+                    f"{suite:9s} {cores} core(s) {_w(workers, splits)}: lag 1 / lag 0 = "
+                    f"{ratio:.2f}x"
+                )
+        for lag, cores, workers in itertools.product(args.lags, args.cores, args.workers):
+            for splits in (s for s in args.splits if s > 1 and 1 in args.splits):
+                ratio = (
+                    best[(suite, lag, cores, workers, splits)]["rate"]
+                    / best[(suite, lag, cores, workers, 1)]["rate"]
+                )
+                print(
+                    f"{suite:9s} lag {lag} {cores} core(s) {_w(workers)}: env_splits {splits} "
+                    f"/ 1 = {ratio:.2f}x"
+                )
     if args.json:
         args.json.write_text(json.dumps(rates, indent=1))
     return 0
 
 
-def _w(workers: int) -> str:
-    return f"{workers} env workers" if workers else "envs in-process"
+def _w(workers: int, splits: int = 1) -> str:
+    where = f"{workers} env workers" if workers else "envs in-process"
+    return where + (f", env_splits {splits}" if splits > 1 else "")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ where the costs file has it. Without one, ``update`` and ``forward`` are multipl
 measured GPU rates by 2-3x because it let env stepping overlap acting.
 
 ``--check FILE`` compares the predictions with ``bench_cores.py --json``'s measured rates
-(``{"minihack": {"0-1": rate, "1-2-w2": rate, ...}}``: lag, cores and env workers; ``--gpu``
+(``{"minihack": {"0-1": rate, "1-2-w2": rate, "1-16-w14-s2": rate, ...}}``: lag, cores, env
+workers and ``env_splits``, whose double-buffered saving the model takes from
+``cl_suites.job.cost_model.split_saving``, the GPU forward pass from ``gpu_forward``; ``--gpu``
 when they ran on a GPU), and prints the model's error for each. The hours to CORA's full
 paper budget (every task of every cycle, the suite's paper defaults) follow from the
 16-core + GPU prediction, beside the run times CORA reports (its README: Procgen 54 h,
@@ -58,7 +60,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.speed.bench_cora import BENCHES, _Stop, child_result, train_until_stopped
-from cl_suites.job.cost_model import predict, predict_gpu  # the model, shared with the package
+
+# the model, shared with the package
+from cl_suites.job.cost_model import gpu_forward, predict, predict_gpu
 
 CORA_REPORTED_HOURS = {"minihack": "45 h", "procgen": "54 h", "atari": "4-10 days"}
 CORES = (1, 2, 4, 8, 16, 32)
@@ -132,7 +136,10 @@ def costs(suite: str, updates: int) -> dict[str, float]:
 def fit_gpu(rates: dict[str, float]) -> dict[str, float]:
     """Least-squares ``serial`` and ``env`` (seconds per agent step) of ``1 / rate = serial +
     env / W`` from ``bench_cores.py --json`` rates of one suite at several worker counts."""
-    points = [(1.0 / parse_key(k)[2], 1.0 / r) for k, r in rates.items() if parse_key(k)[2]]
+    keys = {k: parse_key(k) for k in rates}  # one-block runs with workers: the fit's points
+    points = [
+        (1.0 / keys[k][2], 1.0 / r) for k, r in rates.items() if keys[k][2] and keys[k][3] == 1
+    ]
     if len(points) < 2:
         raise ValueError(f"a fit needs rates at two or more worker counts, got {sorted(rates)}")
     inverse_workers, seconds = zip(*points, strict=True)
@@ -140,11 +147,12 @@ def fit_gpu(rates: dict[str, float]) -> dict[str, float]:
     return {"serial": float(serial), "env": float(env)}
 
 
-def parse_key(key: str) -> tuple[int, int, int]:
-    """``bench_cores.py --json``'s ``LAG-CORES[-wW]`` as ``(lag, cores, workers)``."""
-    parts = key.split("-")
-    workers = int(parts[2][1:]) if len(parts) > 2 else 0
-    return int(parts[0]), int(parts[1]), workers
+def parse_key(key: str) -> tuple[int, int, int, int]:
+    """``bench_cores.py --json``'s ``LAG-CORES[-wW][-sS]`` as ``(lag, cores, workers,
+    splits)``."""
+    lag, cores, *rest = key.split("-")
+    tagged = {part[0]: int(part[1:]) for part in rest}
+    return int(lag), int(cores), tagged.get("w", 0), tagged.get("s", 1)
 
 
 def paper_budget(suite: str) -> int:
@@ -200,32 +208,44 @@ def main(argv: list[str] | None = None) -> int:
         c = table[suite]
         cells = " ".join(f"{c[k] * 1e6:7.0f}" for k in ("env", "forward", "update", "loop", "ipc"))
         print(f"{suite:9s} {cells}")
-    print("\npredicted agent steps/s (lag1+W: W = N - 2 env workers; +GPU: the same on a GPU):")
-    print(f"{'suite':9s} {'cores':>5s} {'lag0':>7s} {'lag1':>7s} {'lag1+W':>7s} {'+GPU':>7s}")
+    print(
+        "\npredicted agent steps/s (lag1+W: W = N - 2 env workers; +GPU: the same on a GPU; "
+        "s2: env_splits=2, double-buffered acting):"
+    )
+    print(
+        f"{'suite':9s} {'cores':>5s} {'lag0':>7s} {'lag0+W':>7s} {'s2':>7s} {'lag1':>7s} "
+        f"{'lag1+W':>7s} {'+GPU':>7s} {'s2':>7s}"
+    )
     for suite in args.suites:
         c = table[suite]
         for n in CORES:
             lag0 = predict(c, n, 0, 0, None)
+            lag0_w = [predict(c, n, 0, None, None, splits) for splits in (1, 2)]
             lag1 = predict(c, n, 1, 0, None)
             workers = predict(c, n, 1, None, None)
-            gpu = (
-                predict_gpu(gpu_fits[suite], n)
-                if suite in gpu_fits
-                else predict(c, n, 1, None, args.gpu_cost_factor)
+            if suite in gpu_fits:
+                forward = gpu_forward({"cpu": c, "gpu": gpu_fits[suite]})
+                gpu = [predict_gpu(gpu_fits[suite], n, None, s, forward) for s in (1, 2)]
+            else:
+                gpu = [predict(c, n, 1, None, args.gpu_cost_factor)] * 2
+            print(
+                f"{suite:9s} {n:5d} {lag0:7.0f} {lag0_w[0]:7.0f} {lag0_w[1]:7.0f} {lag1:7.0f} "
+                f"{workers:7.0f} {gpu[0]:7.0f} {gpu[1]:7.0f}"
             )
-            print(f"{suite:9s} {n:5d} {lag0:7.0f} {lag1:7.0f} {workers:7.0f} {gpu:7.0f}")
     if measured:
         gpu = args.gpu_cost_factor if args.gpu else None
         print(f"\nmeasured beside the model ({'GPU' if args.gpu else 'CPU'}):")
         for suite in args.suites:
             for key, got in sorted(measured.get(suite, {}).items()):
-                lag, n, workers = parse_key(key)
+                lag, n, workers, splits = parse_key(key)
                 if args.gpu and suite in gpu_fits and workers:
-                    model = predict_gpu(gpu_fits[suite], n, workers)
+                    forward = gpu_forward({"cpu": table[suite], "gpu": gpu_fits[suite]})
+                    model = predict_gpu(gpu_fits[suite], n, workers, splits, forward)
                 else:
-                    model = predict(table[suite], n, lag, workers, gpu)
+                    model = predict(table[suite], n, lag, workers, gpu, splits)
                 print(
-                    f"{suite:9s} lag {lag} {n:2d} cores {workers:2d} workers: measured "
+                    f"{suite:9s} lag {lag} {n:2d} cores {workers:2d} workers {splits} split(s): "
+                    "measured "
                     f"{got:7.0f}, model {model:7.0f} ({model / got - 1:+.0%})"
                 )
     print("\nhours to CORA's full paper budget, 16 cores + 1 GPU (model):")

@@ -35,7 +35,7 @@ from cl_suites.core.task import (
     TaskSpec,
     check_render_mode,
 )
-from cl_suites.core.workers import WorkerVectorEnv, usable_cores
+from cl_suites.core.workers import WorkerVectorEnv, check_env_splits, usable_cores
 
 VectorizationMode = Literal["sync", "async", "workers"]
 VECTORIZATION_MODES: tuple[str, ...] = ("sync", "async", "workers")
@@ -53,6 +53,7 @@ def make_task_vector_env(
     render_mode: str | None = None,
     num_workers: int | None = None,
     observation_space: gym.Space | None = None,
+    splits: int = 1,
 ) -> VectorEnv:
     """A batched env of one task and split with same-step autoreset.
 
@@ -62,7 +63,8 @@ def make_task_vector_env(
     (one worker process per sub-env); with ``"workers"``, ``WorkerVectorEnv``
     (``num_workers`` processes, default one per usable core, each stepping a contiguous
     chunk of the sub-envs; the same results as ``"sync"`` bit for bit; ``observation_space``,
-    when given, saves it building a sub-env in this process to learn the space).
+    when given, saves it building a sub-env in this process to learn the space; ``splits``:
+    the blocks its workers can be started on one by one, ``WorkerVectorEnv.start_block``).
     ``evaluation=True`` selects the split's evaluation variant (``TaskSpec.make_train_eval``).
     With ``render_mode="rgb_array"`` its ``render()`` returns one frame per sub-env.
     """
@@ -86,6 +88,7 @@ def make_task_vector_env(
             num_workers or usable_cores(),
             name=f"task {task.name!r} ({split})",
             observation_space=observation_space,
+            splits=splits,
         )
     raise ValueError(
         f"vectorization_mode {vectorization_mode!r} is unknown; use one of {VECTORIZATION_MODES}"
@@ -182,7 +185,10 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             (``env_workers`` processes, each stepping a chunk of the sub-envs).
         render_mode: ``"rgb_array"``: ``render()`` returns one frame per sub-env.
         env_workers: worker processes of ``"workers"`` (default: one per usable core,
-            at most ``num_envs``).
+            at most ``num_envs / env_splits``).
+        env_splits: the equal contiguous blocks of sub-envs a learner acts on one at a
+            time (2: double-buffered acting, :meth:`start_block`); it must divide
+            ``num_envs``. Only ``"workers"`` steps a block while the next is acted on.
     """
 
     metadata: dict[str, Any] = {
@@ -200,6 +206,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         env_workers: int | None = None,
         *,
         schedule: Schedule | None = None,
+        env_splits: int = 1,
     ):
         sequence.check_installed()
         if vectorization_mode not in VECTORIZATION_MODES:
@@ -220,6 +227,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
         self._valid_actions = action_validator(self.action_space)
         self._action_masks = sequence.action_masks()
         self._backend: VectorEnv | None = None
+        self.env_splits = env_splits
         self._episodes = EpisodeTracker(self.num_envs)
         self._ones = np.ones(self.num_envs, dtype=bool)
         self._static_info: dict[str, np.ndarray] = {}
@@ -271,6 +279,35 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             truncations,
             self._add_sequence_info(infos, task_switched=spent and not self.cursor.done),
         )
+
+    @property
+    def env_splits(self) -> int:
+        """The blocks of sub-envs a learner acts on one at a time (:meth:`start_block`);
+        it can be set until the first :meth:`reset` (``ValueError`` naming a count that
+        does not divide ``num_envs``, with the allowed ones)."""
+        return self._env_splits
+
+    @env_splits.setter
+    def env_splits(self, splits: int) -> None:
+        if self._backend is not None:
+            raise RuntimeError("env_splits is set before reset(): the task env is running")
+        self._env_splits = check_env_splits(splits, self.num_envs)
+        self._block_space = batch_space(self.single_action_space, self.num_envs // splits)
+        self._valid_block = action_validator(self._block_space)
+
+    def start_block(self, block: int, actions: np.ndarray) -> None:
+        """Start stepping block ``block`` (sub-envs ``[block * M, (block + 1) * M)``, ``M =
+        num_envs / env_splits``) with its ``actions`` ``(M,)`` and return at once, so the
+        learner acts on the next block meanwhile; the next :meth:`step`, given the same
+        actions for the started blocks, steps the rest. Blocks start in order. Only env
+        workers step ahead: with any other task env this does nothing and :meth:`step`
+        steps every sub-env."""
+        backend = self._backend
+        if isinstance(backend, WorkerVectorEnv) and not self.cursor.done:
+            actions = np.asarray(actions)
+            if not self._valid_block(actions):
+                check_action(self._block_space, actions)  # raises naming the bad action
+            backend.start_block(block, actions)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One frame per sub-env (``uint8 (H, W, 3)`` each) of the task being played, as
@@ -428,6 +465,7 @@ class SequenceVectorEnv(ScheduleAccessors, VectorEnv):
             render_mode=self.render_mode,
             num_workers=self.env_workers,
             observation_space=self.single_observation_space,
+            splits=self.env_splits,
         )
         check_spaces(self.sequence, task.name, backend)
         self._backend = backend

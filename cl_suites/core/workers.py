@@ -1,13 +1,23 @@
-"""Sub-envs stepped by a few worker processes, observations through shared memory.
+"""Sub-envs stepped by a few worker processes, observations, rewards and ends through
+shared memory.
 
 :class:`WorkerVectorEnv` is a gymnasium ``VectorEnv`` (same-step autoreset) whose
-``num_envs`` sub-envs are split into ``num_workers`` contiguous chunks, each stepped by one
-process with one thread. A step sends each worker its chunk of actions; the worker steps
-its sub-envs one after another, writes their observations straight into one shared array
-(no pickling of observations) and sends back rewards, ends and info dicts, which are
-merged exactly as gymnasium's ``SyncVectorEnv`` merges them. Sub-env ``i`` is seeded with
+``num_envs`` sub-envs are stepped by ``num_workers`` processes with one thread each. A
+step sends each worker its actions; the worker steps its sub-envs one after another,
+writes their observations, rewards, terminations and truncations straight into shared
+arrays (nothing of them pickled) and sends back only the info dicts, which are merged
+exactly as gymnasium's ``SyncVectorEnv`` merges them. Sub-env ``i`` is seeded with
 ``seed + i`` as in ``SyncVectorEnv``, so for the same factory and seed the run is the one
 ``SyncVectorEnv`` gives, bit for bit, whatever the number of workers.
+
+Double buffering (``splits=2``, sample-factory's ``worker_num_splits``): the sub-envs form
+``splits`` equal contiguous blocks (``[0, N/2)`` and ``[N/2, N)``), and each worker holds a
+contiguous share of every block, so every worker has work in every block.
+:meth:`WorkerVectorEnv.start_block` starts the workers on one block's actions and returns
+at once, so the learner chooses the next block's actions while the workers step this one;
+:meth:`~WorkerVectorEnv.step` then starts the blocks not started yet and gathers them all.
+Which block a sub-env is in depends on ``num_envs`` and ``splits`` only, never on the
+worker count.
 
 Where gymnasium's ``AsyncVectorEnv`` runs one process per sub-env (32 processes for 32
 envs, a round trip each per step), this runs one per core the run may use.
@@ -96,31 +106,36 @@ def _die_with_parent() -> None:
 def _worker(
     conn: Any,
     factory_bytes: bytes,
-    start: int,
-    count: int,
+    blocks: list[tuple[int, int]],
     shared: Any,
     observation_space: gym.Space | None,
     num_envs: int,
 ) -> None:
-    """One worker: builds ``count`` sub-envs and serves commands until ``close``."""
+    """One worker: builds the sub-envs ``[a, b)`` of each of ``blocks`` (global indices, in
+    block order) and serves commands until ``close``."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     envs: list[gym.Env] = []
     try:
         factory = cloudpickle.loads(factory_bytes)
-        envs = [factory() for _ in range(count)]
+        indices = [i for a, b in blocks for i in range(a, b)]
+        envs = [factory() for _ in indices]
         conn.send(("ok", (envs[0].observation_space, envs[0].action_space)))
         space = observation_space or envs[0].observation_space
-        views = _shared_views(space, shared, num_envs)
+        views = _shared_views(space, shared["obs"], num_envs)
+        ends = _shared_ends(shared, num_envs)
+        offsets = list(itertools.accumulate([0, *(b - a for a, b in blocks)]))
+        local = [range(offsets[k], offsets[k + 1]) for k in range(len(blocks))]
 
         def write(i: int, obs: Any) -> None:
-            _assign(views, start + i, obs)
+            _assign(views, indices[i], obs)
 
         while True:
             command, data = conn.recv()
             if command == "step":
-                conn.send(("ok", _step(envs, data, write)))
+                block, actions = data
+                conn.send(("ok", _step(envs, local[block], indices, actions, write, ends)))
             elif command == "reset":
                 seeds, options = data
                 infos = []
@@ -207,32 +222,86 @@ def _assign(views: Any, index: int, obs: Any) -> None:
         views[index] = obs
 
 
+END_ARRAYS: tuple[tuple[str, type], ...] = (
+    ("rewards", np.float64),
+    ("terminations", np.bool_),
+    ("truncations", np.bool_),
+)
+"""The per-sub-env results a step writes into shared memory: ``(N,)`` arrays."""
+
+
+def _shared_memory(space: gym.Space, n: int, ctx: Any) -> dict[str, Any]:
+    """Raw shared memory for ``n`` sub-envs: their observations (``"obs"``) and each of
+    :data:`END_ARRAYS`."""
+    memory = {"obs": _shared_arrays(space, n, ctx)}
+    for name, dtype in END_ARRAYS:
+        memory[name] = ctx.RawArray("B", n * np.dtype(dtype).itemsize)
+    return memory
+
+
+def _shared_ends(memory: dict[str, Any], n: int) -> dict[str, np.ndarray]:
+    """numpy views ``(n,)`` of :func:`_shared_memory`'s :data:`END_ARRAYS` (no copy)."""
+    return {name: np.frombuffer(memory[name], dtype=dtype, count=n) for name, dtype in END_ARRAYS}
+
+
 def _step(
-    envs: list[gym.Env], actions: Sequence[Any], write: Callable[[int, Any], None]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[dict[str, Any]]]]:
-    """Step each sub-env with same-step autoreset, as ``SyncVectorEnv.step`` does; the
-    info dicts of each sub-env in the order ``SyncVectorEnv`` adds them."""
-    n = len(envs)
-    rewards = np.zeros(n, dtype=np.float64)
-    terminations = np.zeros(n, dtype=np.bool_)
-    truncations = np.zeros(n, dtype=np.bool_)
+    envs: list[gym.Env],
+    local: range,
+    indices: list[int],
+    actions: Sequence[Any],
+    write: Callable[[int, Any], None],
+    ends: dict[str, np.ndarray],
+) -> list[list[dict[str, Any]]]:
+    """Step the sub-envs ``envs[j]`` for ``j`` in ``local`` (global index ``indices[j]``)
+    with same-step autoreset, as ``SyncVectorEnv.step`` does, writing their observations,
+    rewards and ends into shared memory; returns the info dicts of each sub-env in the
+    order ``SyncVectorEnv`` adds them."""
+    rewards, terminations, truncations = ends["rewards"], ends["terminations"], ends["truncations"]
     infos: list[list[dict[str, Any]]] = []
-    for i, (env, action) in enumerate(zip(envs, actions, strict=True)):
-        obs, rewards[i], terminations[i], truncations[i], info = env.step(action)
+    for j, action in zip(local, actions, strict=True):
+        i = indices[j]
+        obs, rewards[i], terminations[i], truncations[i], info = envs[j].step(action)
         parts = []
         if terminations[i] or truncations[i]:
             parts.append({"final_obs": obs, "final_info": info})
-            obs, info = env.reset()
+            obs, info = envs[j].reset()
         parts.append(info)
         infos.append(parts)
-        write(i, obs)
-    return rewards, terminations, truncations, infos
+        write(j, obs)
+    return infos
+
+
+def check_env_splits(splits: Any, num_envs: int) -> int:
+    """``splits`` as a number of blocks of ``num_envs`` sub-envs: an int >= 1 that divides
+    ``num_envs``; ``ValueError`` naming it and the allowed ones otherwise."""
+    allowed = [k for k in range(1, num_envs + 1) if num_envs % k == 0]
+    if isinstance(splits, bool) or not isinstance(splits, int) or splits not in allowed:
+        raise ValueError(
+            f"env_splits={splits!r} does not divide num_envs={num_envs} into equal blocks; "
+            f"use one of {allowed}"
+        )
+    return splits
+
+
+def worker_blocks(num_envs: int, num_workers: int, splits: int) -> list[list[tuple[int, int]]]:
+    """Each worker's sub-envs: per worker, its range ``(a, b)`` of every block (global
+    indices, block order). ``splits`` blocks of ``num_envs / splits`` contiguous sub-envs;
+    worker ``w`` holds the ``w``-th contiguous share of each block (sizes as even as the
+    counts allow). ``splits=1``: one contiguous chunk per worker."""
+    size = num_envs // splits
+    bounds = np.linspace(0, size, num_workers + 1).round().astype(int)
+    return [
+        [(k * size + int(lo), k * size + int(hi)) for k in range(splits)]
+        for lo, hi in itertools.pairwise(bounds)
+    ]
 
 
 class WorkerVectorEnv(VectorEnv):
     """``num_envs`` copies of ``env_fn`` stepped by ``num_workers`` processes (see the module
-    docstring). ``name``: what the sub-envs are (e.g. the task), for error messages;
-    ``timeout``: seconds before a silent worker is taken as hung."""
+    docstring; at most one worker per sub-env of a block). ``splits``: the blocks the
+    sub-envs form for :meth:`start_block` (1: none; it must divide ``num_envs``).
+    ``name``: what the sub-envs are (e.g. the task), for error messages; ``timeout``:
+    seconds before a silent worker is taken as hung."""
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
@@ -245,31 +314,36 @@ class WorkerVectorEnv(VectorEnv):
         name: str = "env",
         timeout: float = DEFAULT_TIMEOUT,
         observation_space: gym.Space | None = None,
+        splits: int = 1,
     ):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
-        self.num_workers = max(1, min(int(num_workers), self.num_envs))
+        self.splits = check_env_splits(splits, self.num_envs)
+        self.block_size = self.num_envs // self.splits
+        self.num_workers = max(1, min(int(num_workers), self.block_size))
         self.name, self.timeout = name, float(timeout)
         self.closed = False
-        bounds = np.linspace(0, self.num_envs, self.num_workers + 1).round().astype(int)
-        self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+        self._blocks = worker_blocks(self.num_envs, self.num_workers, self.splits)
+        self._indices = [[i for a, b in blocks for i in range(a, b)] for blocks in self._blocks]
+        self._started: list[np.ndarray] = []
         ctx = mp.get_context(START_METHOD)
         probe = env_fn() if observation_space is None else None
         space = observation_space if probe is None else probe.observation_space
         if probe is not None:
             probe.close()
-        self._shared = _shared_arrays(space, self.num_envs, ctx)
-        self._observations = _shared_views(space, self._shared, self.num_envs)
+        self._shared = _shared_memory(space, self.num_envs, ctx)
+        self._observations = _shared_views(space, self._shared["obs"], self.num_envs)
+        self._ends = _shared_ends(self._shared, self.num_envs)
         factory = cloudpickle.dumps(env_fn)
         self._conns, self._procs = [], []
         try:
-            for start, end in self._chunks:
+            for w, blocks in enumerate(self._blocks):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(
                     target=_worker,
-                    args=(child, factory, start, end - start, self._shared, space, self.num_envs),
-                    name=f"cl-suites-env-worker-{start}-{end - 1}",
+                    args=(child, factory, blocks, self._shared, space, self.num_envs),
+                    name=f"cl-suites-env-worker-{w}",
                     daemon=True,
                 )
                 proc.start()
@@ -283,6 +357,7 @@ class WorkerVectorEnv(VectorEnv):
         self.single_observation_space, self.single_action_space = spaces[0]
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._block_space = batch_space(self.single_action_space, self.block_size)
 
     # -- VectorEnv API ----------------------------------------------------------------
     def reset(
@@ -294,21 +369,50 @@ class WorkerVectorEnv(VectorEnv):
             seeds = [seed + i for i in range(self.num_envs)]
         else:
             seeds = list(seed)
-        for conn, (a, b) in zip(self._conns, self._chunks, strict=True):
-            self._send(conn, ("reset", (seeds[a:b], options)))
-        infos = self._merge(self._gather("reset"))
+        self._started = []
+        for conn, indices in zip(self._conns, self._indices, strict=True):
+            self._send(conn, ("reset", ([seeds[i] for i in indices], options)))
+        infos = self._merge(self._in_order(self._gather("reset")))
         return self._copy_observations(), infos
 
+    def start_block(self, block: int, actions: Any) -> None:
+        """Start every worker on block ``block``'s ``actions`` (a batch of ``block_size``)
+        and return at once; blocks start in order (0, 1, ...), and :meth:`step`, given
+        the same actions for them, starts the rest and gathers them all."""
+        if block != len(self._started) or block >= self.splits:
+            raise RuntimeError(
+                f"{self.name}: block {block} started out of order "
+                f"({len(self._started)} of {self.splits} started)"
+            )
+        self._send_block(block, list(iterate(self._block_space, actions)))
+        self._started.append(np.array(actions, copy=True))
+
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        started, self._started = self._started, []
+        size = self.block_size
+        for block, given in enumerate(started):
+            if not np.array_equal(np.asarray(actions)[block * size : (block + 1) * size], given):
+                raise RuntimeError(
+                    f"{self.name}: step() got other actions for block {block} than "
+                    "start_block() stepped it with"
+                )
         per_env = list(iterate(self.action_space, actions))
-        for conn, (a, b) in zip(self._conns, self._chunks, strict=True):
-            self._send(conn, ("step", per_env[a:b]))
-        results = self._gather("step")
-        rewards = np.concatenate([r[0] for r in results])
-        terminations = np.concatenate([r[1] for r in results])
-        truncations = np.concatenate([r[2] for r in results])
-        infos = self._merge([r[3] for r in results])
-        return self._copy_observations(), rewards, terminations, truncations, infos
+        for block in range(len(started), self.splits):
+            self._send_block(block, per_env[block * size : (block + 1) * size])
+        infos = [
+            parts
+            for _ in range(self.splits)  # each worker answers its blocks in order
+            for chunk in self._gather("step")
+            for parts in chunk
+        ]
+        ends = self._ends
+        return (
+            self._copy_observations(),
+            ends["rewards"].copy(),
+            ends["terminations"].copy(),
+            ends["truncations"].copy(),
+            self._merge(infos),
+        )
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         return tuple(self._each("get_attr", name))
@@ -316,8 +420,8 @@ class WorkerVectorEnv(VectorEnv):
     def set_attr(self, name: str, values: Any) -> None:
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
-        for conn, (a, b) in zip(self._conns, self._chunks, strict=True):
-            self._send(conn, ("set_attr", (name, list(values[a:b]))))
+        for conn, indices in zip(self._conns, self._indices, strict=True):
+            self._send(conn, ("set_attr", (name, [values[i] for i in indices])))
         self._gather("set_attr")
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -354,6 +458,7 @@ class WorkerVectorEnv(VectorEnv):
             raise EnvStateError(
                 f"the saved task env has {len(states)} worker(s), this one {self.num_workers}"
             )
+        self._started = []
         for conn, state in zip(self._conns, states, strict=True):
             self._send(conn, ("load", state))
         self._gather("load")
@@ -365,7 +470,24 @@ class WorkerVectorEnv(VectorEnv):
 
     def _each(self, command: str, data: Any) -> list[Any]:
         """``command`` on every worker; the per-sub-env results in sub-env order."""
-        return [x for chunk in self._each_worker(command, data) for x in chunk]
+        return self._in_order(self._each_worker(command, data))
+
+    def _in_order(self, per_worker: list[list[Any]]) -> list[Any]:
+        """Per-sub-env results given per worker (each in its sub-envs' order) in global
+        sub-env order."""
+        out: list[Any] = [None] * self.num_envs
+        for indices, results in zip(self._indices, per_worker, strict=True):
+            for i, result in zip(indices, results, strict=True):
+                out[i] = result
+        return out
+
+    def _send_block(self, block: int, actions: list[Any]) -> None:
+        """Send each worker its share of block ``block`` with ``actions`` (the block's,
+        one per sub-env)."""
+        offset = block * self.block_size
+        for conn, blocks in zip(self._conns, self._blocks, strict=True):
+            a, b = blocks[block]
+            self._send(conn, ("step", (block, actions[a - offset : b - offset])))
 
     def _each_worker(self, command: str, data: Any) -> list[Any]:
         for conn in self._conns:
@@ -403,10 +525,10 @@ class WorkerVectorEnv(VectorEnv):
         return payload
 
     def _fail(self, index: int, what: str, command: str) -> None:
-        a, b = self._chunks[index]
+        envs = ", ".join(f"{a}-{b - 1}" for a, b in self._blocks[index])
         self._stop(kill=True)
         raise EnvWorkerError(
-            f"env worker {index} (sub-envs {a}-{b - 1} of {self.name}) {what} during "
+            f"env worker {index} (sub-envs {envs} of {self.name}) {what} during "
             f"{command!r}; the workers are stopped (a run resumes from its last checkpoint "
             "with --resume)"
         )
@@ -425,9 +547,11 @@ class WorkerVectorEnv(VectorEnv):
         self._procs, self._conns = [], []
         self.closed = True
 
-    def _merge(self, chunks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
+    def _merge(self, per_env: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """One info dict from each sub-env's parts (in sub-env order), merged as
+        ``SyncVectorEnv`` merges them."""
         infos: dict[str, Any] = {}
-        for i, parts in enumerate(x for chunk in chunks for x in chunk):
+        for i, parts in enumerate(per_env):
             for info in parts:
                 infos = self._add_info(infos, info, i)
         return infos

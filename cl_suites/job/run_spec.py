@@ -46,6 +46,7 @@ from cl_suites.config import (
 )
 from cl_suites.core.task import Schedule, TaskSequence
 from cl_suites.core.vector import VECTORIZATION_MODES
+from cl_suites.core.workers import check_env_splits
 from cl_suites.declarations import (
     MEAL_REPLAY_METHODS,
     base_method,
@@ -97,6 +98,31 @@ def _check_policy_lag_threads(hp: Mapping[str, Any], job: JobOptions) -> None:
         )
 
 
+def _check_env_splits(job: JobOptions, num_envs: int, info: SuiteInfo) -> None:
+    """``env_splits`` must divide ``num_envs`` into equal blocks, leave every env worker a
+    sub-env of each block, and apply to a suite whose sub-envs step on the CPU; one line
+    naming the value and the allowed ones otherwise (before anything is built)."""
+    splits = job.env_splits
+    if splits == 1:
+        return
+    if not info.runtime.steps_on_cpu:
+        raise BadValueError(
+            f"env_splits={splits}: {info.name} batches its own simulators, there are no env "
+            "workers to step one block while the policy acts on the next; use env_splits=1"
+        )
+    try:
+        check_env_splits(splits, num_envs)
+    except ValueError as e:
+        raise BadValueError(str(e)) from None
+    block = num_envs // splits
+    if job.env_workers is not None and job.env_workers > block:
+        raise BadValueError(
+            f"env_workers={job.env_workers} cannot each step a share of every block of "
+            f"{block} envs (num_envs={num_envs}, env_splits={splits}); use env_workers "
+            f"from 1 to {block}"
+        )
+
+
 def _opt(default: Any, check: Opt, doc: str) -> Any:
     """A :class:`JobOptions` field: its default, its type and range, its one-line doc."""
     return field(default=default, metadata={"check": check, "doc": doc})
@@ -130,6 +156,12 @@ class JobOptions:
         None,
         _POSITIVE_OR_NONE,
         "worker processes of vectorization_mode=workers (default: the usable cores)",
+    )
+    env_splits: int = _opt(
+        1,
+        _POSITIVE,
+        "blocks of envs the torch learner acts on one at a time while the env workers step "
+        "the block before (2: double-buffered acting; must divide num_envs)",
     )
     replay_on_disk: bool | str | None = _opt(
         None,
@@ -644,6 +676,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
     entry.check_sequence(hp, sequence)
     job = JobOptions(**given)  # then the defaults the run decides (None in JobOptions)
     _check_policy_lag_threads(hp, job)
+    _check_env_splits(job, n_envs, info)
     if job.eval_beside_training and not job.eval_deterministic:
         raise BadValueError(
             "eval_beside_training needs eval_deterministic=true: sampled evaluation actions "
@@ -672,6 +705,7 @@ def _resolve_seed(request: RunRequest, seed: int, probe_device: bool) -> JobSpec
             policy_lag=int(hp.get("learner", {}).get("policy_lag", 0) or 0),
             num_envs=n_envs,
             env_workers=options.env_workers,
+            env_splits=options.env_splits,
         )
         options = vectorization.apply(options)
     return JobSpec(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from cl_suites.core.workers import usable_cores
-from cl_suites.job.cost_model import cost_data, predict, predict_gpu
+from cl_suites.job.cost_model import cost_data, gpu_forward, predict, predict_gpu
 
 _Options = TypeVar("_Options")
 
@@ -77,6 +77,7 @@ def choose(
     num_envs: int,
     env_workers: int | None = None,
     cores: int | None = None,
+    env_splits: int = 1,
 ) -> VectorizationChoice:
     """The ``vectorization_mode`` of a run of ``suite`` (short name) with ``auto``.
 
@@ -89,6 +90,8 @@ def choose(
         num_envs: the run's sub-envs.
         env_workers: the run's ``env_workers`` (``None``: one per usable core).
         cores: the usable cores (``None``: :func:`usable_cores`).
+        env_splits: the run's ``env_splits`` (workers then at most ``num_envs /
+            env_splits``; the double-buffered saving is in the workers' prediction).
     """
     cores = usable_cores() if cores is None else int(cores)
     if not steps_on_cpu:
@@ -106,13 +109,14 @@ def choose(
             f"{cores} usable core{'s' if cores != 1 else ''}: acting and the update take 2, "
             f"env workers need {MIN_CORES} or more",
         )
-    workers = min(env_workers or default_workers(cores), num_envs)
+    workers = min(env_workers or default_workers(cores), num_envs // env_splits)
     where = f"{cores} cores" + (" + GPU" if gpu else "")
     if gpu:
-        one, many = predict_gpu(entry["gpu"], cores, 1), predict_gpu(entry["gpu"], cores, workers)
+        one = predict_gpu(entry["gpu"], cores, 1)
+        many = predict_gpu(entry["gpu"], cores, workers, env_splits, gpu_forward(entry))
     else:
         one = predict(entry["cpu"], cores, policy_lag, 0, None)
-        many = predict(entry["cpu"], cores, policy_lag, workers, None)
+        many = predict(entry["cpu"], cores, policy_lag, workers, None, env_splits)
     if many >= GAIN * one:
         return VectorizationChoice(
             "workers",

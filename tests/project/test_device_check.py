@@ -28,7 +28,8 @@ def test_the_shrunken_device_check_runs_every_stage(tmp_path):
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "procgen-vtrace   OK" in out  # stage 0's smoke run through the command line
     for stage in ("== 0. card", "== 1. agent steps/s", "== 2. Procgen6's residual",
-                  "== 3. MEAL", "== 4. end to end", "== 5. the cost model"):  # fmt: skip
+                  "== 3. MEAL", "== 4. end to end", "== 5. the cost model",
+                  "== 6. double-buffered acting"):  # fmt: skip
         assert stage in out
     assert "E2E OK" in out
     assert "measured beside the model" in out and "device check done" in out

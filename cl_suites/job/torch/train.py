@@ -274,7 +274,9 @@ def _plasticity_callback(
 def training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
     """(the env that keeps the schedule, its SB3 view, the evaluator's env source): the
     env and source from the suite's runtime (``SequenceVectorEnv``; MEAL: its batched
-    engine), the view from this wing (``cl_suites.job.torch.sb3_env``)."""
+    engine), the view from this wing (``cl_suites.job.torch.sb3_env``). ``env_splits``
+    is set on the ``SequenceVectorEnv`` before its first reset (the runtimes' common
+    ``vector_env`` does not take it)."""
     runtime = spec.suite.runtime
     env, eval_source = runtime.vector_env(
         spec.instance,
@@ -283,5 +285,7 @@ def training_env(spec: JobSpec) -> tuple[Any, Any, Any]:
         rollout_steps=spec.rollout_steps,
         env_workers=spec.options.env_workers,
     )
+    if spec.options.env_splits > 1:  # resolve refused it for suites without env workers
+        env.env_splits = spec.options.env_splits
     wanted = spec.options.device_observations
     return env, sb3_env(spec.suite, env, spec.device, wanted), eval_source
