@@ -8,9 +8,11 @@ task has its own jitted reset (compiled on first use).
 
 meal-bench's ``step`` resets in-step with its own kitchen; here steps go through
 ``step_env`` (no in-step reset) and episode ends are handled by the caller, so the
-wrappers ``StickyActions`` / ``SlipperyTiles`` are layered over a no-autoreset view.
+wrappers ``StickyActions`` / ``SlipperyTiles`` (its slippery draw over the real kitchen,
+``knobs.KitchenSlipperyTiles``) are layered over a no-autoreset view, in MEAL's order.
 With ``obs_padding="zeros"`` observations are multiplied by the real-kitchen mask, which
-makes them identical to meal-bench's ``PadObsToMax`` (zero padding, centred).
+makes them identical to meal-bench's ``PadObsToMax`` (zero padding, centred); partial
+observability views are always masked so (MEAL's unpadded views read zeros off the grid).
 """
 
 from __future__ import annotations
@@ -73,9 +75,9 @@ class MealEngine:
     """
 
     def __init__(self, suite: MealSuite):
-        from meal.env.overcooked import get_difficulty_params
-        from meal.wrappers.slippery_tiles import SlipperyTiles
         from meal.wrappers.sticky_actions import StickyActions
+
+        from cl_suites.meal.knobs import KitchenSlipperyTiles, kitchen_view_mask
 
         self.suite = suite
         opts = suite.options
@@ -83,22 +85,38 @@ class MealEngine:
         self.num_agents = suite.num_agents
         height, width = suite.grid_shape
         self._padded = [padded(t, height, width) for t in suite.layouts]
-        self._use_mask = (not opts["partial_observability"]) and opts["obs_padding"] == "zeros"
-        params = get_difficulty_params(opts["stochasticity_level"])
+        partial = opts["partial_observability"]
+        self._use_mask = (not partial) and opts["obs_padding"] == "zeros"
 
-        def chain(base: Any) -> Any:
+        def chain(task_id: int, base: Any) -> Any:
             env = _NoAutoreset(base)
             if opts["sticky_actions"]:
-                env = StickyActions(env, params["repeat_action_prob"])
+                env = StickyActions(env, opts["repeat_action_prob"])
             if opts["slippery_tiles"]:
-                env = SlipperyTiles(env, params["slipping_prob"])
+                kitchen = suite.layouts[task_id]
+                top, left = (height - kitchen.height) // 2, (width - kitchen.width) // 2
+                box = (top, left, kitchen.height, kitchen.width)
+                env = KitchenSlipperyTiles(env, opts["slipping_prob"], box)
             return env
 
+        def finish(base: Any, env_state: Any, obs: Any, mask: Any) -> Any:
+            """The ``(n, H, W, C)`` uint8 observations, masked to the real kitchen."""
+            obs = jnp.stack([obs[a] for a in agents]).astype(jnp.uint8)
+            if partial:
+                return obs * kitchen_view_mask(base, env_state, mask)
+            if use_mask:
+                return obs * mask[None, :, :, None]
+            return obs
+
         self._chain = chain
+        self._finish = finish
         self._task_envs: dict[int, Any] = {}
         self._resets: dict[int, Any] = {}
         self._reset_pure: dict[int, Any] = {}
-        template = chain(self._base_env(0))
+        template_base = self._base_env(0)
+        play = chain(0, template_base).step
+        if opts["complementary_restrictions"]:
+            play = self._role_step(chain)
         self.obs_shape = suite.obs_shape
         individual = opts["individual_rewards"]
         agents = self.agents
@@ -107,10 +125,8 @@ class MealEngine:
         def step_one(env_state, key, mask, act, coef):
             key, sub = jax.random.split(key)
             actions = {a: act[i] for i, a in enumerate(agents)}
-            obs, env_state, rew, _, info = template.step(sub, env_state, actions)
-            obs = jnp.stack([obs[a] for a in agents]).astype(jnp.uint8)
-            if use_mask:
-                obs = obs * mask[None, :, :, None]
+            obs, env_state, rew, _, info = play(sub, env_state, actions)
+            obs = finish(template_base, env_state, obs, mask)
             deliver = jnp.stack([rew[a] for a in agents]).astype(jnp.float32)
             shaped = jnp.stack([info["shaped_reward"][a] for a in agents]).astype(jnp.float32)
             team = deliver if individual else jnp.full_like(deliver, deliver.sum())
@@ -183,7 +199,9 @@ class MealEngine:
         return BatchState(env_state, new_keys, masks), obs
 
     # -- internals ----------------------------------------------------------------------
-    def _base_env(self, task_id: int) -> Any:
+    def _base_env(self, task_id: int, waiter_id: int | None = None) -> Any:
+        """Task ``task_id``'s meal-bench env on its padded kitchen; with complementary
+        restrictions, agent ``waiter_id`` is the waiter (default: the task's draw)."""
         opts = self.suite.options
         env_class = overcooked_class(opts["dynamics"], opts["partial_observability"])
         kwargs: dict[str, Any] = {
@@ -196,9 +214,31 @@ class MealEngine:
             "random_cook_time": opts["random_cook_time"],
             "random_reset": opts.get("random_reset", False),
         }
+        if opts.get("complementary_restrictions", False):
+            from cl_suites.meal.knobs import agent_restrictions, waiter
+
+            chosen = waiter(opts["layout_seed"] + task_id) if waiter_id is None else waiter_id
+            kwargs["agent_restrictions"] = agent_restrictions(chosen)
         if opts["partial_observability"]:
             kwargs["difficulty"] = opts["stochasticity_level"]
         return env_class(**kwargs)
+
+    def _role_step(self, chain: Any) -> Any:
+        """A step ``(key, state, actions)`` that plays each env's task roles: one env per
+        waiter (agent 0 or 1), chosen by the task id in the env's state."""
+        from cl_suites.meal.knobs import waiter
+
+        seed = self.suite.options["layout_seed"]
+        waiters = jnp.asarray([waiter(seed + t) for t in range(len(self.suite.layouts))])
+        steps = [chain(0, self._base_env(0, waiter_id=w)).step for w in (0, 1)]
+
+        def play(key, env_state, actions):
+            base = env_state
+            while hasattr(base, "env_state"):
+                base = base.env_state
+            return jax.lax.switch(waiters[base.task_id], steps, key, env_state, actions)
+
+        return play
 
     def _reset_fn(self, task_id: int):
         if task_id not in self._resets:
@@ -209,17 +249,15 @@ class MealEngine:
         """The vmapped (not jitted) reset ``keys -> (env_state, keys, obs)`` of task
         ``task_id``'s envs; build it outside any JAX trace (it creates the task's env)."""
         if task_id not in self._reset_pure:
-            env = self._chain(self._base_env(task_id))
-            mask = np.asarray(self._padded[task_id][1])
-            agents, use_mask = self.agents, self._use_mask
+            base = self._base_env(task_id)
+            env = self._chain(task_id, base)
+            mask = jnp.asarray(self._padded[task_id][1])
+            finish = self._finish
 
             def reset_one(key):
                 key, sub = jax.random.split(key)
                 obs, env_state = env.reset(sub)
-                obs = jnp.stack([obs[a] for a in agents]).astype(jnp.uint8)
-                if use_mask:
-                    obs = obs * mask[None, :, :, None]
-                return env_state, key, obs
+                return env_state, key, finish(base, env_state, obs, mask)
 
             self._reset_pure[task_id] = jax.vmap(reset_one)
         return self._reset_pure[task_id]

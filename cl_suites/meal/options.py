@@ -35,6 +35,10 @@ PAPER_EVAL_EVERY = 100 * 16 * 128
 PAPER_EVAL_EPISODES = 10
 """Evaluation episodes per task (paper, section 5 and table 4)."""
 MAX_LAYOUT_SEED = 2**31 - 1
+PROBABILITIES = ("repeat_action_prob", "slipping_prob")
+"""The probability options: ``None`` (the ``difficulty``'s) or a number in [0, 1]."""
+PROBABILITY_KNOBS = {"repeat_action_prob": "sticky_actions", "slipping_prob": "slippery_tiles"}
+"""Each probability option and the knob it belongs to."""
 PAPER_SHAPING_HORIZON = None
 """Shaping anneals over half of each task's budget (``steps_per_task // 2``): what produced
 MEAL's reported results by its authors' answer (TTomilin/MEAL#10, point 3; the paper-time
@@ -50,6 +54,7 @@ FLAGS = (
     "random_cook_time",
     "random_reset",
     "separated_agents",
+    "complementary_restrictions",
 )
 """The options that are True or False."""
 
@@ -110,10 +115,24 @@ class MealOptions:
         False, "meal-bench's option (the view size from ``difficulty``)."
     )
     sticky_actions: bool = _option(
-        False, "meal-bench's option (the probability from ``difficulty``)."
+        False,
+        "each agent's action is replaced by its previous one with ``repeat_action_prob`` "
+        "(MEAL's ``StickyActions``; default False).",
+    )
+    repeat_action_prob: float | None = _option(
+        None,
+        "sticky actions' probability in [0, 1] (default ``None``: the ``difficulty``'s, "
+        "easy 0.1, medium 0.2, hard 0.3, extreme 0.4).",
     )
     slippery_tiles: bool = _option(
-        False, "meal-bench's option (the probability from ``difficulty``)."
+        False,
+        "a quarter of the walkable cells, drawn per episode, slip: an agent that stepped onto "
+        "one moves at random next step with ``slipping_prob`` (MEAL's ``SlipperyTiles``).",
+    )
+    slipping_prob: float | None = _option(
+        None,
+        "slippery tiles' probability in [0, 1] (default ``None``: the ``difficulty``'s, "
+        "easy 0.35, medium 0.5, hard 0.65, extreme 0.8).",
     )
     random_pot_size: bool = _option(
         False, "meal-bench's option (the probability from ``difficulty``)."
@@ -129,6 +148,11 @@ class MealOptions:
     )
     separated_agents: bool = _option(
         False, "generator only accepts kitchens whose agents are separated."
+    )
+    complementary_restrictions: bool = _option(
+        False,
+        "designated roles, 2 agents only: per task one agent cannot pick up onions (waiter), "
+        "the other plates (chef), drawn from seed ``layout_seed + task`` (MEAL's option).",
     )
     obs_padding: str = _option(
         "walls",
@@ -177,6 +201,7 @@ class MealOptions:
         for name in FLAGS:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise BadValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        self._check_knobs()
         if self.sparse_rewards and self.individual_rewards:
             raise BadValueError(
                 "sparse_rewards and individual_rewards cannot both be set (as in MEAL)"
@@ -230,6 +255,42 @@ class MealOptions:
         ):
             raise BadValueError(f"max_attempts must be a non-negative int, got {max_attempts!r}")
 
+    def _check_knobs(self) -> None:
+        """The probabilities in [0, 1] and with their knob on; roles with 2 agents."""
+        for name, knob in PROBABILITY_KNOBS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.integer, np.floating))
+                or not 0.0 <= float(value) <= 1.0
+            ):
+                raise BadValueError(
+                    f"{name}={value!r} is not a probability; allowed: a number in [0, 1], or "
+                    "None for the difficulty's"
+                )
+            if not getattr(self, knob):
+                raise BadValueError(
+                    f"{name}={value!r} needs {knob}=True (allowed with {knob}=False: None)"
+                )
+        if self.complementary_restrictions and self.num_agents != 2:
+            raise BadValueError(
+                f"complementary_restrictions needs num_agents=2 (one chef, one waiter), got "
+                f"num_agents={self.num_agents}; allowed: num_agents=2, or "
+                "complementary_restrictions=False"
+            )
+
+    def probability(self, name: str) -> float:
+        """``repeat_action_prob`` or ``slipping_prob``: the given value, else the
+        ``difficulty``'s (``"easy"`` when ``difficulty`` is None)."""
+        from meal.env.overcooked import get_difficulty_params
+
+        value = getattr(self, name)
+        if value is not None:
+            return float(value)
+        return float(get_difficulty_params(self.difficulty or "easy")[name])
+
     @property
     def resolved_shaping_horizon(self) -> Any:
         """``shaping_horizon``, or half of ``steps_per_task`` for ``None``."""
@@ -263,6 +324,8 @@ class MealOptions:
             **{name: bool(getattr(self, name)) for name in FLAGS[:2]},
             "shaping_horizon": int(self.resolved_shaping_horizon),
             **{name: bool(getattr(self, name)) for name in FLAGS[2:8]},
+            "complementary_restrictions": bool(self.complementary_restrictions),
+            **{name: self.probability(name) for name in PROBABILITIES},
             "obs_padding": self.obs_padding,
             "generator": self.generator,
             "dynamics": self.dynamics,
