@@ -120,6 +120,14 @@ def play_ours(name: str, knob: bool = True) -> list[dict[str, Any]]:
     return streams
 
 
-KNOWN_DIFFERENCES: dict[str, dict[int, tuple[str, ...]]] = {}
-"""``{case: {task: fields}}`` where MEAL 057f862's stream differs from ours by design (the
-ledger, ``docs/fidelity.md``, says which side is wrong and why)."""
+REWARD_CASES = ("shared_rewards", "sparse_rewards", "individual_rewards")
+"""The cases whose MEAL rewards are its trainer's reward modes (``compute_reward``)."""
+
+KNOWN_DIFFERENCES: dict[str, dict[int, tuple[str, ...]]] = {
+    "shared_rewards": {1: ("rewards",)},
+    "partial_observability": {1: ("obs",), 2: ("obs",)},
+}
+"""``{case: {task: fields}}`` where MEAL 057f862's stream differs from ours (the ledger,
+``docs/fidelity.md``, says which side is wrong and why): its shared mode gives every agent
+the team's shaping (task 0's episode has no shaping by the other agent), and under
+``curriculum`` its medium and hard tasks' views are their level's, larger than ours."""

@@ -9,9 +9,12 @@ is copied): ``make_sequence`` with the knob, ``PadObsToMax``, ``StickyActions``,
 and step keys and actions, MEAL's through ``LogWrapper.step`` as its trainer does (the
 episode ends at its last step, so MEAL's in-step reset never starts another); MEAL's
 rewards are its adapter's ``compute_reward`` (shared, sparse or individual) at a constant
-shaping weight. Compared per step: the observations' bytes (but at the episode's last
-step, where MEAL's in-step reset returns its next episode's first observation), the
-agents' rewards (to 1e-5), the episode ends. Cases listed in ``KNOWN_DIFFERENCES`` are
+shaping weight in the reward cases (``cases.REWARD_CASES``); in the others, its env's
+delivery and shaped rewards under our shared rule (the team's delivery plus the agent's
+own shaping), so that the reward modes' one difference is not counted in every case.
+Compared per step: the observations' bytes (but at the episode's last step, where MEAL's
+in-step reset returns its next episode's first observation), the agents' rewards (to
+1e-5), the episode ends. Cases listed in ``KNOWN_DIFFERENCES`` are
 expected to differ (the ledger row says which side is wrong); every other field must
 agree.
 
@@ -89,7 +92,11 @@ def play_meal(repo: Path, name: str) -> tuple[list[dict[str, Any]], list[dict[st
             keys = halves[:, 0]
             chosen = {a: jnp.asarray(act[:, i], dtype=jnp.int32) for i, a in enumerate(agents)}
             obs, state, reward, done, info = step(halves[:, 1], state, chosen)
-            shaped = adapter.compute_reward(reward, info, agents, cfg, 0, lambda _: coef)
+            if name in cases.REWARD_CASES:  # 057f862's reward modes
+                shaped = adapter.compute_reward(reward, info, agents, cfg, 0, lambda _: coef)
+            else:  # the env's outputs under our (the paper-time) shared rule
+                team = sum(reward[a] for a in agents)
+                shaped = {a: team + coef * info["shaped_reward"][a] for a in agents}
             digests.append(cases.digest(_stack(agents, obs)))
             rewards.append(np.round(_stack(agents, shaped).astype(np.float64), 5).tolist())
             dones.append(bool(np.all(np.asarray(done["__all__"]))))

@@ -22,7 +22,7 @@ from cl_suites.meal import build_suite
 from cl_suites.meal.engine import MealEngine
 
 GOLDEN = Path(__file__).parents[2] / "tests" / "golden" / "meal_knobs_reference.json"
-EASY = {"generator": "meal-bench", "dynamics": "meal-bench", "obs_padding": "zeros"}
+MEAL_057 = {"generator": "meal-bench", "dynamics": "meal-bench", "obs_padding": "zeros"}
 
 
 def base_state(state):
@@ -55,7 +55,7 @@ def test_knob_streams_match_the_pins(name):
 
 
 def _sticky_engine(p: float, num_envs: int):
-    suite = build_suite(1, layout_seed=5, sticky_actions=True, repeat_action_prob=p, **EASY)
+    suite = build_suite(1, layout_seed=5, sticky_actions=True, repeat_action_prob=p, **MEAL_057)
     engine = MealEngine(suite)
     return engine, engine.reset(np.zeros(num_envs, dtype=int), engine.env_keys(0, num_envs))[0]
 
@@ -91,7 +91,7 @@ def test_sticky_actions_first_step_repeats_up():
 def test_slippery_tiles_are_drawn_per_episode_on_the_real_kitchen():
     """A quarter of the real kitchen's walkable cells, never a padded one; another draw
     per episode (reset key)."""
-    suite = build_suite(3, layout_seed=3, strategy="curriculum", slippery_tiles=True, **EASY)
+    suite = build_suite(3, layout_seed=3, strategy="curriculum", slippery_tiles=True, **MEAL_057)
     engine = MealEngine(suite)
     state, _ = engine.reset(np.zeros(256, dtype=int), engine.env_keys(0, 256))
     slippery = np.asarray(state.env_state.slippery_mask)  # (256, 11, 11): task 0 is 7 x 7
@@ -115,7 +115,7 @@ def _pickups(restricted: bool, steps: int = 150, num_envs: int = 128) -> tuple[n
 
     from cl_suites.meal.knobs import waiter
 
-    suite = build_suite(2, layout_seed=7, complementary_restrictions=restricted, **EASY)
+    suite = build_suite(2, layout_seed=7, complementary_restrictions=restricted, **MEAL_057)
     engine = MealEngine(suite)
     rng = np.random.default_rng(0)
     counts = np.zeros((2, 2), dtype=int)  # (agent, onion/plate)
@@ -146,16 +146,18 @@ def test_designated_roles_waiter_never_picks_onions_chef_never_plates():
 
 def test_partial_views_read_zeros_off_the_real_kitchen():
     """Padded to the sequence's largest grid, a view equals meal-bench's view of the
-    unpadded kitchen (cells off the kitchen read as zeros)."""
+    unpadded kitchen (cells off the kitchen read as zeros): hard views (3 ahead, 1 behind)
+    reach past a 7 x 7 kitchen's outer wall into the padding of an 11 x 11 grid."""
     import jax
     from meal.env.overcooked import OvercookedPO
 
-    suite = build_suite(3, layout_seed=3, strategy="curriculum", partial_observability=True, **EASY)
+    options = {"strategy": "curriculum", "difficulty": "hard", "partial_observability": True}
+    suite = build_suite(3, layout_seed=3, **options, **MEAL_057)
     engine = MealEngine(suite)
     keys = engine.env_keys(0, 64)
     _, obs = engine.reset(np.zeros(64, dtype=int), keys)
     layout = suite.layouts[0]
-    plain = OvercookedPO(layout=layout.layout, num_agents=2, max_steps=400, difficulty="easy")
+    plain = OvercookedPO(layout=layout.layout, num_agents=2, max_steps=400, difficulty="hard")
     subs = jax.vmap(lambda k: jax.random.split(k)[1])(keys)
     their_obs, _ = jax.vmap(plain.reset)(subs)
     theirs = np.stack([np.asarray(their_obs[a]) for a in engine.agents], 1)
