@@ -56,8 +56,16 @@ CASES: dict[str, dict[str, Any]] = {
     "curriculum": {"tasks": 3, "on": {"strategy": "curriculum"}, "off": None},
     "separated_agents": {"tasks": 2, "on": {"separated_agents": True}},
     "shared_rewards": {"tasks": 2, "on": {"random_reset": True}, "off": None},
-    "sparse_rewards": {"tasks": 2, "on": {"sparse_rewards": True, "random_reset": True}},
-    "individual_rewards": {"tasks": 2, "on": {"individual_rewards": True, "random_reset": True}},
+    "sparse_rewards": {
+        "tasks": 2,
+        "on": {"sparse_rewards": True, "random_reset": True},
+        "off": {"sparse_rewards": False},
+    },
+    "individual_rewards": {
+        "tasks": 2,
+        "on": {"individual_rewards": True, "random_reset": True},
+        "off": {"individual_rewards": False},
+    },
     "partial_observability": {
         "tasks": 3,
         "on": {"strategy": "curriculum", "partial_observability": True},
@@ -81,9 +89,10 @@ def options(name: str, knob: bool = True) -> dict[str, Any]:
     return {**COMMON, **case["on"], **({} if knob else off or {})}
 
 
-def coef(name: str) -> float:
-    """The shaping weight of case ``name``'s rewards."""
-    return 0.0 if CASES[name]["on"].get("sparse_rewards") else COEF
+def coef(name: str, knob: bool = True) -> float:
+    """The shaping weight of case ``name``'s rewards (0 with sparse rewards, as
+    ``MealBatchedEnv.shaping_coef``)."""
+    return 0.0 if options(name, knob).get("sparse_rewards") else COEF
 
 
 def actions(task: int) -> np.ndarray:
@@ -112,7 +121,7 @@ def play_ours(name: str, knob: bool = True) -> list[dict[str, Any]]:
         state, obs = engine.reset(np.full(NUM_ENVS, task), keys)
         digests, rewards = [digest(obs)], []
         for act in actions(task):
-            state, obs, reward, _ = engine.step(state, act, coef(name))
+            state, obs, reward, _ = engine.step(state, act, coef(name, knob))
             digests.append(digest(obs))
             rewards.append(np.round(np.asarray(reward, dtype=np.float64), 5).tolist())
         dones = [t == suite.episode_len for t in range(1, STEPS + 1)]
