@@ -23,6 +23,8 @@ agree.
 which ``tests/meal/test_meal_knobs.py`` replays without MEAL::
 
     python -m benchmarks.parity.meal_knobs_reference --write
+
+``parity_meal.py env --meal057-repo PATH`` runs the same comparison after the env parity.
 """
 
 from __future__ import annotations
@@ -132,28 +134,22 @@ def agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--meal-repo", type=Path, default=Path("/tmp/refs/meal057"))
-    parser.add_argument("--cases", nargs="+", default=list(cases.CASES), choices=cases.CASES)
-    parser.add_argument("--write", action="store_true", help=f"pin the streams in {GOLDEN}")
-    args = parser.parse_args()
-    repo = args.meal_repo.resolve()
-    if not (repo / "experiments" / "envs" / "overcooked.py").exists():
-        parser.error(f"--meal-repo must be a checkout of TTomilin/MEAL at 057f862; got {repo}")
-    pins = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-    failed = []
-    for name in args.cases:
+def compare(repo: Path, names: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Play cases ``names`` on both sides and print a line per task: their pins (our
+    streams, MEAL's agreement and events, the knob's sensitivity) and what failed (a
+    field that differs outside ``KNOWN_DIFFERENCES``, a known one that agrees, a pin the
+    knob does not change)."""
+    pins: dict[str, Any] = {}
+    failed: list[str] = []
+    for name in names:
         ours = cases.play_ours(name)
         theirs, events = play_meal(repo, name)
         off = cases.CASES[name].get("off", {})
         sensitive = None if off is None else cases.play_ours(name, knob=False) != ours
         rows = [agreement(o, t) for o, t in zip(ours, theirs, strict=True)]
-        expected = KNOWN_DIFFERENCES.get(name, {})
         for task, row in enumerate(rows):
-            same = all(row[f] is True for f in ("obs", "rewards", "dones"))
-            want = expected.get(task, ())
-            ok = same if not want else all(row[f] is not True for f in want)
+            known = KNOWN_DIFFERENCES.get(name, {}).get(task, ())
+            ok = all((row[f] is True) == (f not in known) for f in ("obs", "rewards", "dones"))
             print(f"{name} task {task}: {row} events {events[task]}  {'ok' if ok else 'FAIL'}")
             if not ok:
                 failed.append(f"{name} task {task}")
@@ -167,8 +163,30 @@ def main() -> None:
             "meal_events": events,
             "streams": ours,
         }
+    return pins, failed
+
+
+def check_repo(repo: Path) -> Path:
+    """The checkout path, or a ValueError naming what is missing."""
+    if not (Path(repo) / "experiments" / "envs" / "overcooked.py").exists():
+        raise ValueError(f"a checkout of TTomilin/MEAL at 057f862 is needed; got {repo}")
+    return Path(repo).resolve()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meal-repo", type=Path, default=Path("/tmp/refs/meal057"))
+    parser.add_argument("--cases", nargs="+", default=list(cases.CASES), choices=cases.CASES)
+    parser.add_argument("--write", action="store_true", help=f"pin the streams in {GOLDEN}")
+    args = parser.parse_args()
+    try:
+        repo = check_repo(args.meal_repo)
+    except ValueError as err:
+        parser.error(f"--meal-repo: {err}")
+    pins, failed = compare(repo, args.cases)
     if args.write:
-        GOLDEN.write_text(json.dumps(pins, indent=1, sort_keys=True) + "\n")
+        old = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+        GOLDEN.write_text(json.dumps({**old, **pins}, indent=1, sort_keys=True) + "\n")
         print(f"wrote {GOLDEN}")
     print("FAILED: " + ", ".join(failed) if failed else "all knobs agree (or differ as known)")
     sys.exit(1 if failed else 0)

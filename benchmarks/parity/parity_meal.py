@@ -16,6 +16,9 @@ trained on), ``metrics_task{i}.npz`` (its per-update training metrics) and
 (``--meal057-repo``: a checkout at 057f862; ``meal_mappo_reference.py``), ``--write``
 pinning what it shows in ``tests/golden``.
 
+``env --meal057-repo /tmp/refs/meal057`` also plays Overcooked's knobs against MEAL's
+current code (``meal_knobs_reference.py``, issue 53 item 2).
+
 ``bounds`` compares our score bound with MEAL's ``estimate_max_soup`` (paper-time
 ``jax_marl/environments/overcooked/upper_bound.py``) on the paper generator's kitchens of
 every difficulty and ``--seeds N`` seeds, and lists the kitchens where MEAL's is 0 (issue
@@ -833,6 +836,7 @@ def main() -> None:
     tm.add_argument("--steps-per-task", type=int, default=STEPS_PER_TASK)
     ev = sub.add_parser("env", help="same kitchens, states and actions: env outputs")
     ev.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ev.add_argument("--meal057-repo", type=Path, help="also the knobs against MEAL 057f862 here")
     to = sub.add_parser("train-ours", help="our JAX learner on MEAL's kitchens")
     to.add_argument("--cl-method", choices=("ft", "ewc", "mas", "l2"), required=True)
     to.add_argument("--seed", type=int, required=True)
@@ -885,8 +889,17 @@ def main() -> None:
         return
     report = Report()
     if args.mode == "env":
+        from benchmarks.parity import meal_knobs_cases, meal_knobs_reference
+
+        try:
+            knobs = args.meal057_repo and meal_knobs_reference.check_repo(args.meal057_repo)
+        except ValueError as err:
+            parser.error(f"--meal057-repo: {err}")
         for seed in args.seeds:
             compare_env(repo.resolve(), seed, report)
+        if knobs:  # Overcooked's knobs against MEAL 057f862
+            _, failed = meal_knobs_reference.compare(knobs, list(meal_knobs_cases.CASES))
+            report.rows += [(f"knob {name}", float("inf"), -1.0) for name in failed]
     elif args.mode == "cl":
         compare_cl(repo.resolve(), args.run.resolve(), args.seed, report)
     elif args.mode == "update":
