@@ -87,6 +87,7 @@ class MealEngine:
         self._padded = [padded(t, height, width) for t in suite.layouts]
         partial = opts["partial_observability"]
         self._use_mask = (not partial) and opts["obs_padding"] == "zeros"
+        agents, use_mask = self.agents, self._use_mask
 
         def chain(task_id: int, base: Any) -> Any:
             env = _NoAutoreset(base)
@@ -94,8 +95,8 @@ class MealEngine:
                 env = StickyActions(env, opts["repeat_action_prob"])
             if opts["slippery_tiles"]:
                 kitchen = suite.layouts[task_id]
-                top, left = (height - kitchen.height) // 2, (width - kitchen.width) // 2
-                box = (top, left, kitchen.height, kitchen.width)
+                rows, cols = np.nonzero(self._padded[task_id][1])  # its cells in the grid
+                box = (int(rows.min()), int(cols.min()), kitchen.height, kitchen.width)
                 env = KitchenSlipperyTiles(env, opts["slipping_prob"], box)
             return env
 
@@ -119,8 +120,6 @@ class MealEngine:
             play = self._role_step(chain)
         self.obs_shape = suite.obs_shape
         individual = opts["individual_rewards"]
-        agents = self.agents
-        use_mask = self._use_mask
 
         def step_one(env_state, key, mask, act, coef):
             key, sub = jax.random.split(key)
@@ -226,17 +225,15 @@ class MealEngine:
     def _role_step(self, chain: Any) -> Any:
         """A step ``(key, state, actions)`` that plays each env's task roles: one env per
         waiter (agent 0 or 1), chosen by the task id in the env's state."""
-        from cl_suites.meal.knobs import waiter
+        from cl_suites.meal.knobs import base_state, waiter
 
         seed = self.suite.options["layout_seed"]
         waiters = jnp.asarray([waiter(seed + t) for t in range(len(self.suite.layouts))])
         steps = [chain(0, self._base_env(0, waiter_id=w)).step for w in (0, 1)]
 
         def play(key, env_state, actions):
-            base = env_state
-            while hasattr(base, "env_state"):
-                base = base.env_state
-            return jax.lax.switch(waiters[base.task_id], steps, key, env_state, actions)
+            task_id = base_state(env_state).task_id
+            return jax.lax.switch(waiters[task_id], steps, key, env_state, actions)
 
         return play
 

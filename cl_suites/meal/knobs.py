@@ -86,12 +86,18 @@ class KitchenSlipperyTiles(SlipperyTiles):
         return obs, state
 
 
+def base_state(env_state: Any) -> Any:
+    """The meal-bench ``State`` inside the wrappers' states (``.env_state`` chains)."""
+    while hasattr(env_state, "env_state"):
+        env_state = env_state.env_state
+    return env_state
+
+
 def kitchen_view_mask(env: Any, env_state: Any, mask: Any) -> Any:
     """``(n, view_h, view_w, 1)`` uint8: 1 where agent ``i``'s view window (``env``, a
     meal-bench ``OvercookedPO``, at the agent's cell and facing) lies in the real kitchen,
     ``mask`` ``(H, W)`` the padded grid's kitchen mask."""
-    while hasattr(env_state, "env_state"):
-        env_state = env_state.env_state
+    env_state = base_state(env_state)
     grid = mask[:, :, None]
     views = [
         env._extract_agent_view(grid, env_state.agent_pos[i], env_state.agent_dir_idx[i])

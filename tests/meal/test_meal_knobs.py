@@ -20,16 +20,10 @@ from benchmarks.parity import meal_knobs_cases as cases
 from cl_suites.errors import BadValueError, UnknownOptionError
 from cl_suites.meal import build_suite
 from cl_suites.meal.engine import MealEngine
+from cl_suites.meal.knobs import base_state
 
 GOLDEN = Path(__file__).parents[2] / "tests" / "golden" / "meal_knobs_reference.json"
 MEAL_057 = {"generator": "meal-bench", "dynamics": "meal-bench", "obs_padding": "zeros"}
-
-
-def base_state(state):
-    """The meal-bench ``State`` inside the wrappers' states."""
-    while hasattr(state, "env_state"):
-        state = state.env_state
-    return state
 
 
 def test_every_knob_is_pinned_and_agreed_with_meal():
