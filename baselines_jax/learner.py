@@ -222,37 +222,17 @@ def act_with(
 ) -> jax.Array:
     """Actions of ``network`` with ``params`` for observations ``obs (..., H, W, C)`` (or
     flat ``(..., D)``, ``D = obs_dim``) of task ``task_id``: argmax with ``greedy``, else
-    sampled with ``key`` (:meth:`JaxIPPO.act`, and a saved task policy's actions)."""
+    sampled with ``key`` (:meth:`JaxIPPO.act`, and a saved task policy's actions). A
+    central-critic network (MAPPO) reads the rows env-major, every agent of each env in
+    turn (row ``m n + i``: agent ``i`` of env ``m``; ``(M * n, ...)`` as the evaluator
+    gives them, or ``(M, n, ...)``), as ``central_rows``; actions in ``obs``'s order."""
     if not greedy and key is None:
         raise ValueError("act(greedy=False) needs a PRNG key")
-    if network.central_critic:
-        return _act_central(network, obs_dim, params, obs, task_id, greedy, key)
-    return _act(
-        network,
-        params,
-        jnp.asarray(obs),
-        jnp.int32(task_id),
-        greedy,
-        key if key is not None else jax.random.PRNGKey(0),
-        int(obs_dim),
-    )
-
-
-def _act_central(
-    network: ActorCritic,
-    obs_dim: int,
-    params: Any,
-    obs: Any,
-    task_id: int,
-    greedy: bool,
-    key: jax.Array | None,
-) -> jax.Array:
-    """:func:`act_with` for a central-critic ``network`` (MAPPO): the rows of ``obs (..., H,
-    W, C)`` (or flat ``(..., D)``) are env-major, every agent of each env in turn (row ``m n
-    + i``: agent ``i`` of env ``m``; ``(M * n, ...)`` as the evaluator gives them, or ``(M,
-    n, ...)``), acted on as ``central_rows``; actions in ``obs``'s row order."""
-    n = network.num_agents
+    key = key if key is not None else jax.random.PRNGKey(0)
     obs = jnp.asarray(obs)
+    if not network.central_critic:
+        return _act(network, params, obs, jnp.int32(task_id), greedy, key, int(obs_dim))
+    n = network.num_agents
     leading = obs.shape[: obs.ndim - (1 if obs.shape[-1] == obs_dim else 3)]
     count = int(np.prod(leading))
     if count % n:
@@ -261,7 +241,6 @@ def _act_central(
             f"not a multiple of {n} agents"
         )
     rows = central_rows(obs.reshape(-1, n, int(obs_dim)))  # (n M, D + n + n D), agent-major
-    key = key if key is not None else jax.random.PRNGKey(0)
     actions = _act(network, params, rows, jnp.int32(task_id), greedy, key, rows.shape[-1])
     return jnp.swapaxes(actions.reshape(n, -1), 0, 1).reshape(leading)
 
@@ -887,29 +866,24 @@ class JaxIPPO:
         """One env per seed for importance episodes (``keys (K, 2)``)."""
         return jax.vmap(lambda k: self.engine.reset_batch(task_id, k[None]))(keys)
 
-    def _fisher(self, params: Any, key: jax.Array, task_id: int) -> Any:
-        """MEAL 7d81858's EWC Fisher: ``importance_episodes`` x ``importance_steps`` steps
-        (running on through episode ends), each step agent 0's observation, an action
-        sampled from its policy and played by every agent, squared gradient of its
-        log-probability; the mean over all steps."""
+    def _importance_mean(self, params, key, task_id, per_step, steps: int, resets: bool) -> Any:
+        """The mean of a per-step importance over ``importance_episodes`` fresh episodes of
+        ``steps`` steps (one env per seed; each episode from its own key). ``per_step(obs
+        (K, 1, n, H, W, C), index, keys (K, 2)) -> (actions (K, 1, n), importance tree)``
+        gives the step's importance and the actions played; with ``resets`` an episode runs
+        on through its end (a new one starts), else it stops at ``steps``."""
         cfg = self.cfg
-        apply = self.apply
 
-        def one_step(carry, _):
+        def one_step(carry, index):
             env, obs, t, acc, k = carry
             k, ks = _split(k)
-            obs0 = obs[:, 0, 0].reshape(obs.shape[0], -1)
-
-            def per_seed(p, o, kk):
-                logits, _ = apply(p, o[None], task_id)
-                a = jax.random.categorical(kk, logits[0])
-                return a, cl_lib.fisher_term(apply, p, o, a, task_id)
-
-            a, g2 = jax.vmap(per_seed)(params, obs0, ks)
+            actions, g2 = per_step(obs, index, ks)
             acc = jax.tree.map(jnp.add, acc, g2)
-            actions = jnp.broadcast_to(a[:, None, None], (a.shape[0], 1, self.num_agents))
-            env, obs, _, _ = jax.vmap(self.engine.step_batch)(env, actions, jnp.zeros(a.shape[0]))
-            env, obs, t, _ = self._maybe_reset(task_id, env, obs, t + 1)
+            env, obs, _, _ = jax.vmap(self.engine.step_batch)(
+                env, actions, jnp.zeros(actions.shape[0])
+            )
+            if resets:
+                env, obs, t, _ = self._maybe_reset(task_id, env, obs, t + 1)
             return (env, obs, t, acc, k), None
 
         def episode(carry, _):
@@ -918,29 +892,45 @@ class JaxIPPO:
             k_ep, k_reset = _split(k_ep)
             env, obs = self._importance_envs(task_id, k_reset)
             t = jnp.zeros(obs.shape[0], jnp.int32)
-            (_, _, _, acc, _), _ = jax.lax.scan(
-                one_step, (env, obs, t, acc, k_ep), None, cfg.importance_steps
-            )
+            carry = (env, obs, t, acc, k_ep)
+            (_, _, _, acc, _), _ = jax.lax.scan(one_step, carry, jnp.arange(steps))
             return (acc, k), None
 
         zeros = jax.tree.map(jnp.zeros_like, params)
         (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
-        total = cfg.importance_episodes * cfg.importance_steps
+        total = cfg.importance_episodes * steps
         return jax.tree.map(lambda x: x / total, acc)
+
+    def _fisher(self, params: Any, key: jax.Array, task_id: int) -> Any:
+        """MEAL 7d81858's EWC Fisher: ``importance_episodes`` x ``importance_steps`` steps
+        (running on through episode ends), each step agent 0's observation, an action
+        sampled from its policy and played by every agent, squared gradient of its
+        log-probability; the mean over all steps."""
+        apply, n = self.apply, self.num_agents
+
+        def per_step(obs, index, keys):
+            obs0 = obs[:, 0, 0].reshape(obs.shape[0], -1)
+
+            def per_seed(p, o, kk):
+                logits, _ = apply(p, o[None], task_id)
+                a = jax.random.categorical(kk, logits[0])
+                return a, cl_lib.fisher_term(apply, p, o, a, task_id)
+
+            a, g2 = jax.vmap(per_seed)(params, obs0, keys)
+            return jnp.broadcast_to(a[:, None, None], (a.shape[0], 1, n)), g2
+
+        return self._importance_mean(
+            params, key, task_id, per_step, self.cfg.importance_steps, resets=True
+        )
 
     def _mas(self, params: Any, key: jax.Array, task_id: int) -> Any:
         """MEAL 7d81858's MAS importance: every step of ``importance_episodes`` episodes
         (each until its end or ``importance_steps``), the squared gradient of ``sum_agents
         1/2 ||[log pi, V]||^2``, every agent acting with its sampled policy; the mean over
         the steps; replaced per task, unnormalised."""
-        cfg = self.cfg
         apply = self.apply
-        steps = min(cfg.importance_steps, self.episode_len)
 
-        def one_step(carry, _):
-            env, obs, acc, k = carry
-            k, ks = _split(k)
-
+        def per_step(obs, index, keys):
             def per_seed(p, o, kk):
                 x = o[0].reshape(self.num_agents, -1)
                 g2 = cl_lib.mas_term(apply, p, x, task_id)
@@ -948,25 +938,11 @@ class JaxIPPO:
                 a = jax.vmap(lambda lg: jax.random.categorical(kk, lg))(logits)
                 return a, g2
 
-            a, g2 = jax.vmap(per_seed)(params, obs, ks)
-            acc = jax.tree.map(jnp.add, acc, g2)
-            env, obs, _, _ = jax.vmap(self.engine.step_batch)(
-                env, a[:, None], jnp.zeros(a.shape[0])
-            )
-            return (env, obs, acc, k), None
+            a, g2 = jax.vmap(per_seed)(params, obs, keys)
+            return a[:, None], g2
 
-        def episode(carry, _):
-            acc, k = carry
-            k, k_ep = _split(k)
-            k_ep, k_reset = _split(k_ep)
-            env, obs = self._importance_envs(task_id, k_reset)
-            (_, _, acc, _), _ = jax.lax.scan(one_step, (env, obs, acc, k_ep), None, steps)
-            return (acc, k), None
-
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
-        total = cfg.importance_episodes * steps
-        return jax.tree.map(lambda x: x / total, acc)
+        steps = min(self.cfg.importance_steps, self.episode_len)
+        return self._importance_mean(params, key, task_id, per_step, steps, resets=False)
 
 
 def _act_impl(network, params, obs, task, greedy, key, obs_dim):

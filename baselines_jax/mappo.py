@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from baselines_jax.config import IPPOConfig
-from baselines_jax.learner import JaxIPPO, _split
+from baselines_jax.learner import JaxIPPO
 from baselines_jax.network import central_rows
 from cl_suites.declarations import MAPPO_METHODS
 
@@ -133,46 +133,24 @@ class JaxMAPPO(JaxIPPO):
         x ``importance_steps`` steps (running on through episode ends), each step the
         agents' actions sampled from the actor, the squared gradient of their summed
         log-probabilities; the mean over all steps."""
-        cfg, apply = self.cfg, self.apply
+        apply = self.apply
 
         def log_prob_sum(p, x, a):
             logits, _ = apply(p, x, task_id)
             return jnp.take_along_axis(jax.nn.log_softmax(logits), a[:, None], 1).sum()
 
-        def one_step(carry, _):
-            env, obs, t, acc, k = carry
-            k, ks = _split(k)
-            x = self._importance_rows(obs)
-
+        def per_step(obs, index, keys):
             def per_seed(p, xs, kk):
                 logits, _ = apply(p, xs, task_id)
                 a = jax.random.categorical(kk, logits)
-                g = jax.grad(log_prob_sum)(p, xs, a)
-                return a, jax.tree.map(jnp.square, g)
+                return a, jax.tree.map(jnp.square, jax.grad(log_prob_sum)(p, xs, a))
 
-            a, g2 = jax.vmap(per_seed)(params, x, ks)
-            acc = jax.tree.map(jnp.add, acc, g2)
-            env, obs, _, _ = jax.vmap(self.engine.step_batch)(
-                env, a[:, None], jnp.zeros(a.shape[0])
-            )
-            env, obs, t, _ = self._maybe_reset(task_id, env, obs, t + 1)
-            return (env, obs, t, acc, k), None
+            a, g2 = jax.vmap(per_seed)(params, self._importance_rows(obs), keys)
+            return a[:, None], g2
 
-        def episode(carry, _):
-            acc, k = carry
-            k, k_ep = _split(k)
-            k_ep, k_reset = _split(k_ep)
-            env, obs = self._importance_envs(task_id, k_reset)
-            t = jnp.zeros(obs.shape[0], jnp.int32)
-            (_, _, _, acc, _), _ = jax.lax.scan(
-                one_step, (env, obs, t, acc, k_ep), None, cfg.importance_steps
-            )
-            return (acc, k), None
-
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
-        total = cfg.importance_episodes * cfg.importance_steps
-        return jax.tree.map(lambda x: x / total, acc)
+        return self._importance_mean(
+            params, key, task_id, per_step, self.cfg.importance_steps, resets=True
+        )
 
     def _mas(self, params: Any, key: jax.Array, task_id: int) -> Any:
         """MEAL 057f862's MAS (``continual/mas.py``): each of ``importance_episodes``
@@ -181,17 +159,13 @@ class JaxMAPPO(JaxIPPO):
         gives MAPPO is zero) at every ``importance_stride``-th step; the sum divided by
         every step of the episodes."""
         cfg, apply, n = self.cfg, self.apply, self.num_agents
-        steps = min(cfg.importance_steps, self.episode_len)
 
         def l2(p, x):
             logits, _ = apply(p, x, task_id)
             return 0.5 * jnp.sum(logits * logits) / n
 
-        def one_step(carry, t):
-            env, obs, acc, k = carry
-            k, ks = _split(k)
-            x = self._importance_rows(obs)
-            counted = (t % cfg.importance_stride == 0).astype(jnp.float32)
+        def per_step(obs, index, keys):
+            counted = (index % cfg.importance_stride == 0).astype(jnp.float32)
 
             def per_seed(p, xs, kk):
                 g = jax.grad(l2)(p, xs)
@@ -199,25 +173,11 @@ class JaxMAPPO(JaxIPPO):
                 a = jax.random.categorical(kk, logits)
                 return a, jax.tree.map(lambda v: jnp.square(v) * counted, g)
 
-            a, g2 = jax.vmap(per_seed)(params, x, ks)
-            acc = jax.tree.map(jnp.add, acc, g2)
-            env, obs, _, _ = jax.vmap(self.engine.step_batch)(
-                env, a[:, None], jnp.zeros(a.shape[0])
-            )
-            return (env, obs, acc, k), None
+            a, g2 = jax.vmap(per_seed)(params, self._importance_rows(obs), keys)
+            return a[:, None], g2
 
-        def episode(carry, _):
-            acc, k = carry
-            k, k_ep = _split(k)
-            k_ep, k_reset = _split(k_ep)
-            env, obs = self._importance_envs(task_id, k_reset)
-            (_, _, acc, _), _ = jax.lax.scan(one_step, (env, obs, acc, k_ep), jnp.arange(steps))
-            return (acc, k), None
-
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        (acc, _), _ = jax.lax.scan(episode, (zeros, key), None, cfg.importance_episodes)
-        total = cfg.importance_episodes * steps
-        return jax.tree.map(lambda x: x / total, acc)
+        steps = min(cfg.importance_steps, self.episode_len)
+        return self._importance_mean(params, key, task_id, per_step, steps, resets=False)
 
 
 __all__ = ["JaxMAPPO", "MAPPOConfig", "mappo_schedule"]

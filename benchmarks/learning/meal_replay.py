@@ -1,4 +1,4 @@
-"""AGEM and PackNet on MEAL-2 beside MEAL's own code (issue 52 item 3).
+"""AGEM, PackNet (issue 52 item 3) and MAPPO (issue 51 item 4) on MEAL-2 beside MEAL's code.
 
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 check
     python -m benchmarks.learning.meal_replay --meal-repo /tmp/refs/meal057 meal \\
@@ -39,6 +39,13 @@ entropy 0.01, value 0.5, gradient norm 0.5, two ReLU layers of 128 per trunk wit
 LayerNorm, separate actor/critic trunks, one-hot task id input, a head per task; AGEM
 memory 100,000 transitions, 1,024 per gradient; PackNet fine-tuning ``finetune_steps``
 after each task's training. 057's flags set every one of these to our ppo-jax values.
+
+**MAPPO** (``mappo-ft``, ``mappo-ewc``): 057's ``experiments/train.py mappo`` beside
+``cl-suites run --learner mappo-jax`` with the settings above but MAPPO's own PPO values
+(``MAPPO_PPO``: lr 1e-3 held constant, GAE lambda 0.95, gradient norm 1.0, 16
+minibatches; agent ids in the actor's input), the same on both sides. The scorer plays
+057's actor with each row's agent id (as it trains; 057's own evaluation gives both
+agents id 0, ``meal_eval.json`` keeps it).
 
 Differences the two trainers leave (also in the results note):
 

@@ -13,6 +13,7 @@ from cl_suites.core.workers import WorkerVectorEnv, check_env_splits, worker_blo
 from cl_suites.errors import BadValueError
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.rundir.runlog import read_episodes, read_eval
+from tests.helpers.traces import same_trace
 
 
 def _play(env: SequenceVectorEnv, steps: int) -> list:
@@ -46,13 +47,6 @@ def _numeric(infos: dict, prefix: str = "") -> dict[str, np.ndarray]:
     return out
 
 
-def _same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(
-        x == y if isinstance(x, list) or x is None else np.array_equal(x, y)
-        for x, y in zip(a, b, strict=True)
-    )
-
-
 @pytest.mark.parametrize(
     ("suite", "kwargs", "steps"),
     [
@@ -70,9 +64,9 @@ def test_blocks_started_ahead_give_the_one_process_run_for_any_worker_count(suit
             runs[workers] = _play(env, steps)
         finally:
             env.close()
-    assert _same(runs[None], runs[1])
-    assert _same(runs[None], runs[2])
-    assert _same(runs[None], runs[3])
+    assert same_trace(runs[None], runs[1])
+    assert same_trace(runs[None], runs[2])
+    assert same_trace(runs[None], runs[3])
 
 
 def test_each_worker_holds_a_share_of_every_block():

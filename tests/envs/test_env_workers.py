@@ -25,6 +25,7 @@ from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.rundir.runlog import read_episodes, read_eval
 from tests.helpers import REPO
 from tests.helpers.kill_drills import takes_ctrl_c
+from tests.helpers.traces import same_trace
 
 ROOT = REPO
 
@@ -39,13 +40,6 @@ def _play(env: SequenceVectorEnv, steps: int, seed: int = 3):
         episode = infos.get("task_episode", {})
         trace += [obs.copy(), rewards, terminated, truncated, sorted(infos), episode.get("r")]
     return trace
-
-
-def _same(a, b) -> bool:
-    return len(a) == len(b) and all(
-        x == y if isinstance(x, list) or x is None else np.array_equal(x, y)
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 @pytest.mark.parametrize(
@@ -64,8 +58,8 @@ def test_workers_give_the_one_process_run_bit_for_bit(suite, kwargs, steps):
             runs[mode, workers] = _play(env, steps)
         finally:
             env.close()
-    assert _same(runs["sync", None], runs["workers", 2])
-    assert _same(runs["sync", None], runs["workers", 3])
+    assert same_trace(runs["sync", None], runs["workers", 2])
+    assert same_trace(runs["sync", None], runs["workers", 3])
 
 
 def test_atari_workers_resume_bit_identically_mid_game():

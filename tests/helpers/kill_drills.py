@@ -63,6 +63,19 @@ def jax_run_dies_after_checkpoint(kill_at: int) -> Iterator[None]:
             yield
 
 
+def jax_run(run_dir, job, overrides, seed, kill_at=None):
+    """``run_main_job`` of a JAX learner's run into ``run_dir`` (``job``: suite, method,
+    learner, preset, num_envs); with ``kill_at``, killed right after its first checkpoint
+    at or after that step (:func:`jax_run_dies_after_checkpoint`). Returns ``run_dir``."""
+    kwargs = dict(**job, seed=seed, run_dir=run_dir, overrides=dict(overrides))
+    if kill_at is None:
+        run_main_job(resume=False, **kwargs)
+        return run_dir
+    with jax_run_dies_after_checkpoint(kill_at):
+        run_main_job(resume=False, **kwargs)
+    return run_dir
+
+
 def kill_run_at(run_dir, job, overrides, kill_at):
     """Run ``run_main_job`` into ``run_dir`` and kill it (``KeyboardInterrupt``, as Ctrl-C)
     at the first evaluation-callback step at or after ``kill_at``."""

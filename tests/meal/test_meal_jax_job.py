@@ -38,7 +38,11 @@ from cl_suites.rundir.runlog import (
     read_metadata,
     read_remedy,
 )
-from tests.helpers.kill_drills import jax_run_dies_after_checkpoint, kill_inside_first_checkpoint
+from tests.helpers.kill_drills import (
+    jax_run,
+    jax_run_dies_after_checkpoint,
+    kill_inside_first_checkpoint,
+)
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -61,14 +65,7 @@ def _run(tmp_path_factory, name, seed=0, kill_at=None, run_dir=None, **extra):
     """A MEAL-2 run of ``seed`` (kitchens of seed 0); ``kill_at``: killed (as by kill -9)
     right after the first checkpoint at or after that step."""
     run_dir = run_dir or tmp_path_factory.mktemp(name)
-    overrides = {**OVERRIDES, "layout_seed": 0, **extra}
-    kwargs = dict(**JOB, seed=seed, run_dir=run_dir, overrides=overrides)
-    if kill_at is None:
-        run_main_job(resume=False, **kwargs)
-        return run_dir
-    with jax_run_dies_after_checkpoint(kill_at):
-        run_main_job(resume=False, **kwargs)
-    return run_dir
+    return jax_run(run_dir, JOB, {**OVERRIDES, "layout_seed": 0, **extra}, seed, kill_at)
 
 
 @pytest.fixture(scope="module")
@@ -314,6 +311,15 @@ BAD_CLI = [
         ["--set", "activation=gelu"],
         r"activation must be one of 'relu', 'tanh', 'crelu', got 'gelu'",
     ),
+    # mappo-jax: a method it does not take, a torch option, a remedy, a bad own option
+    (["--learner", "mappo-jax", "--method", "agem"], r"mappo-jax.*'agem'.*ft, ewc, online-ewc"),
+    (
+        ["--learner", "mappo-jax", "--set", "n_steps=8"],
+        r"option 'n_steps' belongs to the torch learner 'ppo', not to learner 'mappo-jax'",
+    ),
+    (["--learner", "mappo-jax", "--method", "ewc+redo"], r"mappo-jax takes no plasticity remedy"),
+    (["--learner", "mappo-jax", "--set", "importance_stride=0"], r"importance_stride"),
+    (["--learner", "mappo-jax", "--set", "buffer_size=8"], r"buffer_size"),
 ]
 
 

@@ -1,6 +1,6 @@
 """MEAL 057f862's MAPPO (``mappo-jax``) through the one main job: its settings per preset,
 a run with its run directory, report and plasticity diagnostics, exact resume after a
-kill, seeds in one program, and bad input refused in one line before anything is built.
+kill, and a suite that is not MEAL's refused (bad input: ``test_meal_jax_job``'s table).
 
 The runs share ``test_meal_jax_job``'s tiny configuration (MEAL-2, 4 envs x 2 agents,
 updates of 4 envs x 16 steps, 512 env steps per task, 100-step episodes).
@@ -8,20 +8,16 @@ updates of 4 envs x 16 steps, 512 env steps per task, 100-step episodes).
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 import pytest
 
 pytest.importorskip("meal")
 
-from cl_suites.cli import main
-from cl_suites.job.jax import train as jax_job
 from cl_suites.job.jax.checkpoint import jax_checkpoint_path, load_jax_checkpoint
 from cl_suites.job.main_job import resolve_job, run_main_job
 from cl_suites.rundir.runlog import read_episodes, read_eval, read_metadata
-from tests.helpers.kill_drills import jax_run_dies_after_checkpoint
+from tests.helpers.kill_drills import jax_run
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -41,13 +37,7 @@ OVERRIDES = {
 
 def _run(tmp_path_factory, name, seed=3, kill_at=None, run_dir=None, **extra):
     run_dir = run_dir or tmp_path_factory.mktemp(name)
-    kwargs = dict(**JOB, seed=seed, run_dir=run_dir, overrides={**OVERRIDES, **extra})
-    if kill_at is None:
-        run_main_job(resume=False, **kwargs)
-        return run_dir
-    with jax_run_dies_after_checkpoint(kill_at):
-        run_main_job(resume=False, **kwargs)
-    return run_dir
+    return jax_run(run_dir, JOB, {**OVERRIDES, **extra}, seed, kill_at)
 
 
 @pytest.fixture(scope="module")
@@ -108,41 +98,6 @@ def test_resume_after_a_kill_reproduces_the_uninterrupted_run(whole, tmp_path_fa
     assert full.keys() == again.keys()
     for key in full:
         np.testing.assert_array_equal(full[key], again[key], err_msg=key)
-
-
-BAD_CLI = [
-    (["--method", "agem"], r"mappo-jax.*'agem'.*ft, ewc, online-ewc, mas, l2"),
-    (["--set", "buffer_size=8"], r"buffer_size"),
-    (
-        ["--set", "n_steps=8"],
-        r"option 'n_steps' belongs to the torch learner 'ppo', not to learner 'mappo-jax'",
-    ),
-    (["--method", "ewc+redo"], r"redo"),
-    (["--set", "importance_stride=0"], r"importance_stride"),
-]
-
-
-@pytest.mark.parametrize(("argv", "message"), BAD_CLI)
-def test_bad_input_is_one_line_before_anything_is_built(
-    argv, message, tmp_path, capsys, monkeypatch
-):
-    from cl_suites.meal import engine
-
-    def no_compile(*args, **kwargs):
-        raise AssertionError("something was built")
-
-    monkeypatch.setattr(engine.MealEngine, "__init__", no_compile)
-    monkeypatch.setattr(jax_job, "run_jax", no_compile)
-    run_dir = tmp_path / "run"
-    code = main(
-        ["run", "--suite", "MEAL-2", "--learner", "mappo-jax", "--preset", "small",
-         "--run-dir", str(run_dir), *argv]
-    )  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert re.search(message, " ".join(err.split())), err
-    assert not run_dir.exists()
 
 
 def test_mappo_is_refused_on_a_suite_that_is_not_meals():
