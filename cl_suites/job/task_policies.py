@@ -110,6 +110,7 @@ def coordination_matrix_of_run(
 def check_coordination_inputs(run_dir: str | os.PathLike[str]) -> None:
     """One-line ``InputError`` when the coordination matrix of ``run_dir`` cannot be
     computed: no run there, not a MEAL run, no task policy kept (nothing is loaded)."""
+    from cl_suites.job.learners import load_learner
     from cl_suites.metrics import meal
 
     run_dir = Path(run_dir)
@@ -124,5 +125,12 @@ def check_coordination_inputs(run_dir: str | os.PathLike[str]) -> None:
         raise RunFileError(
             f"{run_dir}: the coordination matrix is MEAL's (two agents' policies), and this "
             f"is a {suite or 'unknown'} run"
+        )
+    learner = str(read_metadata(run_dir).get("learner", ""))
+    if not getattr(load_learner(learner), "pairs_agents", True):
+        raise RunFileError(
+            f"{run_dir}: a {learner} run's agents act on their own agent ids and on every "
+            "agent's observation of the env, so one agent's policy cannot be paired with "
+            "another run's agent (MEAL's coordination matrix plays IPPO policies)"
         )
     meal.task_checkpoints(run_dir)

@@ -106,3 +106,19 @@ def test_mappo_is_refused_on_a_suite_that_is_not_meals():
             suite="Diagnostic", method="ft", learner="mappo-jax", preset="small", num_envs=None,
             overrides={},
         )  # fmt: skip
+
+
+def test_task_policies_load_and_the_coordination_matrix_is_refused(whole):
+    """A kept task policy acts again through the run's network (every agent of each env);
+    MEAL's coordination matrix, which pairs one agent of one run with another run's, is
+    refused in one line."""
+    from cl_suites.errors import RunFileError
+    from cl_suites.job.task_policies import check_coordination_inputs, load_task_policy
+    from cl_suites.rundir.task_policies import task_policy_path
+
+    spec = resolve_job(**JOB, overrides=dict(OVERRIDES), seed=3)
+    policy = load_task_policy(task_policy_path(whole, 1, "npz"), spec)
+    obs = np.zeros((4, *spec.meal.obs_shape), np.uint8)  # 2 envs x 2 agents, env-major
+    assert policy(obs, np.ones(4, np.int64)).shape == (4,)
+    with pytest.raises(RunFileError, match="mappo-jax run's agents act on their own agent ids"):
+        check_coordination_inputs(whole)

@@ -276,6 +276,9 @@ class JaxLearner:
     """Its settings: this ``baselines_jax`` config class."""
     learner_type: str = "JaxIPPO"
     """Its learner: this ``baselines_jax`` class (``JaxIPPO``'s API)."""
+    pairs_agents: bool = True
+    """One agent's policy can play beside another run's agent (MEAL's coordination
+    matrix); not for a central critic's agents (their own ids, every agent's rows)."""
     own_options: tuple[tuple[str, Option], ...] = ()
     """Options of its config's own fields, beside :data:`OPTIONS`."""
     own_values: tuple[tuple[str, Any], ...] = ()
@@ -433,6 +436,7 @@ MAPPO_JAX = JaxLearner(
     methods=MAPPO_METHODS,
     config_type="MAPPOConfig",
     learner_type="JaxMAPPO",
+    pairs_agents=False,
     own_options=(
         ("lr_end", Option(_L, _num(0.0), "step size at a task's end, with anneal_lr")),
         ("agent_id_input", Option(_L, _BOOL, "the agent's one-hot id in the actor's input")),
