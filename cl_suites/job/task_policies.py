@@ -110,7 +110,7 @@ def coordination_matrix_of_run(
 def check_coordination_inputs(run_dir: str | os.PathLike[str]) -> None:
     """One-line ``InputError`` when the coordination matrix of ``run_dir`` cannot be
     computed: no run there, not a MEAL run, no task policy kept (nothing is loaded)."""
-    from cl_suites.job.learners import load_learner
+    from cl_suites.job.learners import REGISTRY, load_learner
     from cl_suites.metrics import meal
 
     run_dir = Path(run_dir)
@@ -127,7 +127,7 @@ def check_coordination_inputs(run_dir: str | os.PathLike[str]) -> None:
             f"is a {suite or 'unknown'} run"
         )
     learner = str(read_metadata(run_dir).get("learner", ""))
-    if not getattr(load_learner(learner), "pairs_agents", True):
+    if learner in REGISTRY and not getattr(load_learner(learner), "pairs_agents", True):
         raise RunFileError(
             f"{run_dir}: a {learner} run's agents act on their own agent ids and on every "
             "agent's observation of the env, so one agent's policy cannot be paired with "

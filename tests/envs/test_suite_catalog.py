@@ -86,7 +86,7 @@ def test_meal_is_a_catalog_entry_with_its_differences_as_fields():
     assert info.family == "meal" and info.preset_key == "MEAL"
     assert info.step_unit is ENV_STEPS
     assert (info.evaluation.at_start, info.evaluation.per_task) == (False, True)
-    assert learners_for(info) == ("ppo-jax", "ppo")  # the learners' entries declare MEAL
+    assert learners_for(info) == ("ppo-jax", "mappo-jax", "ppo")  # entries declare MEAL
     assert info.default_learner == "ppo-jax"
     assert info.methods == MEAL_METHODS
     assert set(info.methods) == set(presets.MEAL_METHOD_VALUES) == set(presets.SMALL_MEAL_METHODS)

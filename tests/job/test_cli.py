@@ -77,7 +77,7 @@ def test_the_declared_names_have_their_classes_and_parse_without_torch():
     assert tuple(METHODS) == TORCH_METHODS
     meal = {name for name, variants in METHODS.items() if "meal" in variants}
     assert meal == set(MEAL_PAPER_METHODS)
-    assert tuple(REGISTRY) == ("ppo-jax", "ppo", "vtrace")
+    assert tuple(REGISTRY) == ("ppo-jax", "mappo-jax", "ppo", "vtrace")
     assert {n for n in REGISTRY if load_learner(n).own_methods} == set(TORCH)
     code = (
         "import sys; from cl_suites.cli import build_parser; build_parser(); "
