@@ -1045,7 +1045,7 @@ def plot(rows, methods, budget: Budget, out_png: Path) -> None:
     colors = {"meal": "#4c72b0", "ours": "#dd8452", "ours-mlp": "#55a868"}
     labels = {
         "meal": "MEAL 057f862",
-        "ours": "ours (ppo-jax)",
+        "ours": "ours ({algo}-jax)",
         "ours-mlp": "ours, network mlp (diagnostic)",
     }
     for ax, method in zip(axes[0], methods, strict=True):
@@ -1058,7 +1058,7 @@ def plot(rows, methods, budget: Budget, out_png: Path) -> None:
             means = [np.mean(r[side]) if r[side] else np.nan for r in mrows]
             sds = [np.std(r[side], ddof=1) if len(r[side]) > 1 else 0.0 for r in mrows]
             ax.bar(x + off, means, width * 0.94, yerr=sds, color=colors[side], alpha=0.55,
-                   capsize=3, label=labels[side])  # fmt: skip
+                   capsize=3, label=labels[side].format(algo=algo_of(method)[0]))  # fmt: skip
             for xi, r in zip(x, mrows, strict=True):
                 vals = r[side]
                 ax.scatter(np.full(len(vals), xi + off), vals, color=colors[side],

@@ -444,7 +444,10 @@ def _print_busy(args: argparse.Namespace, rows: list, busy_rows: list) -> None:
 
 def _print_training(args: argparse.Namespace, rows: list[tuple[int, dict]]) -> None:
     k = args.seeds
-    print(f"\nMEAL-2 ft, 128 steps/update, 8 epochs x 8 minibatches; best of {args.repeats}")
+    print(
+        "\nMEAL-2 ft, 128 steps/update, 8 epochs x 8 minibatches (MAPPO: x 16); "
+        f"best of {args.repeats}"
+    )
     print("training env-steps/s (compile apart, seconds in brackets); jax-seeds: all K seeds")
     print(" envs | " + " | ".join(f"{SIDES[s].replace('K', str(k))}" for s in args.sides))
     for num_envs, best in rows:
